@@ -1,0 +1,110 @@
+"""Command line: argv → options → the chosen front end (imported lazily)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from soulwire import __version__
+
+if TYPE_CHECKING:
+    from soulwire.runtime.options import SessionOptions
+
+SUBCOMMANDS = ("info", "schema", "demo", "sessions")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `soulwire` command; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return _subcommand(argv[0], argv[1:])
+    from soulwire.cli.args import UsageError, parse_main
+    from soulwire.config.loader import ConfigError
+
+    try:
+        args = parse_main(argv)
+        if args.version:
+            print(f"soulwire, version {__version__}")
+            return 0
+        options = _session_options(args)
+    except (UsageError, ConfigError) as exc:
+        sys.stderr.write(f"soulwire: error: {exc}\nTry 'soulwire --help' for help.\n")
+        return 2
+    if args.wire:
+        if args.prompt:
+            sys.stderr.write("soulwire: --prompt is ignored in --wire mode\n")
+        from soulwire.ui.wire.launch import serve_wire
+
+        return serve_wire(options)
+    if args.print_mode:
+        from soulwire.ui.print.app import run_print
+
+        return run_print(
+            options,
+            prompt=args.prompt,
+            input_format=args.input_format or "text",
+            output_format=args.output_format or "text",
+            final_message_only=args.final_message_only,
+        )
+    if args.acp:
+        sys.stderr.write("soulwire: ACP mode is not available yet; use --wire\n")
+        return 2
+    sys.stderr.write(
+        "soulwire: the interactive terminal UI is not available yet.\n"
+        "Use `soulwire --wire` (JSON-RPC over stdio), `soulwire --print -p TEXT`, or `soulwire demo`.\n"
+    )
+    return 2
+
+
+def _session_options(a: argparse.Namespace) -> SessionOptions:
+    from soulwire.config.loader import ConfigError, load_raw_config, share_dir
+    from soulwire.runtime.options import SessionOptions
+
+    work_dir = Path(a.work_dir or os.getcwd()).expanduser()
+    if not work_dir.is_dir():
+        raise ConfigError(f"--work-dir does not exist or is not a directory: {work_dir}")
+    work_dir = Path(os.path.abspath(work_dir))
+    share = share_dir()
+    raw, path = load_raw_config(config_file=a.config_file, config_text=a.config, share=share)
+    return SessionOptions(
+        work_dir=work_dir,
+        share_dir=share,
+        raw_config=raw,
+        config_path=path,
+        model_alias=a.model,
+        thinking=a.thinking,
+        yolo=a.yolo,
+        afk=a.afk,
+        plan=a.plan,
+        session_id=a.session or None,
+        continue_last=a.continue_last,
+        max_steps_per_turn=a.max_steps_per_turn,
+        max_retries_per_step=a.max_retries_per_step,
+        max_ralph_iterations=a.max_ralph_iterations,
+        agent_file=Path(a.agent_file) if a.agent_file else None,
+        skills_dirs=[Path(p) for p in a.skills_dir],
+        add_dirs=[Path(p) for p in a.add_dir],
+        mcp_config_files=[Path(p) for p in a.mcp_config_file],
+        mcp_configs=list(a.mcp_config),
+        print_mode=a.print_mode,
+    )
+
+
+def _subcommand(name: str, argv: list[str]) -> int:
+    if name == "info":
+        from soulwire.cli.info import run_info
+
+        return run_info(argv)
+    if name == "schema":
+        from soulwire.cli.schema import run_schema
+
+        return run_schema(argv)
+    if name == "demo":
+        from soulwire.cli.demo import run_demo
+
+        return run_demo(argv)
+    sys.stderr.write(f"soulwire: `{name}` is not available yet\n")
+    return 2

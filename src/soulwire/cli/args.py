@@ -1,0 +1,119 @@
+"""Command-line flags, compatible with `kimi` (spec §8.1). Usage errors exit with code 2."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+
+class UsageError(Exception):
+    """Invalid usage; reported on stderr with exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be ≥ {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="soulwire",
+        description="A coding-agent engine. Modes: --wire (JSON-RPC over stdio), --print (one-shot).",
+        epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions.",
+        allow_abbrev=False,
+    )
+    add = parser.add_argument
+    add("--version", "-V", action="store_true", help="print the version and exit")
+    add("--verbose", action="store_true", help="more log output on stderr")
+    add("--debug", action="store_true", help="debug logging")
+    add("--work-dir", "-w", metavar="PATH", help="working directory (default: current directory)")
+    add(
+        "--add-dir",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="extra workspace directory (repeatable)",
+    )
+    session = parser.add_mutually_exclusive_group()
+    session.add_argument(
+        "--session",
+        "--resume",
+        "-S",
+        "-r",
+        nargs="?",
+        const="",
+        metavar="ID",
+        help="resume or create session ID",
+    )
+    session.add_argument(
+        "--continue", "-C", dest="continue_last", action="store_true", help="continue the last session"
+    )
+    config = parser.add_mutually_exclusive_group()
+    config.add_argument("--config", metavar="TEXT", help="whole configuration as JSON or TOML text")
+    config.add_argument("--config-file", metavar="PATH", help="configuration file (.json or TOML)")
+    add("--model", "-m", metavar="NAME", help="model alias from [models]")
+    thinking = parser.add_mutually_exclusive_group()
+    thinking.add_argument("--thinking", dest="thinking", action="store_const", const=True, default=None)
+    thinking.add_argument("--no-thinking", dest="thinking", action="store_const", const=False)
+    add(
+        "--yolo",
+        "--yes",
+        "-y",
+        "--auto-approve",
+        dest="yolo",
+        action="store_true",
+        help="auto-approve tool actions",
+    )
+    add("--afk", action="store_true", help="nobody is watching: auto-approve and dismiss questions")
+    add("--plan", action="store_true", help="start in plan mode")
+    add("--prompt", "-p", "--command", "-c", dest="prompt", metavar="TEXT", help="prompt (print mode)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--print", dest="print_mode", action="store_true", help="run one prompt and print the answer"
+    )
+    mode.add_argument("--wire", action="store_true", help="serve the Wire protocol on stdin/stdout")
+    mode.add_argument("--acp", action="store_true", help=argparse.SUPPRESS)
+    add("--quiet", action="store_true", help="--print --output-format text --final-message-only")
+    add("--input-format", choices=["text", "stream-json"], help="print mode input format")
+    add("--output-format", choices=["text", "stream-json"], help="print mode output format")
+    add("--final-message-only", action="store_true", help="print mode: only the last assistant message")
+    agent = parser.add_mutually_exclusive_group()
+    agent.add_argument("--agent", choices=["default", "okabe"], help="built-in agent")
+    agent.add_argument("--agent-file", metavar="PATH", help="custom agent spec file")
+    add(
+        "--mcp-config-file", action="append", default=[], metavar="PATH", help="MCP servers file (repeatable)"
+    )
+    add("--mcp-config", action="append", default=[], metavar="JSON", help="MCP servers as JSON (repeatable)")
+    add("--skills-dir", action="append", default=[], metavar="PATH", help="skills directory (repeatable)")
+    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N")
+    add("--max-retries-per-step", type=_int_at_least(1), metavar="N")
+    add("--max-ralph-iterations", type=_int_at_least(-1), metavar="N")
+    return parser
+
+
+def parse_main(argv: list[str]) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    if args.quiet:
+        if args.wire or args.acp:
+            raise UsageError("--quiet cannot be combined with --wire/--acp")
+        args.print_mode = True
+        args.output_format = args.output_format or "text"
+        args.final_message_only = True
+    if not args.print_mode and (args.input_format or args.output_format or args.final_message_only):
+        raise UsageError("--input-format, --output-format and --final-message-only need --print")
+    if args.session == "":
+        raise UsageError("--session needs an ID outside the interactive shell")
+    return args

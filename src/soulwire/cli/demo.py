@@ -1,0 +1,138 @@
+"""`soulwire demo`: a scripted session end to end, offline, no API key.
+
+It starts a real `soulwire --wire` process with the scripted provider in a temporary home,
+acts as its client, and narrates what travels over the wire: streamed text, a tool call, and
+a round trip through a tool the client itself provides."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "Current weather for a city (answered by the demo client).",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def _words(sentence: str) -> list[str]:
+    """One `text:` line per word; the DSL drops one space after the colon, so a second one
+    carries the word's leading space."""
+    words = sentence.split(" ")
+    return [f"text: {words[0]}"] + [f"text:  {w}" for w in words[1:]]
+
+
+def _scripts() -> list[str]:
+    call = json.dumps({"id": "call-1", "name": "get_weather", "arguments": json.dumps({"city": "Paris"})})
+    step1 = "\n".join(
+        [
+            "id: demo-1",
+            "usage: input_other=120 output=18",
+            "think: The user wants the weather; the client has a tool for that.",
+            *_words("Let me check the weather in Paris."),
+            f"tool_call: {call}",
+        ]
+    )
+    step2 = "\n".join(["id: demo-2", "usage: input_other=180 output=12", *_words("It is sunny, 21 °C.")])
+    return [step1, step2]
+
+
+def _write_sandbox(root: Path) -> list[str]:
+    (root / "work").mkdir()
+    scripts = root / "scripts.json"
+    scripts.write_text(json.dumps(_scripts()), encoding="utf-8")
+    config = {
+        "default_model": "demo",
+        "models": {"demo": {"provider": "offline", "model": "scripted_echo", "max_context_size": 100000,
+                            "capabilities": ["thinking"]}},
+        "providers": {
+            "offline": {"type": "_scripted_echo", "env": {"SOULWIRE_SCRIPTED_ECHO_SCRIPTS": str(scripts)}}
+        },
+    }  # fmt: skip
+    (root / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(root / "config.json"),
+            "--work-dir", str(root / "work")]  # fmt: skip
+
+
+class _Client:
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        self.sent = 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> str:
+        self.sent += 1
+        rid = f"{self.sent}_{method}"
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return rid
+
+    def messages(self) -> Iterator[dict[str, Any]]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            yield json.loads(line)
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def run_demo(argv: list[str]) -> int:
+    import os
+
+    with tempfile.TemporaryDirectory(prefix="soulwire-demo-") as tmp:
+        root = Path(tmp)
+        env = {**os.environ, "HOME": str(root), "SOULWIRE_SHARE_DIR": str(root / "share")}
+        client = _Client(_write_sandbox(root), env)
+        started = time.perf_counter()
+        rid = client.request("initialize", {"protocol_version": "1.3", "client": {"name": "soulwire-demo"},
+                                            "external_tools": [_WEATHER_TOOL]})  # fmt: skip
+        stream = client.messages()
+        reply = next(m for m in stream if m.get("id") == rid)["result"]
+        server = reply["server"]
+        _say(f"» engine {server['name']} {server['version']}, Wire {reply['protocol_version']}, "
+             f"ready in {(time.perf_counter() - started) * 1000:.0f} ms; "
+             f"client tool accepted: {reply['external_tools']['accepted']}\n")  # fmt: skip
+        _say("» prompt: What's the weather in Paris?\n")
+        rid = client.request("prompt", {"user_input": "What's the weather in Paris?"})
+        for message in stream:
+            if message.get("id") == rid and "method" not in message:
+                _say(f"\n» turn result: {message.get('result') or message.get('error')}\n")
+                break
+            params = message.get("params") or {}
+            kind, payload = params.get("type"), params.get("payload") or {}
+            if message.get("method") == "request" and kind == "ToolCallRequest":
+                args = json.loads(payload.get("arguments") or "{}")
+                _say(f"\n» engine asks the client to run {payload['name']}({args}) — answering\n")
+                client.send({"jsonrpc": "2.0", "id": message["id"], "result": {"tool_call_id": payload["id"],
+                             "return_value": {"is_error": False, "output": "sunny, 21 °C",
+                                              "message": "", "display": []}}})  # fmt: skip
+            elif kind == "ContentPart" and payload.get("type") == "think":
+                _say(f"  (thinking: {payload['think']})\n")
+            elif kind == "ContentPart" and payload.get("type") == "text":
+                _say(payload["text"])
+            elif kind == "ToolCall":
+                _say(f"\n» tool call {payload['id']}: {payload['function']['name']}")
+            elif kind == "ToolResult":
+                _say(f"» tool result: {payload['return_value']['output']!r}\n")
+            elif kind == "StatusUpdate" and payload.get("token_usage"):
+                _say(f"\n  [step usage: {payload['token_usage']['input_other']} in / "
+                     f"{payload['token_usage']['output']} out]\n")  # fmt: skip
+            elif kind in ("TurnBegin", "TurnEnd", "StepBegin"):
+                _say(f"\n» {kind} {payload.get('n', '')}".rstrip() + "\n")
+        assert client.proc.stdin is not None
+        client.proc.stdin.close()
+        code = client.proc.wait(timeout=10)
+        _say(f"» engine exited with code {code}\n")
+        return code

@@ -1,0 +1,37 @@
+"""`soulwire info [--json]`: versions, for humans or for clients (VS Code, Go SDK) that check
+compatibility before spawning `--wire`. Prints nothing on stderr."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+
+from soulwire import __version__
+from soulwire.wire import PROTOCOL_VERSION
+
+KIMI_COMPAT_VERSION = "1.49.0"
+"""The kimi-cli release whose Wire behaviour soulwire reproduces; clients gate on it."""
+
+
+def info() -> dict[str, object]:
+    return {
+        "soulwire_version": __version__,
+        "wire_protocol_version": PROTOCOL_VERSION,
+        "python_version": platform.python_version(),
+        "kimi_cli_version": KIMI_COMPAT_VERSION,
+        "agent_spec_versions": ["1"],
+    }
+
+
+def run_info(argv: list[str]) -> int:
+    data = info()
+    if argv and argv[0] == "--json":
+        sys.stdout.write(json.dumps(data) + "\n")
+    elif argv:
+        sys.stdout.write("usage: soulwire info [--json]\n")
+        return 2
+    else:
+        for key, value in data.items():
+            sys.stdout.write(f"{key}: {value}\n")
+    return 0

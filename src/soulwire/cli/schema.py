@@ -1,0 +1,47 @@
+"""`soulwire schema [--out DIR]`: the JSON Schema of every Wire message, generated from the
+protocol types."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def wire_schemas() -> dict[str, Any]:
+    from pydantic import TypeAdapter
+
+    from soulwire.wire import messages, methods, types
+
+    out: dict[str, Any] = {"events": {}, "requests": {}, "methods": {}}
+    out["events"]["ContentPart"] = TypeAdapter(types.ContentPart).json_schema()
+    for name, cls in messages.EVENT_TYPES.items():
+        out["events"][name] = cls.model_json_schema()
+    for name, cls in messages.REQUEST_TYPES.items():
+        out["requests"][name] = cls.model_json_schema()
+    for cls in (
+        methods.InitializeParams, methods.PromptParams, methods.PromptResult, methods.ReplayResult,
+        methods.SteerParams, methods.SetPlanModeParams, methods.SetPlanModeResult, methods.ApprovalAnswer,
+        methods.ToolResultAnswer, messages.QuestionResponse, messages.HookResponse,
+    ):  # fmt: skip
+        out["methods"][cls.__name__] = cls.model_json_schema()
+    return out
+
+
+def run_schema(argv: list[str]) -> int:
+    schemas = wire_schemas()
+    if argv[:1] == ["--out"] and len(argv) == 2:
+        root = Path(argv[1])
+        for group, items in schemas.items():
+            (root / group).mkdir(parents=True, exist_ok=True)
+            for name, schema in items.items():
+                (root / group / f"{name}.json").write_text(
+                    json.dumps(schema, indent=2) + "\n", encoding="utf-8"
+                )
+        return 0
+    if argv:
+        sys.stderr.write("usage: soulwire schema [--out DIR]\n")
+        return 2
+    sys.stdout.write(json.dumps(schemas, indent=2) + "\n")
+    return 0

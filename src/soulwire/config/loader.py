@@ -1,0 +1,79 @@
+"""Finding and reading configuration without validating it (cheap enough for start-up)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the CLI reports it as a usage error (exit 2)."""
+
+
+def share_dir(env: dict[str, str] | None = None) -> Path:
+    """`SOULWIRE_SHARE_DIR`, else `KIMI_SHARE_DIR` (so kimi clients keep working), else ~/.soulwire."""
+    env = dict(os.environ) if env is None else env
+    for key in ("SOULWIRE_SHARE_DIR", "KIMI_SHARE_DIR"):
+        value = env.get(key)
+        if value:
+            return Path(value).expanduser()
+    return Path.home() / ".soulwire"
+
+
+def parse_config_text(text: str, *, origin: str = "--config") -> dict[str, Any]:
+    """Parse a whole config given as text: JSON is tried first, then TOML."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        import tomllib
+
+        try:
+            value = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{origin}: neither valid JSON nor valid TOML ({exc})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{origin}: the configuration must be a table/object")
+    return value  # pyright: ignore[reportUnknownVariableType]
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a config file: `.json` as JSON, anything else as TOML."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    if path.suffix.lower() == ".json":
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: invalid JSON ({exc})") from None
+    else:
+        import tomllib
+
+        try:
+            value = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: the configuration must be a table/object")
+    return value  # pyright: ignore[reportUnknownVariableType]
+
+
+def load_raw_config(
+    *, config_file: str | None, config_text: str | None, share: Path
+) -> tuple[dict[str, Any], Path | None]:
+    """The raw config mapping and the file it came from (None for --config text or defaults)."""
+    if config_text is not None:
+        return parse_config_text(config_text), None
+    if config_file is not None:
+        path = Path(config_file).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file does not exist: {path}")
+        return read_config_file(path), path
+    for name in ("config.toml", "config.json"):
+        path = share / name
+        if path.is_file():
+            return read_config_file(path), path
+    return {}, None

@@ -1,0 +1,104 @@
+"""The typed configuration schema (spec §8.2). Unknown keys are ignored."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from soulwire.config.loader import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class ProviderConfig(_Section):
+    type: str
+    base_url: str = ""
+    api_key: str = Field(default="", repr=False)
+    env: dict[str, str] = Field(default_factory=dict)
+    custom_headers: dict[str, str] = Field(default_factory=dict)
+    reasoning_key: str | None = None
+    oauth: dict[str, Any] | None = None
+
+
+class ModelConfig(_Section):
+    provider: str
+    model: str
+    max_context_size: int = Field(default=262_144, ge=1)
+    capabilities: list[str] = Field(default_factory=list)
+    display_name: str | None = None
+
+    @field_validator("capabilities", mode="before")
+    @classmethod
+    def _capabilities_list(cls, value: Any) -> Any:
+        # The Go SDK serialises capabilities as {"image_in": true}; accept that shape too.
+        if isinstance(value, dict):
+            return [k for k, v in value.items() if v]  # pyright: ignore[reportUnknownVariableType]
+        return value
+
+
+class LoopControl(_Section):
+    max_steps_per_turn: int = Field(
+        default=1000, ge=1, validation_alias=AliasChoices("max_steps_per_turn", "max_steps_per_run")
+    )
+    max_retries_per_step: int = Field(default=3, ge=1)
+    max_ralph_iterations: int = Field(default=0, ge=-1)
+    reserved_context_size: int = Field(default=50_000, ge=1000)
+    compaction_trigger_ratio: float = Field(default=0.85, ge=0.5, le=0.99)
+
+
+class HookConfig(_Section):
+    event: str
+    command: str
+    matcher: str = ""
+    timeout: int = Field(default=30, ge=1, le=600)
+
+
+class Config(_Section):
+    default_model: str = ""
+    default_thinking: bool = False
+    default_yolo: bool = False
+    default_plan_mode: bool = False
+    skip_afk_prompt_injection: bool = False
+    telemetry: bool = True
+    extra_skill_dirs: list[str] = Field(default_factory=list)
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    loop_control: LoopControl = Field(default_factory=LoopControl)
+    hooks: list[HookConfig] = Field(default_factory=list)
+    mcp: dict[str, Any] = Field(default_factory=dict)
+    services: dict[str, Any] = Field(default_factory=dict)
+    approval_scope: Literal["exact", "action"] = "exact"
+    """`exact`: approve-for-session remembers the command or file the user saw; `action`:
+    the reference's behaviour (every later call with the same action string)."""
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> Config:
+        if self.default_model and self.default_model not in self.models:
+            raise ValueError(f"default_model {self.default_model!r} is not a key of [models]")
+        for alias, model in self.models.items():
+            if model.provider not in self.providers:
+                raise ValueError(f"model {alias!r} uses unknown provider {model.provider!r}")
+        return self
+
+
+def validate_config(raw: dict[str, Any]) -> Config:
+    """Validate a raw mapping; errors become ConfigError with a readable message."""
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        lines = [f"invalid configuration ({exc.error_count()} error(s)):"]
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "<root>"
+            lines.append(f"  {where}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None

@@ -1,0 +1,1 @@
+"""The soul: turn/step loop, context and token accounting, approvals broker, event bus."""

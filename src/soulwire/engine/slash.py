@@ -1,0 +1,106 @@
+"""Soul-level slash commands (spec §10): parsed from a prompt's text, run inside the turn,
+and listed in `initialize.slash_commands`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from soulwire.engine.catalog import BUILTIN_SLASH_COMMANDS
+from soulwire.wire.messages import StatusUpdate
+from soulwire.wire.types import TextPart, UserInput, user_input_text
+
+_COMMAND = re.compile(r"^/([A-Za-z0-9_-]+(?::[A-Za-z0-9_-]+)*)(?:\s+(.*))?$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class SlashInvocation:
+    name: str
+    args: str
+
+
+def parse_slash(user_input: UserInput) -> SlashInvocation | None:
+    """`/name args` when the input's text is a slash command, else None."""
+    text = user_input_text(user_input).strip()
+    match = _COMMAND.match(text)
+    if match is None:
+        return None
+    return SlashInvocation(match.group(1), (match.group(2) or "").strip())
+
+
+Handler = Callable[[Any, str], Awaitable[None]]
+"""(soul, args) → None; the soul is passed untyped to keep this module below it."""
+
+
+@dataclass
+class SlashCommand:
+    name: str
+    description: str
+    handler: Handler
+    aliases: list[str] = field(default_factory=list)
+
+
+class SlashCommands:
+    """The commands a session offers, in the order they are reported."""
+
+    def __init__(self) -> None:
+        self._commands: list[SlashCommand] = []
+
+    def add(self, command: SlashCommand) -> None:
+        self._commands = [c for c in self._commands if c.name != command.name]
+        self._commands.append(command)
+
+    def find(self, name: str) -> SlashCommand | None:
+        return next((c for c in self._commands if name == c.name or name in c.aliases), None)
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [
+            {"name": c.name, "description": c.description, "aliases": list(c.aliases)} for c in self._commands
+        ]
+
+    async def run(self, soul: Any, invocation: SlashInvocation) -> None:
+        command = self.find(invocation.name)
+        if command is None:
+            soul.bus.emit(TextPart(text=f'Unknown slash command "/{invocation.name}".'))
+            return
+        await command.handler(soul, invocation.args)
+
+
+def context_status(soul: Any) -> StatusUpdate:
+    """The StatusUpdate that follows a context rewrite (/clear, /compact)."""
+    size = soul.max_context_size
+    tokens = soul.context.token_count
+    return StatusUpdate(
+        context_usage=(tokens / size) if size else None,
+        context_tokens=tokens,
+        max_context_tokens=size,
+    )
+
+
+async def _clear(soul: Any, args: str) -> None:
+    soul.context.clear()
+    soul.bus.emit(TextPart(text="The context has been cleared."))
+    soul.bus.emit(context_status(soul))
+
+
+async def _yolo(soul: Any, args: str) -> None:
+    approver = soul.approver
+    approver.yolo = not approver.yolo
+    soul.state["yolo"] = approver.yolo
+    if approver.yolo:
+        text = "Auto-approve is on: tool actions run without asking."
+    else:
+        text = "Auto-approve is off: tool actions ask for approval."
+    soul.bus.emit(TextPart(text=text))
+
+
+_HANDLERS: dict[str, Handler] = {"clear": _clear, "yolo": _yolo}
+
+
+def default_commands() -> SlashCommands:
+    commands = SlashCommands()
+    for name, description, aliases in BUILTIN_SLASH_COMMANDS:
+        commands.add(SlashCommand(name, description, _HANDLERS[name], aliases=list(aliases)))
+    return commands

@@ -1,0 +1,347 @@
+"""The soul: one turn is a loop of steps; a step is one model call plus the tools it asked
+for (spec §4.1). Every started turn ends with TurnEnd, whatever ends it."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from soulwire.config.model import LoopControl
+from soulwire.engine.bus import EventBus
+from soulwire.engine.context import Context
+from soulwire.engine.slash import SlashCommands, parse_slash
+from soulwire.llm.errors import APIEmptyResponseError, ChatProviderError, LLMNotSet, LLMNotSupported
+from soulwire.llm.message import Message
+from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
+from soulwire.llm.registry import ResolvedModel
+from soulwire.tools.base import Approver, ClientTools, ToolContext, Toolset
+from soulwire.wire.messages import (
+    StatusUpdate,
+    StepBegin,
+    StepInterrupted,
+    StepRetry,
+    ToolResult,
+    TurnBegin,
+    TurnEnd,
+)
+from soulwire.wire.types import (
+    AudioURLPart,
+    FunctionCall,
+    ImageURLPart,
+    TextPart,
+    ThinkPart,
+    TokenUsage,
+    ToolCall,
+    ToolCallPart,
+    ToolReturnValue,
+    UserInput,
+    VideoURLPart,
+    WireModel,
+)
+
+TurnStatus = Literal["finished", "cancelled", "max_steps_reached"]
+
+RETRY_INITIAL_S = 0.3
+RETRY_MAX_S = 5.0
+RETRY_JITTER_S = 0.5
+RETRY_AFTER_CAP_S = 60.0
+
+
+@dataclass
+class TurnOutcome:
+    status: TurnStatus
+    steps: int | None = None
+
+
+class _Run:
+    """Adjacent text (or think) chunks, joined once when the step ends so that streaming
+    100k chunks stays linear."""
+
+    __slots__ = ("chunks", "encrypted", "think")
+
+    def __init__(self, think: bool, first: str, encrypted: str | None = None) -> None:
+        self.think = think
+        self.chunks = [first]
+        self.encrypted = encrypted
+
+    def close(self) -> WireModel:
+        text = "".join(self.chunks)
+        return ThinkPart(think=text, encrypted=self.encrypted) if self.think else TextPart(text=text)
+
+
+@dataclass
+class _Reply:
+    """The assistant message of one step, assembled from streamed parts."""
+
+    parts: list[_Run | WireModel] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    _args: list[list[str]] = field(default_factory=list)
+
+    def add(self, part: WireModel) -> None:
+        last = self.parts[-1] if self.parts else None
+        if isinstance(part, TextPart):
+            if isinstance(last, _Run) and not last.think:
+                last.chunks.append(part.text)
+            else:
+                self.parts.append(_Run(False, part.text))
+        elif isinstance(part, ThinkPart):
+            if isinstance(last, _Run) and last.think and last.encrypted is None:
+                last.chunks.append(part.think)
+                last.encrypted = part.encrypted
+            else:
+                self.parts.append(_Run(True, part.think, part.encrypted))
+        elif isinstance(part, ToolCall):
+            self.calls.append(part)
+            self._args.append([part.function.arguments] if part.function.arguments is not None else [])
+        elif isinstance(part, ToolCallPart):
+            if self._args and part.arguments_part is not None:
+                self._args[-1].append(part.arguments_part)
+        else:
+            self.parts.append(part)
+
+    def finish(self) -> tuple[list[Any], list[ToolCall]]:
+        parts: list[Any] = [p.close() if isinstance(p, _Run) else p for p in self.parts]
+        calls = [
+            ToolCall(
+                id=c.id,
+                function=FunctionCall(name=c.function.name, arguments="".join(a) if a else None),
+                extras=c.extras,
+            )
+            for c, a in zip(self.calls, self._args, strict=True)
+        ]
+        return parts, calls
+
+    def is_empty(self) -> bool:
+        """No text, no media and no tool call: thinking alone counts as empty."""
+        if self.calls:
+            return False
+        return not any((not p.think and any(p.chunks)) if isinstance(p, _Run) else True for p in self.parts)
+
+
+def tool_message(tool_call_id: str, value: ToolReturnValue) -> Message:
+    """How a tool result is shown to the model (spec §4.14)."""
+    output: list[Any] = [TextPart(text=value.output)] if isinstance(value.output, str) else list(value.output)
+    output = [p for p in output if not (isinstance(p, TextPart) and not p.text)]
+    parts: list[Any] = []
+    if value.is_error:
+        parts.append(TextPart(text=f"<system>ERROR: {value.message}</system>"))
+    else:
+        if value.message:
+            parts.append(TextPart(text=f"<system>{value.message}</system>"))
+        if not output:
+            parts.append(TextPart(text="<system>Tool output is empty.</system>"))
+        elif not all(isinstance(p, TextPart) for p in output):
+            parts.append(TextPart(text="<system>Tool returned non-text content.</system>"))
+    parts.extend(output)
+    return Message(role="tool", content=parts, tool_call_id=tool_call_id)
+
+
+def required_capabilities(user_input: UserInput) -> list[str]:
+    if isinstance(user_input, str):
+        return []
+    needed: list[str] = []
+    for part in user_input:
+        need = {
+            ImageURLPart: "image_in",
+            VideoURLPart: "video_in",
+            AudioURLPart: "audio_in",
+            ThinkPart: "thinking",
+        }.get(
+            type(part)  # pyright: ignore[reportArgumentType]
+        )
+        if need and need not in needed:
+            needed.append(need)
+    return needed
+
+
+class Soul:
+    """Runs turns for one session."""
+
+    def __init__(
+        self,
+        *,
+        bus: EventBus,
+        context: Context,
+        toolset: Toolset,
+        approver: Approver,
+        model: ResolvedModel | None,
+        loop_control: LoopControl,
+        work_dir: Path,
+        client_tools: ClientTools | None = None,
+        slash_commands: SlashCommands | None = None,
+        plan_mode: Callable[[], bool] = lambda: False,
+        model_error: str | None = None,
+    ) -> None:
+        self.bus = bus
+        self.context = context
+        self.toolset = toolset
+        self.approver = approver
+        self.model = model
+        self.loop_control = loop_control
+        self.work_dir = work_dir
+        self.client_tools = client_tools
+        self.slash_commands = slash_commands or SlashCommands()
+        self.plan_mode = plan_mode
+        self.model_error = model_error
+        self.state: dict[str, Any] = {}
+
+    @property
+    def max_context_size(self) -> int | None:
+        return self.model.max_context_size if self.model else None
+
+    async def run(self, user_input: UserInput) -> TurnOutcome:
+        """Run one turn. Raises LLMNotSet / LLMNotSupported / ChatProviderError after the
+        turn has been closed with TurnEnd; cancellation propagates after TurnEnd too."""
+        self.bus.emit(TurnBegin(user_input=user_input))
+        try:
+            command = parse_slash(user_input)
+            if command is not None:
+                await self.slash_commands.run(self, command)
+                return TurnOutcome("finished")
+            model = self._require_model(user_input)
+            self.context.checkpoint()
+            self.context.append(Message(role="user", content=user_input))
+            return await self._agent_loop(model)
+        finally:
+            self.bus.emit(TurnEnd())
+            self.bus.flush()
+
+    def _require_model(self, user_input: UserInput) -> ResolvedModel:
+        if self.model is None:
+            raise LLMNotSet(self.model_error or "LLM is not set")
+        missing = [c for c in required_capabilities(user_input) if c not in self.model.capabilities]
+        if missing:
+            raise LLMNotSupported(self.model.model_name, missing)
+        return self.model
+
+    async def _agent_loop(self, model: ResolvedModel) -> TurnOutcome:
+        limit = self.loop_control.max_steps_per_turn
+        n = 0
+        while True:
+            n += 1
+            if n > limit:
+                return TurnOutcome("max_steps_reached", steps=limit)
+            self.bus.emit(StepBegin(n=n))
+            self.context.checkpoint()
+            try:
+                keep_going = await self._step(model, n)
+            except (ChatProviderError, LLMNotSupported):
+                self.bus.emit(StepInterrupted())
+                raise
+            if not keep_going:
+                return TurnOutcome("finished")
+
+    def _tool_specs(self) -> list[ToolSpec]:
+        return [ToolSpec(t.name, t.description, t.parameters) for t in self.toolset.visible()]
+
+    async def _stream_reply(self, model: ResolvedModel, n: int) -> tuple[_Reply, StreamResult]:
+        request = ChatRequest(
+            system_prompt=self.context.system_prompt,
+            history=self.context.for_model(),
+            tools=self._tool_specs(),
+            thinking=model.thinking,
+        )
+        attempts = self.loop_control.max_retries_per_step
+        attempt = 1
+        while True:
+            reply, result = _Reply(), StreamResult()
+            try:
+                emit, add = self.bus.emit, reply.add
+                async for part in model.provider.stream(request, result):
+                    emit(part)
+                    add(part)
+                if reply.is_empty():
+                    raise APIEmptyResponseError("The model returned an empty response.")
+                return reply, result
+            except ChatProviderError as exc:
+                if not exc.retryable or attempt >= attempts:
+                    raise
+                wait = self._backoff(attempt, exc)
+                self.bus.emit(
+                    StepRetry(
+                        n=n,
+                        next_attempt=attempt + 1,
+                        max_attempts=attempts,
+                        wait_s=wait,
+                        error_type=exc.error_type,
+                        status_code=exc.status_code,
+                    )
+                )
+                await anyio.sleep(wait)
+                attempt += 1
+
+    @staticmethod
+    def _backoff(attempt: int, exc: ChatProviderError) -> float:
+        wait = min(RETRY_MAX_S, RETRY_INITIAL_S * 2 ** (attempt - 1)) + random.uniform(0, RETRY_JITTER_S)
+        retry_after = getattr(exc, "retry_after", None)
+        if isinstance(retry_after, int | float) and retry_after > 0:
+            wait = max(wait, min(float(retry_after), RETRY_AFTER_CAP_S))
+        return wait
+
+    def _status(self, usage: TokenUsage | None, message_id: str | None) -> StatusUpdate:
+        if usage is None or self.model is None:
+            return StatusUpdate(message_id=message_id, plan_mode=self.plan_mode())
+        size = self.model.max_context_size
+        return StatusUpdate(
+            context_usage=usage.input / size,
+            context_tokens=usage.input,
+            max_context_tokens=size,
+            token_usage=usage,
+            message_id=message_id,
+            plan_mode=self.plan_mode(),
+        )
+
+    async def _step(self, model: ResolvedModel, n: int) -> bool:
+        """One step; True when the loop should run another."""
+        reply, result = await self._stream_reply(model, n)
+        parts, calls = reply.finish()
+        self.bus.emit(self._status(result.usage, result.message_id))
+        values, contexts = await self._run_tools(calls)
+        # Context writes are synchronous: a cancellation cannot split a step's records.
+        if result.usage is not None:
+            self.context.record_usage(result.usage.input)
+        self.context.append(Message(role="assistant", content=parts, tool_calls=calls or None))
+        if result.usage is not None:
+            self.context.record_usage(result.usage.total)
+        self.context.append(*(tool_message(c.id, v) for c, v in zip(calls, values, strict=True)))
+        if any(ctx.rejected for ctx in contexts):
+            return False
+        return bool(calls)
+
+    async def _run_tools(self, calls: Sequence[ToolCall]) -> tuple[list[ToolReturnValue], list[ToolContext]]:
+        """Run the step's tool calls concurrently; results are published in call order."""
+        contexts = [
+            ToolContext(
+                tool_call_id=c.id,
+                work_dir=self.work_dir,
+                approver=self.approver,
+                client=self.client_tools,
+                state=self.state,
+            )
+            for c in calls
+        ]
+        if not calls:
+            return [], contexts
+        values: list[ToolReturnValue | None] = [None] * len(calls)
+        done = [anyio.Event() for _ in calls]
+
+        async def run_one(index: int) -> None:
+            try:
+                values[index] = await self.toolset.call(calls[index], contexts[index])
+            finally:
+                done[index].set()
+
+        async with anyio.create_task_group() as group:
+            for index in range(len(calls)):
+                group.start_soon(run_one, index)
+            for index, call in enumerate(calls):
+                await done[index].wait()
+                value = values[index]
+                if value is not None:
+                    self.bus.emit(ToolResult(tool_call_id=call.id, return_value=value))
+        return [v for v in values if v is not None], contexts

@@ -1,0 +1,1 @@
+"""LLM providers: the provider protocol, history messages, error taxonomy, adapters."""

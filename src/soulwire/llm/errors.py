@@ -1,0 +1,60 @@
+"""Provider errors. The engine decides retries from `retryable` (spec §4.5)."""
+
+from __future__ import annotations
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class ChatProviderError(Exception):
+    """A model call failed. Not retried unless a subclass says so."""
+
+    retryable = False
+    status_code: int | None = None
+
+    @property
+    def error_type(self) -> str:
+        return type(self).__name__
+
+
+class APIStatusError(ChatProviderError):
+    """The provider answered with an HTTP error status."""
+
+    def __init__(self, status_code: int, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:  # type: ignore[override]
+        return self.status_code in RETRYABLE_STATUS
+
+
+class AuthenticationError(APIStatusError):
+    """401/403: the key or login is not accepted."""
+
+
+class APIConnectionError(ChatProviderError):
+    retryable = True
+
+
+class APITimeoutError(APIConnectionError):
+    retryable = True
+
+
+class APIEmptyResponseError(ChatProviderError):
+    """The model produced no text and no tool call (thinking alone counts as empty)."""
+
+    retryable = True
+
+
+class LLMNotSet(Exception):
+    """No usable model is configured."""
+
+
+class LLMNotSupported(Exception):
+    """The input needs capabilities the model lacks."""
+
+    def __init__(self, model: str, missing: list[str]) -> None:
+        noun = "capability" if len(missing) == 1 else "capabilities"
+        super().__init__(f"LLM model '{model}' does not support required {noun}: {', '.join(missing)}.")
+        self.missing = missing

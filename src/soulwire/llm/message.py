@@ -1,0 +1,45 @@
+"""The model-visible history: messages as stored in `context.jsonl` (spec §7.3)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from soulwire.wire.types import ContentPart, TextPart, ToolCall
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow", defer_build=True)
+
+    role: Role
+    content: str | list[ContentPart] = ""
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    partial: bool | None = None
+
+    def parts(self) -> list[Any]:
+        """The content as a list of parts (a plain string becomes one text part)."""
+        if isinstance(self.content, str):
+            return [TextPart(text=self.content)] if self.content else []
+        return list(self.content)
+
+    def text(self) -> str:
+        """The concatenated text parts."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+    def to_record(self) -> dict[str, Any]:
+        """The `context.jsonl` form: nulls omitted, a lone text part written as a string."""
+        record = self.model_dump(mode="json", exclude_none=True)
+        content = record.get("content")
+        if isinstance(content, list) and len(content) == 1 and content[0].get("type") == "text":  # pyright: ignore[reportUnknownMemberType]
+            record["content"] = content[0]["text"]
+        if isinstance(record.get("tool_calls"), list):
+            for call in record["tool_calls"]:
+                call.setdefault("function", {}).setdefault("arguments", None)
+        return record

@@ -1,0 +1,262 @@
+"""Offline providers driven by the echo DSL (spec §11): `_scripted_echo` pops one script per
+model call from a file; `_echo` reads the script from the last user message."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections import deque
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from soulwire.llm.errors import APIConnectionError, APIStatusError, APITimeoutError, ChatProviderError
+from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.wire.types import (
+    AudioURLPart,
+    FunctionCall,
+    ImageURLPart,
+    MediaURL,
+    TextPart,
+    ThinkPart,
+    TokenUsage,
+    ToolCall,
+    ToolCallPart,
+    VideoURLPart,
+    WireModel,
+)
+
+SCRIPTS_ENV = ("SOULWIRE_SCRIPTED_ECHO_SCRIPTS", "KIMI_SCRIPTED_ECHO_SCRIPTS")
+TRACE_ENV = ("SOULWIRE_SCRIPTED_ECHO_TRACE", "KIMI_SCRIPTED_ECHO_TRACE")
+_CHECKPOINT_EVERY = 64  # parts between yields to the event loop: lets writers flush and cancel land
+_TOKEN_SPLIT = re.compile(r"[\s,]+")
+
+
+class ScriptError(ChatProviderError):
+    """A script is malformed (never retried)."""
+
+
+class Script:
+    """One parsed script: the parts to stream, plus message id, usage or a simulated error."""
+
+    __slots__ = ("error", "message_id", "parts", "usage")
+
+    def __init__(self) -> None:
+        self.parts: list[WireModel] = []
+        self.message_id: str | None = None
+        self.usage: TokenUsage | None = None
+        self.error: ChatProviderError | None = None
+
+
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _key_values(payload: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for token in _TOKEN_SPLIT.split(payload.strip()):
+        if not token:
+            continue
+        key, sep, value = token.partition("=")
+        if not sep:
+            raise ValueError(f"expected key=value, got {token!r}")
+        out[key] = value
+    return out
+
+
+def _object(payload: str) -> dict[str, Any]:
+    text = payload.strip()
+    if text.startswith("{"):
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise ValueError("expected a JSON object")
+        return value  # pyright: ignore[reportUnknownVariableType]
+    return _key_values(text)
+
+
+def _media(payload: str) -> MediaURL:
+    text = payload.strip()
+    if text.startswith("{"):
+        return MediaURL.model_validate(json.loads(text))
+    return MediaURL(url=text)
+
+
+def _tool_call(payload: str) -> ToolCall:
+    obj = _object(payload)
+    function: dict[str, Any] = obj.get("function") if isinstance(obj.get("function"), dict) else {}  # type: ignore[assignment]
+    call_id = obj.get("id")
+    name = obj.get("name", function.get("name"))
+    arguments = obj.get("arguments", function.get("arguments"))
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError("tool_call needs a string `id`")
+    if not isinstance(name, str) or not name:
+        raise ValueError("tool_call needs a string `name`")
+    if arguments is not None and not isinstance(arguments, str):
+        raise ValueError("tool_call `arguments` must be a JSON string or null")
+    extras = obj.get("extras")
+    return ToolCall(id=call_id, function=FunctionCall(name=name, arguments=arguments), extras=extras)
+
+
+def _tool_call_part(payload: str) -> ToolCallPart:
+    text = payload.strip()
+    if not text or text.lower() in ("null", "none"):
+        return ToolCallPart(arguments_part=None)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ToolCallPart(arguments_part=text)
+    if isinstance(value, dict) and "arguments_part" in value:
+        part = value["arguments_part"]
+        return ToolCallPart(arguments_part=None if part is None else str(part))
+    if isinstance(value, str):
+        return ToolCallPart(arguments_part=value)
+    return ToolCallPart(arguments_part=json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
+def _usage(payload: str) -> TokenUsage:
+    obj = _object(payload)
+    return TokenUsage(**{k: int(v) for k, v in obj.items() if k in TokenUsage.model_fields})
+
+
+def _error(payload: str) -> ChatProviderError:
+    head, _, rest = payload.strip().partition(" ")
+    rest = rest.strip()
+    if head.lower() == "connection":
+        return APIConnectionError(rest or "Simulated connection error")
+    if head.lower() == "timeout":
+        return APITimeoutError(rest or "Simulated timeout error")
+    if head.isdigit():
+        return APIStatusError(int(head), rest or f"Simulated {head} error")
+    raise ValueError(f"unknown error kind {head!r}")
+
+
+def parse_script(script: str) -> Script:
+    """Parse one echo-DSL script; malformed input raises ScriptError with the line."""
+    out = Script()
+    for number, raw in enumerate(script.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "```")) or line.lower() == "echo":
+            continue
+        kind, sep, payload = line.partition(":")
+        if not sep:
+            raise ScriptError(f"Invalid echo DSL at line {number}: {line!r}")
+        kind = kind.strip().lower()
+        if payload.startswith(" "):
+            payload = payload[1:]
+        try:
+            if kind == "text":
+                out.parts.append(TextPart(text=_unquote(payload)))
+            elif kind == "think":
+                out.parts.append(ThinkPart(think=_unquote(payload)))
+            elif kind == "image_url":
+                out.parts.append(ImageURLPart(image_url=_media(payload)))
+            elif kind == "audio_url":
+                out.parts.append(AudioURLPart(audio_url=_media(payload)))
+            elif kind == "video_url":
+                out.parts.append(VideoURLPart(video_url=_media(payload)))
+            elif kind == "tool_call":
+                out.parts.append(_tool_call(payload))
+            elif kind == "tool_call_part":
+                out.parts.append(_tool_call_part(payload))
+            elif kind == "id":
+                out.message_id = payload.strip()
+            elif kind == "usage":
+                out.usage = _usage(payload)
+            elif kind == "error":
+                out.error = _error(payload)
+            else:
+                raise ScriptError(f"Unknown echo DSL kind {kind!r} at line {number}: {line!r}")
+        except ScriptError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise ScriptError(f"Invalid echo DSL at line {number}: {line!r} ({exc})") from None
+    if out.error is None and not out.parts:
+        raise ScriptError("Echo DSL produced no streamable parts.")
+    return out
+
+
+def load_scripts(env: dict[str, str] | None = None) -> list[str]:
+    """Read the scripts file named by the environment: a JSON list of strings, or text with
+    scripts separated by lines of `---`."""
+    env = dict(os.environ) if env is None else env
+    path_text = next((env[k] for k in SCRIPTS_ENV if env.get(k)), None)
+    if not path_text:
+        raise ScriptError(
+            f"scripted provider needs {SCRIPTS_ENV[1]} (or {SCRIPTS_ENV[0]}) to name a scripts file"
+        )
+    path = Path(path_text)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScriptError(f"cannot read scripts file {path}: {exc.strerror or exc}") from None
+    if text.lstrip().startswith("["):
+        value = json.loads(text)
+        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):  # pyright: ignore[reportUnknownVariableType]
+            raise ScriptError(f"{path}: expected a JSON list of strings")
+        return list(value)  # pyright: ignore[reportUnknownArgumentType]
+    return [chunk for chunk in text.split("\n---\n") if chunk.strip()]
+
+
+async def _play(script: Script, result: StreamResult) -> AsyncIterator[WireModel]:
+    import anyio.lowlevel
+
+    if script.error is not None:
+        raise script.error
+    result.message_id = script.message_id
+    result.usage = script.usage
+    for index, part in enumerate(script.parts):
+        if index % _CHECKPOINT_EVERY == 0:
+            await anyio.lowlevel.checkpoint()
+        yield part
+
+
+class ScriptedEchoProvider:
+    """`_scripted_echo`: every model call (steps, retries, compaction) pops the next script."""
+
+    def __init__(
+        self, scripts: list[str], *, capabilities: frozenset[str] = frozenset(), trace: bool = False
+    ) -> None:
+        self._scripts = deque(scripts)
+        self._calls = 0
+        self._capabilities = capabilities
+        self._trace = trace
+
+    @property
+    def model_name(self) -> str:
+        return "scripted_echo"
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self._capabilities
+
+    def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
+        self._calls += 1
+        if not self._scripts:
+            raise ChatProviderError(f"ScriptedEchoChatProvider exhausted at turn {self._calls}.")
+        text = self._scripts.popleft()
+        if self._trace:
+            sys.stderr.write(f"[scripted_echo] call {self._calls}:\n{text}\n")
+        return _play(parse_script(text), result)
+
+
+class EchoProvider:
+    """`_echo`: the last user message is the script."""
+
+    def __init__(self, *, capabilities: frozenset[str] = frozenset()) -> None:
+        self._capabilities = capabilities
+
+    @property
+    def model_name(self) -> str:
+        return "echo"
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self._capabilities
+
+    def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
+        last = next((m for m in reversed(request.history) if m.role == "user"), None)
+        return _play(parse_script(last.text() if last else ""), result)

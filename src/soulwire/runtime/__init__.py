@@ -1,0 +1,1 @@
+"""Builds one session's engine from explicit parts (no service locator)."""

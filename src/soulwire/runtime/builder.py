@@ -1,0 +1,132 @@
+"""Assembles a session: config → model → store → context → toolset → approvals → soul."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from soulwire.config.model import Config, validate_config
+from soulwire.engine.approvals import ApprovalBroker
+from soulwire.engine.bus import EventBus
+from soulwire.engine.client import ClientChannel, ExternalToolCaller
+from soulwire.engine.context import Context
+from soulwire.engine.slash import default_commands
+from soulwire.engine.soul import Soul
+from soulwire.llm.registry import resolve_model
+from soulwire.runtime.options import SessionOptions
+from soulwire.runtime.session import SessionHandle, open_session
+from soulwire.tools.base import Toolset
+from soulwire.tools.external import ExternalTool, schema_problem
+from soulwire.tools.names import BUILTIN_TOOL_NAMES
+from soulwire.wire import PROTOCOL_VERSION
+from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, envelope
+from soulwire.wire.types import WireModel
+
+_NOT_RECORDED = (ApprovalRequest, ApprovalResponse)  # they travel outside the turn (spec §3.6)
+
+
+def system_prompt(options: SessionOptions) -> str:
+    return (
+        "You are Soulwire, a coding agent working in a software project.\n"
+        f"The working directory is {options.work_dir}.\n"
+        "Use the tools to inspect and change files and to run commands; keep answers short and exact."
+    )
+
+
+def _model_hint(options: SessionOptions) -> str:
+    config = options.config_path or options.share_dir / "config.toml"
+    return (
+        "LLM is not set: configure a model in "
+        f"{config} ([providers.<name>] and [models.<alias>] with default_model), or pass --model"
+    )
+
+
+@dataclass
+class Runtime:
+    """One live session: the soul and everything it was built from."""
+
+    options: SessionOptions
+    config: Config
+    session: SessionHandle
+    bus: EventBus
+    soul: Soul
+    broker: ApprovalBroker
+    toolset: Toolset
+    external_names: set[str] = field(default_factory=set)
+
+    def attach_client(self, channel: ClientChannel) -> None:
+        """Route approvals and external tool calls to a connected client."""
+        self.broker._channel = channel  # pyright: ignore[reportPrivateUsage]
+        self.soul.client_tools = ExternalToolCaller(channel, self.bus)
+
+    def register_external_tools(self, tools: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
+        """Register client tools; returns accepted names and rejected `{name, reason}`."""
+        accepted: list[str] = []
+        rejected: list[dict[str, str]] = []
+        for spec in tools:
+            name = str(spec.get("name", ""))
+            parameters = spec.get("parameters")
+            if name in BUILTIN_TOOL_NAMES or (
+                self.toolset.get(name) is not None and name not in self.external_names
+            ):
+                rejected.append({"name": name, "reason": "conflicts with builtin tool"})
+                continue
+            problem = schema_problem(parameters if parameters is not None else {})
+            if problem is not None:
+                rejected.append({"name": name, "reason": problem})
+                continue
+            self.toolset.add(ExternalTool(name, str(spec.get("description") or ""), parameters or {}))
+            self.external_names.add(name)
+            accepted.append(name)
+        return accepted, rejected
+
+    def close(self, *, exit_ok: bool = True) -> None:
+        self.bus.flush()
+        self.session.close(exit_ok=exit_ok)
+
+
+def build_runtime(options: SessionOptions, channel: ClientChannel | None = None) -> Runtime:
+    """Build a session's runtime. Raises ConfigError for unusable configuration."""
+    config = validate_config(options.raw_config)
+    loop = config.loop_control
+    updates: dict[str, Any] = {}
+    if options.max_steps_per_turn is not None:
+        updates["max_steps_per_turn"] = options.max_steps_per_turn
+    if options.max_retries_per_step is not None:
+        updates["max_retries_per_step"] = options.max_retries_per_step
+    if updates:
+        loop = loop.model_copy(update=updates)
+    model = resolve_model(config, model_alias=options.model_alias, thinking=options.thinking)
+    session = open_session(options, protocol_version=PROTOCOL_VERSION)
+    bus = EventBus()
+
+    def record(message: WireModel) -> None:
+        if not isinstance(message, _NOT_RECORDED):
+            session.store.record_wire(envelope(message))
+
+    bus.subscribe(record, merged=True)
+    state = session.store.load_state()
+    approval_state: dict[str, Any] = state.get("approval") or {}
+    broker = ApprovalBroker(
+        bus,
+        channel=channel,
+        yolo=options.yolo or config.default_yolo or bool(approval_state.get("yolo")),
+        afk=options.afk or options.print_mode,
+        scope=config.approval_scope,
+        rules=[r for r in approval_state.get("auto_approve_actions", []) if isinstance(r, str)],
+    )
+    toolset = Toolset()
+    context = Context(session.store, system_prompt(options))
+    soul = Soul(
+        bus=bus,
+        context=context,
+        toolset=toolset,
+        approver=broker,
+        model=model,
+        loop_control=loop,
+        work_dir=options.work_dir,
+        client_tools=ExternalToolCaller(channel, bus) if channel else None,
+        slash_commands=default_commands(),
+        model_error=None if model else _model_hint(options),
+    )
+    return Runtime(options, config, session, bus, soul, broker, toolset)

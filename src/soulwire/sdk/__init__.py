@@ -1,0 +1,1 @@
+"""Python SDK: drive any Wire engine (soulwire or `kimi --wire`) over stdio."""

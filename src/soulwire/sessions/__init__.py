@@ -1,0 +1,1 @@
+"""Session persistence: the share-dir layout, `context.jsonl`, `wire.jsonl` and state."""

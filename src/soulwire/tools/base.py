@@ -1,0 +1,170 @@
+"""The tool protocol, the context a tool runs with, and the toolset that dispatches calls.
+
+Argument errors, unknown tools and exceptions become error results for the model, never a
+crash of the turn (spec §4.14)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from soulwire.wire.types import ToolCall, ToolReturnValue, tool_error
+
+REJECTED_MESSAGE = (
+    "The tool call is rejected by the user. "
+    "Stop what you are doing and wait for the user to tell you how to proceed."
+)
+
+
+@dataclass(frozen=True)
+class ApprovalOutcome:
+    approved: bool
+    feedback: str = ""
+
+
+class Approver(Protocol):
+    """Asks the user (or a policy) whether a tool may act. Implemented by the engine's broker."""
+
+    async def request(
+        self,
+        *,
+        tool_call_id: str,
+        sender: str,
+        action: str,
+        description: str,
+        display: Sequence[Any] = (),
+        scope_key: str | None = None,
+    ) -> ApprovalOutcome: ...
+
+
+class ClientTools(Protocol):
+    """Calls a tool implemented by the Wire client (ToolCallRequest)."""
+
+    async def call_external(self, tool_call_id: str, name: str, arguments: str | None) -> ToolReturnValue: ...
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may use while it runs; passed explicitly, never global."""
+
+    tool_call_id: str
+    work_dir: Path
+    approver: Approver
+    client: ClientTools | None = None
+    additional_dirs: Sequence[Path] = ()
+    state: dict[str, Any] = field(default_factory=dict)
+    rejected: bool = False
+    """Set when the user rejected an action without feedback: the turn stops after the step."""
+
+
+def rejection_result(ctx: ToolContext, feedback: str) -> ToolReturnValue:
+    """The result a tool returns when its approval was refused."""
+    if feedback:
+        return tool_error(
+            f"The tool call is rejected by the user. User feedback: {feedback}", brief=f"Rejected: {feedback}"
+        )
+    ctx.rejected = True
+    return tool_error(REJECTED_MESSAGE, brief="Rejected by user")
+
+
+class Tool(Protocol):
+    """A callable tool: a name, a description and JSON Schema parameters for the model."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+
+    async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue: ...
+
+
+def parse_arguments(arguments: str | None) -> Any:
+    """Decode the model's JSON argument string (null/empty → {}); raises ValueError."""
+    if arguments is None or not arguments.strip():
+        return {}
+    return json.loads(arguments)
+
+
+def invalid_arguments(kind: str, detail: str) -> ToolReturnValue:
+    return tool_error(f"Error {kind} JSON arguments: {detail}", brief="Invalid arguments")
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+class TypedTool(Generic[P]):
+    """A tool whose parameters are a pydantic model: the schema the model sees is generated
+    from it and arguments are validated against it before `execute` runs."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    params: type[P]
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self.params.model_json_schema()
+
+    async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
+        try:
+            raw = parse_arguments(arguments)
+        except ValueError as exc:
+            return invalid_arguments("parsing", str(exc))
+        try:
+            params = self.params.model_validate(raw)
+        except ValidationError as exc:
+            return invalid_arguments("validating", _validation_text(exc))
+        return await self.execute(params, ctx)
+
+    async def execute(self, params: P, ctx: ToolContext) -> ToolReturnValue:
+        raise NotImplementedError
+
+
+def _validation_text(exc: ValidationError) -> str:
+    parts: list[str] = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{where}: {err['msg']}" if where else err["msg"])
+    return "; ".join(parts)
+
+
+class Toolset:
+    """The tools offered to the model, by name, with per-client visibility."""
+
+    def __init__(self, tools: Sequence[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._hidden: set[str] = set()
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def set_hidden(self, names: set[str]) -> None:
+        self._hidden = set(names)
+
+    def visible(self) -> list[Tool]:
+        return [t for n, t in self._tools.items() if n not in self._hidden]
+
+    async def call(self, call: ToolCall, ctx: ToolContext) -> ToolReturnValue:
+        tool = self._tools.get(call.function.name)
+        if tool is None or call.function.name in self._hidden:
+            return tool_error(f"Tool `{call.function.name}` not found", brief="Tool not found")
+        try:
+            return await tool.run(call.function.arguments, ctx)
+        except Exception as exc:  # a broken tool must not end the turn
+            return tool_error(f"Error running tool: {exc}", brief="Tool runtime error")

@@ -1,0 +1,1 @@
+"""Print mode: one-shot prompts without a client."""

@@ -1,0 +1,144 @@
+"""Print mode: run prompts without a client and print the answer (spec §8.4).
+
+Nobody is there to approve, so tool actions are auto-approved (afk). Exit codes: 0 success,
+1 permanent failure (incl. max steps, LLM not set), 75 retryable provider failure."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+import anyio
+
+from soulwire.config.loader import ConfigError
+from soulwire.engine.soul import tool_message
+from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
+from soulwire.llm.message import Message
+from soulwire.runtime.builder import Runtime, build_runtime
+from soulwire.runtime.options import SessionOptions
+from soulwire.wire.messages import StatusUpdate, StepRetry, ToolResult
+from soulwire.wire.types import TextPart, ThinkPart, ToolCall, UserInput, WireModel
+
+EXIT_OK, EXIT_FAILED, EXIT_RETRYABLE = 0, 1, 75
+
+
+class _Printer:
+    """Turns the merged event stream into text or stream-json output."""
+
+    def __init__(self, out: TextIO, output_format: str, final_message_only: bool) -> None:
+        self.out = out
+        self.json = output_format == "stream-json"
+        self.final_only = final_message_only
+        self.parts: list[Any] = []
+        self.calls: list[ToolCall] = []
+        self.last_text = ""
+
+    def raw(self, message: WireModel) -> None:
+        if not self.json and not self.final_only and type(message) is TextPart:
+            self.out.write(message.text)
+            self.out.flush()
+
+    def merged(self, message: WireModel) -> None:
+        if isinstance(message, StepRetry):
+            self.parts, self.calls = [], []  # the failed attempt's output is void
+        elif isinstance(message, ToolCall):
+            self.calls.append(message)
+            if not self.json and not self.final_only:
+                self.out.write(f"\n• {message.function.name} {message.function.arguments or ''}\n")
+        elif isinstance(message, StatusUpdate):
+            self._end_of_step()
+        elif isinstance(message, ToolResult):
+            if self.json and not self.final_only:
+                self._json(tool_message(message.tool_call_id, message.return_value).to_record())
+        elif isinstance(message, TextPart | ThinkPart):
+            self.parts.append(message)
+
+    def _end_of_step(self) -> None:
+        if not self.parts and not self.calls:
+            return
+        text = "".join(p.text for p in self.parts if isinstance(p, TextPart))
+        if text:
+            self.last_text = text
+        if self.json and not self.final_only:
+            self._json(
+                Message(role="assistant", content=self.parts, tool_calls=self.calls or None).to_record()
+            )
+        elif not self.json and not self.final_only and text:
+            self.out.write("\n")
+        self.parts, self.calls = [], []
+
+    def finish(self) -> None:
+        self._end_of_step()
+        if self.final_only and self.last_text:
+            if self.json:
+                self._json({"role": "assistant", "content": self.last_text})
+            else:
+                self.out.write(self.last_text + "\n")
+        self.out.flush()
+
+    def _json(self, record: dict[str, Any]) -> None:
+        self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+
+def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[UserInput]:
+    if input_format == "stream-json":
+        for line in stdin:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("role", "user") == "user":  # pyright: ignore[reportUnknownMemberType]
+                yield record.get("content", "")  # pyright: ignore[reportUnknownMemberType]
+        return
+    text = prompt if prompt is not None else stdin.read()
+    if text.strip():
+        yield text
+
+
+async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
+    from soulwire.wire.methods import user_input_adapter
+
+    for user_input in prompts:
+        try:
+            outcome = await runtime.soul.run(user_input_adapter().validate_python(user_input))
+        except (LLMNotSet, LLMNotSupported) as exc:
+            sys.stderr.write(f"soulwire: {exc}\n")
+            return EXIT_FAILED
+        except ChatProviderError as exc:
+            sys.stderr.write(f"soulwire: provider error: {exc}\n")
+            return EXIT_RETRYABLE if exc.retryable else EXIT_FAILED
+        if outcome.status == "max_steps_reached":
+            printer.finish()
+            sys.stderr.write(f"soulwire: stopped after the maximum of {outcome.steps} steps\n")
+            return EXIT_FAILED
+    printer.finish()
+    return EXIT_OK
+
+
+def run_print(
+    options: SessionOptions,
+    *,
+    prompt: str | None,
+    input_format: str,
+    output_format: str,
+    final_message_only: bool,
+) -> int:
+    """Run print mode to completion; returns the exit code."""
+    try:
+        runtime = build_runtime(options)
+    except ConfigError as exc:
+        sys.stderr.write(f"soulwire: {exc}\n")
+        return 2
+    printer = _Printer(sys.stdout, output_format, final_message_only)
+    runtime.bus.subscribe(printer.raw)
+    runtime.bus.subscribe(printer.merged, merged=True)
+    try:
+        prompts = _prompts(prompt, input_format, sys.stdin)
+        code = anyio.run(_run, runtime, prompts, printer)
+    except KeyboardInterrupt:
+        code = EXIT_FAILED
+    finally:
+        runtime.close(exit_ok=True)
+    return code

@@ -1,0 +1,1 @@
+"""The Wire front end: JSON-RPC 2.0 over stdin/stdout."""

@@ -1,0 +1,303 @@
+"""The Wire server: JSON-RPC 2.0 over stdin/stdout around one session's engine.
+
+Every inbound message is handled as it arrives: `prompt` and `replay` run as tasks and answer
+when they end; `cancel`, answers to our requests and everything else are handled at once, so
+waiting for a client's answer never blocks the event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+from pydantic import ValidationError
+
+from soulwire.engine.client import ClientRequestError
+from soulwire.llm.errors import AuthenticationError, ChatProviderError, LLMNotSet, LLMNotSupported
+from soulwire.runtime.builder import Runtime
+from soulwire.ui.wire.handshake import BASELINE_VERSION, ClientHello, initialize_result, parse_initialize
+from soulwire.ui.wire.lines import LineReader
+from soulwire.ui.wire.output import OutputWriter
+from soulwire.wire import jsonrpc
+from soulwire.wire.jsonrpc import RPCError, error_line, request_line, response_line
+from soulwire.wire.messages import EVENT_TYPES, INTRODUCED_IN, REQUEST_TYPES, type_name
+from soulwire.wire.methods import user_input_adapter
+from soulwire.wire.serde import event_line
+from soulwire.wire.types import WireModel
+
+SHUTDOWN_GRACE_S = 2.0
+_BUSY = "An agent turn is already in progress"
+_IDLE = "No agent turn is in progress"
+
+
+def session_info(runtime: Runtime) -> dict[str, Any]:
+    return {
+        "id": runtime.session.id,
+        "resumed": runtime.session.resumed,
+        "work_dir": str(runtime.options.work_dir),
+    }
+
+
+class WireServer:
+    """Serves one client over a pair of file descriptors."""
+
+    def __init__(self, runtime: Runtime, writer: OutputWriter) -> None:
+        self.runtime = runtime
+        self.writer = writer
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._busy = False
+        self._scope: anyio.CancelScope | None = None
+        self._closing = False
+        self._group: anyio.abc.TaskGroup | None = None
+        self._blocked: frozenset[type] = frozenset()
+        self._blocked_names: frozenset[str] = frozenset()
+        self.hello = ClientHello()
+        self._apply_version(BASELINE_VERSION)
+        runtime.attach_client(self)
+        runtime.bus.subscribe(self._send_event)
+
+    # -- outbound -----------------------------------------------------------
+    def _apply_version(self, version: tuple[int, int]) -> None:
+        """Types newer than what the client declared (and the 1.3 baseline) are not sent."""
+        ceiling = max(version, BASELINE_VERSION)
+        names = frozenset(n for n, v in INTRODUCED_IN.items() if v > ceiling)
+        self._blocked_names = names
+        self._blocked = frozenset(c for n, c in {**EVENT_TYPES, **REQUEST_TYPES}.items() if n in names)
+
+    def _send_event(self, message: WireModel) -> None:
+        if type(message) in self._blocked:
+            return
+        self.writer.write(event_line(message))
+
+    async def request(self, message: WireModel) -> Any:
+        """Send a request (JSON-RPC id = payload id) and wait for the client's answer."""
+        name = type_name(message)
+        request_id = str(getattr(message, "id", ""))
+        if self._closing or self.writer.closed:
+            raise ClientRequestError("client disconnected", closed=True)
+        if name in self._blocked_names:
+            raise ClientRequestError(f"the client does not support {name}")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        self.writer.write(request_line(request_id, name, message.model_dump(mode="json")))
+        try:
+            return await future
+        finally:
+            self._pending.pop(request_id, None)
+
+    def _reply(self, request_id: Any, result: Any) -> None:
+        self.writer.write(response_line(request_id, result))
+
+    def _error(self, request_id: Any, error: RPCError) -> None:
+        self.writer.write(error_line(request_id, error))
+
+    # -- inbound ------------------------------------------------------------
+    def handle_line(self, line: bytes) -> None:
+        inbound = jsonrpc.classify(line.decode("utf-8", "replace"))
+        if inbound.kind == "invalid":
+            assert inbound.error is not None
+            self._error(None, inbound.error)
+        elif inbound.kind == "response":
+            self._on_response(inbound.id, inbound.raw)
+        elif inbound.kind == "request":
+            assert inbound.method is not None
+            try:
+                self._dispatch(inbound.id, inbound.method, inbound.params)
+            except RPCError as exc:
+                self._error(inbound.id, exc)
+            except Exception as exc:  # a bug must not take the server down
+                self._error(inbound.id, RPCError(jsonrpc.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    def _on_response(self, request_id: Any, raw: dict[str, Any]) -> None:
+        future = self._pending.get(request_id) if isinstance(request_id, str) else None
+        if future is None or future.done():
+            return  # an answer to nothing we asked (or a replayed request): ignored
+        error = raw.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else None  # pyright: ignore[reportUnknownMemberType]
+            future.set_exception(ClientRequestError(str(message or "client error")))
+        else:
+            future.set_result(raw.get("result"))
+
+    def _dispatch(self, request_id: str, method: str, params: Any) -> None:
+        if method == "initialize":
+            self._on_initialize(request_id, params)
+        elif method == "prompt":
+            self._on_prompt(request_id, params)
+        elif method == "cancel":
+            self._on_cancel(request_id)
+        elif method == "replay":
+            self._on_replay(request_id)
+        else:
+            raise RPCError(jsonrpc.METHOD_NOT_FOUND, f"Unexpected method received: {method}")
+
+    def apply_hello(self, hello: ClientHello) -> None:
+        self.hello = hello
+        self._apply_version(hello.protocol_version)
+
+    def _on_initialize(self, request_id: str, params: Any) -> None:
+        hello = parse_initialize(params)
+        if self._busy:
+            raise RPCError(jsonrpc.INVALID_STATE, _BUSY)
+        self.apply_hello(hello)
+        external = (
+            self.runtime.register_external_tools(hello.external_tools) if hello.external_tools else None
+        )
+        result = initialize_result(
+            slash_commands=self.runtime.soul.slash_commands.describe(),
+            session=session_info(self.runtime),
+            external=external,
+        )
+        self._reply(request_id, result)
+
+    def _start(self, job: Any, *args: Any) -> None:
+        assert self._group is not None
+        self._busy = True
+        self._group.start_soon(job, *args)
+
+    def _on_prompt(self, request_id: str, params: Any) -> None:
+        if not isinstance(params, dict) or "user_input" not in params:
+            raise jsonrpc.invalid_params("prompt")
+        try:
+            user_input = user_input_adapter().validate_python(params["user_input"])
+        except ValidationError:
+            raise jsonrpc.invalid_params("prompt") from None
+        if self._busy:
+            raise RPCError(jsonrpc.INVALID_STATE, _BUSY)
+        self._start(self._run_prompt, request_id, user_input)
+
+    def _on_cancel(self, request_id: str) -> None:
+        if self._scope is None:
+            raise RPCError(jsonrpc.INVALID_STATE, _IDLE)
+        self._scope.cancel()
+        self._reply(request_id, {})
+
+    def _on_replay(self, request_id: str) -> None:
+        if self._busy:
+            raise RPCError(jsonrpc.INVALID_STATE, _BUSY)
+        self._start(self._run_replay, request_id)
+
+    # -- jobs ---------------------------------------------------------------
+    async def _run_prompt(self, request_id: str, user_input: Any) -> None:
+        scope = anyio.CancelScope()
+        self._scope = scope
+        try:
+            outcome = None
+            with scope:
+                outcome = await self.runtime.soul.run(user_input)
+            if outcome is None:
+                self._reply(request_id, {"status": "cancelled"})
+            else:
+                result: dict[str, Any] = {"status": outcome.status}
+                if outcome.steps is not None:
+                    result["steps"] = outcome.steps
+                self._reply(request_id, result)
+        except LLMNotSet as exc:
+            self._error(request_id, RPCError(jsonrpc.LLM_NOT_SET, str(exc)))
+        except LLMNotSupported as exc:
+            self._error(request_id, RPCError(jsonrpc.LLM_NOT_SUPPORTED, str(exc)))
+        except AuthenticationError as exc:
+            self._error(request_id, RPCError(jsonrpc.CHAT_PROVIDER_ERROR, f"Authentication failed: {exc}"))
+        except ChatProviderError as exc:
+            self._error(request_id, RPCError(jsonrpc.CHAT_PROVIDER_ERROR, str(exc)))
+        except Exception as exc:
+            self._error(request_id, RPCError(jsonrpc.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
+        finally:
+            self._scope = None
+            self._busy = False
+
+    async def _run_replay(self, request_id: str) -> None:
+        scope = anyio.CancelScope()
+        self._scope = scope
+        events = requests = 0
+        try:
+            with scope:
+                for index, message in enumerate(self.runtime.session.store.wire_records()):
+                    if index % 256 == 0:
+                        await anyio.lowlevel.checkpoint()
+                    kind, payload = message.get("type"), message.get("payload")
+                    if not isinstance(kind, str) or not isinstance(payload, dict):
+                        continue
+                    if kind in REQUEST_TYPES or kind == "ApprovalRequest":
+                        self.writer.write(request_line(str(payload.get("id", "")), kind, payload))  # pyright: ignore[reportUnknownArgumentType]
+                        requests += 1
+                    else:
+                        self.writer.write(
+                            (
+                                jsonrpc.encode({"jsonrpc": "2.0", "method": "event", "params": message})
+                                + "\n"
+                            ).encode()
+                        )
+                        events += 1
+            status = "cancelled" if scope.cancelled_caught else "finished"
+            self._reply(request_id, {"status": status, "events": events, "requests": requests})
+        except Exception:
+            self._error(request_id, RPCError(jsonrpc.INTERNAL_ERROR, "Replay failed"))
+        finally:
+            self._scope = None
+            self._busy = False
+
+    # -- lifecycle ----------------------------------------------------------
+    async def serve(self, reader: LineReader) -> None:
+        """Serve until the input ends (or SIGTERM/SIGINT), then wind down the running turn."""
+        loop = asyncio.get_running_loop()
+        self.writer.bind(loop.call_soon)
+        lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def pump() -> None:
+            while True:
+                line = reader.read_line()
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+                if line is None:
+                    return
+
+        threading.Thread(target=pump, name="wire-stdin", daemon=True).start()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, lines.put_nowait, None)
+            except (NotImplementedError, RuntimeError):
+                pass
+        async with anyio.create_task_group() as group:
+            self._group = group
+            while True:
+                line = await lines.get()
+                if line is None:
+                    break
+                self.handle_line(line)
+            self._shutdown()
+            with anyio.move_on_after(SHUTDOWN_GRACE_S):
+                while self._busy:
+                    await anyio.sleep(0.005)
+            group.cancel_scope.cancel()
+        self.writer.flush()
+
+    def _shutdown(self) -> None:
+        """Input closed: cancel the running job and void every request still waiting."""
+        self._closing = True
+        if self._scope is not None:
+            self._scope.cancel()
+        for future in list(self._pending.values()):
+            if not future.done():
+                future.set_exception(ClientRequestError("client disconnected", closed=True))
+
+
+def run_server(runtime: Runtime, writer: OutputWriter, reader: LineReader, hello: ClientHello | None) -> int:
+    """Run the server to completion on the asyncio backend; returns the exit code."""
+
+    async def main() -> None:
+        server = WireServer(runtime, writer)
+        if hello is not None:
+            server.apply_hello(hello)
+        await server.serve(reader)
+
+    try:
+        anyio.run(main)
+    finally:
+        runtime.close()
+        sys.stderr.flush()
+    return 0
