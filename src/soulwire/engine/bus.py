@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from soulwire.engine.chunks import Chunks
 from soulwire.wire.types import FunctionCall, TextPart, ThinkPart, ToolCall, ToolCallPart, WireModel
 
 Sink = Callable[[WireModel], None]
 
 
 class _Fold:
-    """The one-slot merge buffer. Chunks are kept in a list and joined once, so folding N
-    chunks costs O(N) rather than O(N²)."""
+    """The one-slot merge buffer."""
 
     __slots__ = ("chunks", "encrypted", "head")
 
     def __init__(self, head: WireModel) -> None:
         self.head = head
-        self.chunks: list[str] = []
+        self.chunks = Chunks()
         self.encrypted: str | None = None
         if isinstance(head, TextPart):
             self.chunks.append(head.text)
@@ -54,7 +54,7 @@ class _Fold:
 
     def result(self) -> WireModel:
         head = self.head
-        text = "".join(self.chunks)
+        text = self.chunks.text()
         if isinstance(head, TextPart):
             return TextPart(text=text)
         if isinstance(head, ThinkPart):

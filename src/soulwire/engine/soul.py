@@ -13,6 +13,7 @@ import anyio
 
 from soulwire.config.model import LoopControl
 from soulwire.engine.bus import EventBus
+from soulwire.engine.chunks import Chunks
 from soulwire.engine.context import Context
 from soulwire.engine.slash import SlashCommands, parse_slash
 from soulwire.llm.errors import APIEmptyResponseError, ChatProviderError, LLMNotSet, LLMNotSupported
@@ -59,18 +60,18 @@ class TurnOutcome:
 
 
 class _Run:
-    """Adjacent text (or think) chunks, joined once when the step ends so that streaming
-    100k chunks stays linear."""
+    """Adjacent text (or think) chunks of the reply."""
 
     __slots__ = ("chunks", "encrypted", "think")
 
     def __init__(self, think: bool, first: str, encrypted: str | None = None) -> None:
         self.think = think
-        self.chunks = [first]
+        self.chunks = Chunks()
+        self.chunks.append(first)
         self.encrypted = encrypted
 
     def close(self) -> WireModel:
-        text = "".join(self.chunks)
+        text = self.chunks.text()
         return ThinkPart(think=text, encrypted=self.encrypted) if self.think else TextPart(text=text)
 
 
@@ -120,7 +121,7 @@ class _Reply:
         """No text, no media and no tool call: thinking alone counts as empty."""
         if self.calls:
             return False
-        return not any((not p.think and any(p.chunks)) if isinstance(p, _Run) else True for p in self.parts)
+        return not any((not p.think and bool(p.chunks)) if isinstance(p, _Run) else True for p in self.parts)
 
 
 def tool_message(tool_call_id: str, value: ToolReturnValue) -> Message:

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,49 +134,88 @@ def _error(payload: str) -> ChatProviderError:
     raise ValueError(f"unknown error kind {head!r}")
 
 
+def _lines(script: str) -> Iterator[tuple[int, str]]:
+    # Found one at a time: a huge script never becomes a huge list (or copy) of lines.
+    start, number, size = 0, 0, len(script)
+    while start < size:
+        end = script.find("\n", start)
+        if end < 0:
+            end = size
+        number += 1
+        line = script[start:end].strip()
+        start = end + 1
+        if line and not line.startswith(("#", "```")) and line.lower() != "echo":
+            yield number, line
+
+
+def _parse_line(number: int, line: str, out: Script) -> WireModel | None:
+    """Apply one DSL line: a streamable part is returned, id/usage/error go into `out`."""
+    kind, sep, payload = line.partition(":")
+    if not sep:
+        raise ScriptError(f"Invalid echo DSL at line {number}: {line!r}")
+    kind = kind.strip().lower()
+    if payload.startswith(" "):
+        payload = payload[1:]
+    try:
+        if kind == "text":
+            return TextPart(text=_unquote(payload))
+        if kind == "think":
+            return ThinkPart(think=_unquote(payload))
+        if kind == "image_url":
+            return ImageURLPart(image_url=_media(payload))
+        if kind == "audio_url":
+            return AudioURLPart(audio_url=_media(payload))
+        if kind == "video_url":
+            return VideoURLPart(video_url=_media(payload))
+        if kind == "tool_call":
+            return _tool_call(payload)
+        if kind == "tool_call_part":
+            return _tool_call_part(payload)
+        if kind == "id":
+            out.message_id = payload.strip()
+        elif kind == "usage":
+            out.usage = _usage(payload)
+        elif kind == "error":
+            out.error = _error(payload)
+        else:
+            raise ScriptError(f"Unknown echo DSL kind {kind!r} at line {number}: {line!r}")
+    except ScriptError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ScriptError(f"Invalid echo DSL at line {number}: {line!r} ({exc})") from None
+    return None
+
+
 def parse_script(script: str) -> Script:
-    """Parse one echo-DSL script; malformed input raises ScriptError with the line."""
+    """Parse a whole script at once; malformed input raises ScriptError with the line."""
     out = Script()
-    for number, raw in enumerate(script.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith(("#", "```")) or line.lower() == "echo":
-            continue
-        kind, sep, payload = line.partition(":")
-        if not sep:
-            raise ScriptError(f"Invalid echo DSL at line {number}: {line!r}")
-        kind = kind.strip().lower()
-        if payload.startswith(" "):
-            payload = payload[1:]
-        try:
-            if kind == "text":
-                out.parts.append(TextPart(text=_unquote(payload)))
-            elif kind == "think":
-                out.parts.append(ThinkPart(think=_unquote(payload)))
-            elif kind == "image_url":
-                out.parts.append(ImageURLPart(image_url=_media(payload)))
-            elif kind == "audio_url":
-                out.parts.append(AudioURLPart(audio_url=_media(payload)))
-            elif kind == "video_url":
-                out.parts.append(VideoURLPart(video_url=_media(payload)))
-            elif kind == "tool_call":
-                out.parts.append(_tool_call(payload))
-            elif kind == "tool_call_part":
-                out.parts.append(_tool_call_part(payload))
-            elif kind == "id":
-                out.message_id = payload.strip()
-            elif kind == "usage":
-                out.usage = _usage(payload)
-            elif kind == "error":
-                out.error = _error(payload)
-            else:
-                raise ScriptError(f"Unknown echo DSL kind {kind!r} at line {number}: {line!r}")
-        except ScriptError:
-            raise
-        except (ValueError, TypeError) as exc:
-            raise ScriptError(f"Invalid echo DSL at line {number}: {line!r} ({exc})") from None
+    for number, line in _lines(script):
+        part = _parse_line(number, line, out)
+        if part is not None:
+            out.parts.append(part)
     if out.error is None and not out.parts:
-        raise ScriptError("Echo DSL produced no streamable parts.")
+        raise ScriptError(NO_PARTS)
     return out
+
+
+NO_PARTS = "Echo DSL produced no streamable parts."
+
+
+_HEAD_LINE = re.compile(r"^[ \t]*(?:error|id|usage)[ \t]*:.*$", re.MULTILINE | re.IGNORECASE)
+
+
+def _preflight(script: str) -> Script:
+    """What must be known before the first part streams: a simulated error fails the call
+    before any output, and id/usage belong to the whole step. One regex pass finds those
+    lines, so the first part of a 100k-line script streams at once; other lines are checked
+    as they stream."""
+    head = Script()
+    if "error" not in script.lower():
+        return head  # id/usage lines are picked up while streaming
+    for match in _HEAD_LINE.finditer(script):
+        number = script.count("\n", 0, match.start()) + 1
+        _parse_line(number, match.group(0).strip(), head)
+    return head
 
 
 def load_scripts(env: dict[str, str] | None = None) -> list[str]:
@@ -201,17 +240,26 @@ def load_scripts(env: dict[str, str] | None = None) -> list[str]:
     return [chunk for chunk in text.split("\n---\n") if chunk.strip()]
 
 
-async def _play(script: Script, result: StreamResult) -> AsyncIterator[WireModel]:
+async def _play(script: str, result: StreamResult) -> AsyncIterator[WireModel]:
     import anyio.lowlevel
 
-    if script.error is not None:
-        raise script.error
-    result.message_id = script.message_id
-    result.usage = script.usage
-    for index, part in enumerate(script.parts):
-        if index % _CHECKPOINT_EVERY == 0:
+    head = _preflight(script)
+    if head.error is not None:
+        raise head.error
+    result.message_id = head.message_id
+    result.usage = head.usage
+    streamed = 0
+    for number, line in _lines(script):
+        part = _parse_line(number, line, head)
+        if part is None:
+            result.message_id, result.usage = head.message_id, head.usage
+            continue
+        if streamed % _CHECKPOINT_EVERY == 0:
             await anyio.lowlevel.checkpoint()
+        streamed += 1
         yield part
+    if not streamed:
+        raise ScriptError(NO_PARTS)
 
 
 class ScriptedEchoProvider:
@@ -240,7 +288,7 @@ class ScriptedEchoProvider:
         text = self._scripts.popleft()
         if self._trace:
             sys.stderr.write(f"[scripted_echo] call {self._calls}:\n{text}\n")
-        return _play(parse_script(text), result)
+        return _play(text, result)
 
 
 class EchoProvider:
@@ -259,4 +307,4 @@ class EchoProvider:
 
     def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
         last = next((m for m in reversed(request.history) if m.role == "user"), None)
-        return _play(parse_script(last.text() if last else ""), result)
+        return _play(last.text() if last else "", result)

@@ -9,6 +9,7 @@ handshake code the full server uses. Everything after that waits for the engine.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import threading
 from typing import Any
@@ -23,18 +24,23 @@ from soulwire.ui.wire.lines import LineReader
 from soulwire.ui.wire.output import OutputWriter
 from soulwire.wire import PROTOCOL_VERSION, jsonrpc
 
-_HEAVY = ("soulwire.runtime.builder", "soulwire.ui.wire.server")
-
 
 class _Warmup(threading.Thread):
-    def __init__(self) -> None:
+    """Imports the engine and builds the session's runtime while the main thread answers
+    `initialize`: the first prompt then finds everything ready."""
+
+    def __init__(self, options: SessionOptions) -> None:
         super().__init__(name="soulwire-warmup", daemon=True)
+        self.options = options
+        self.runtime: Any = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            for name in _HEAVY:
-                importlib.import_module(name)
+            builder = importlib.import_module("soulwire.runtime.builder")
+            server = importlib.import_module("soulwire.ui.wire.server")
+            self.runtime = builder.build_runtime(self.options)
+            server.prewarm()
         except BaseException as exc:  # surfaced on the main thread
             self.error = exc
 
@@ -65,37 +71,33 @@ def _early_initialize(line: bytes, options: SessionOptions, writer: OutputWriter
 
 def serve_wire(options: SessionOptions) -> int:
     """Run `--wire` mode until stdin closes; returns the process exit code."""
-    warmup = _Warmup()
-    previous_interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.0005)  # keep the main thread responsive while the warm-up imports
-    warmup.start()
     try:
         options.session_id = resolve_session_id(options) or FileSessionStore.new_id()
         options.continue_last = False
     except ConfigError as exc:
         sys.stderr.write(f"soulwire: {exc}\n")
         return 2
+    warmup = _Warmup(options)
+    previous_interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # keep the main thread responsive while the warm-up runs
+    warmup.start()
     writer = OutputWriter(1)
     reader = LineReader(0)
     first = reader.read_line()
-    hello: ClientHello | None = None
-    replay_first: bytes | None = first
-    if first is not None:
-        hello = _early_initialize(first, options, writer)
-        if hello is not None:
-            replay_first = None
+    hello = _early_initialize(first, options, writer) if first is not None else None
+    if first is not None and hello is None:
+        reader.push_front(first)
+    writer.flush()
     warmup.join()
     sys.setswitchinterval(previous_interval)
+    if isinstance(warmup.error, ConfigError):
+        sys.stderr.write(f"soulwire: {warmup.error}\n")
+        return 2
     if warmup.error is not None:
         raise warmup.error
-    builder: Any = sys.modules["soulwire.runtime.builder"]
     server: Any = sys.modules["soulwire.ui.wire.server"]
-    try:
-        runtime = builder.build_runtime(options)
-    except ConfigError as exc:
-        writer.flush()
-        sys.stderr.write(f"soulwire: {exc}\n")
-        return 2
-    if replay_first is not None:
-        reader.push_front(replay_first)
-    return server.run_server(runtime, writer, reader, hello)
+    code: int = server.run_server(warmup.runtime, writer, reader, hello)
+    # Session files are closed and stdout is flushed: skip interpreter teardown (tens of ms
+    # of module cleanup) so a client waiting for the exit is not kept waiting.
+    sys.stderr.flush()
+    os._exit(code)

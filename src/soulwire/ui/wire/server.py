@@ -286,6 +286,29 @@ class WireServer:
                 future.set_exception(ClientRequestError("client disconnected", closed=True))
 
 
+def prewarm() -> None:
+    """Build the validators and serializers of the hot path now (pydantic builds them on
+    first use), so that the first prompt does not pay for them."""
+    from soulwire.engine.soul import tool_message
+    from soulwire.llm.message import Message
+    from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult, TurnBegin, TurnEnd
+    from soulwire.wire.types import TextPart, TokenUsage, ToolReturnValue
+
+    user_input_adapter().validate_python([{"type": "text", "text": "x"}])
+    value = ToolReturnValue(is_error=False, output="x")
+    for message in (
+        TurnBegin(user_input="x"),
+        StepBegin(n=1),
+        TextPart(text="x"),
+        StatusUpdate(token_usage=TokenUsage()),
+        ToolResult(tool_call_id="x", return_value=value),
+        TurnEnd(),
+    ):
+        event_line(message)
+    Message(role="user", content="x").to_record()
+    tool_message("x", value).to_record()
+
+
 def run_server(runtime: Runtime, writer: OutputWriter, reader: LineReader, hello: ClientHello | None) -> int:
     """Run the server to completion on the asyncio backend; returns the exit code."""
 
