@@ -34,12 +34,13 @@ class Message(BaseModel):
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
     def to_record(self) -> dict[str, Any]:
-        """The `context.jsonl` form: nulls omitted, a lone text part written as a string."""
-        record = self.model_dump(mode="json", exclude_none=True)
+        """The `context.jsonl` form: null fields of the message omitted (parts keep theirs,
+        e.g. `"encrypted": null`), a lone text part written as a plain string."""
+        record = {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
         content = record.get("content")
         if isinstance(content, list) and len(content) == 1 and content[0].get("type") == "text":  # pyright: ignore[reportUnknownMemberType]
             record["content"] = content[0]["text"]
-        if isinstance(record.get("tool_calls"), list):
-            for call in record["tool_calls"]:
-                call.setdefault("function", {}).setdefault("arguments", None)
+        for call in record.get("tool_calls") or ():
+            if call.get("extras") is None:
+                call.pop("extras", None)
         return record
