@@ -1,0 +1,196 @@
+"""Hooks (spec §4.12): user commands from `[[hooks]]` in the config and client subscriptions
+from `initialize` that run at points of a turn and may allow or block what happens next.
+
+A shell hook receives the event as JSON on stdin; exit code 2 blocks (its stderr, else
+stdout, is the reason), anything else allows — a hook that fails or times out never blocks
+(fail-open). A client hook is a `HookRequest`; an error or no answer within its timeout
+allows. Matching hooks of one event run in parallel between `HookTriggered` and
+`HookResolved`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+
+from soulwire.engine.bus import EventBus
+from soulwire.engine.client import ClientChannel, ClientRequestError
+from soulwire.wire.messages import HookRequest, HookResolved, HookTriggered
+
+HOOK_EVENTS: tuple[str, ...] = (
+    "PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop", "StopFailure",
+    "SessionStart", "SessionEnd", "SubagentStart", "SubagentStop", "PreCompact", "PostCompact",
+    "Notification",
+)  # fmt: skip
+_OUTPUT_CAP = 10_000
+
+Action = Literal["allow", "block"]
+
+
+@dataclass(frozen=True)
+class HookDecision:
+    action: Action = "allow"
+    reason: str = ""
+
+    @property
+    def blocked(self) -> bool:
+        return self.action == "block"
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One hook: a shell `command`, or a client `subscription_id`."""
+
+    event: str
+    matcher: str = ""
+    timeout: float = 30
+    command: str | None = None
+    subscription_id: str | None = None
+
+    def matches(self, target: str) -> bool:
+        if not self.matcher:
+            return True
+        try:
+            return re.search(self.matcher, target) is not None
+        except re.error:
+            return self.matcher == target
+
+
+class HookEngine:
+    """Runs the hooks of an event and publishes what they decided."""
+
+    def __init__(
+        self,
+        hooks: Sequence[Hook] = (),
+        *,
+        bus: EventBus,
+        session_id: str,
+        work_dir: str,
+        channel: ClientChannel | None = None,
+    ) -> None:
+        self._configured = [h for h in hooks if h.event in HOOK_EVENTS]
+        self._subscribed: list[Hook] = []
+        self._bus = bus
+        self._session_id = session_id
+        self._work_dir = work_dir
+        self.channel = channel
+
+    def subscribe(self, subscriptions: Sequence[dict[str, Any]]) -> None:
+        """Add client subscriptions from `initialize`; unknown events are dropped."""
+        for sub in subscriptions:
+            event, sub_id = sub.get("event"), sub.get("id")
+            if event not in HOOK_EVENTS or not isinstance(sub_id, str):
+                continue
+            timeout = sub.get("timeout", 30)
+            self._subscribed.append(
+                Hook(
+                    event=str(event),
+                    matcher=str(sub.get("matcher") or ""),
+                    timeout=float(timeout) if isinstance(timeout, int | float) else 30.0,
+                    subscription_id=sub_id,
+                )
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """The `hooks` entry of the `initialize` result."""
+        configured: dict[str, int] = {}
+        for hook in self._configured:
+            configured[hook.event] = configured.get(hook.event, 0) + 1
+        return {"supported_events": list(HOOK_EVENTS), "configured": configured}
+
+    def has(self, event: str) -> bool:
+        return any(h.event == event for h in (*self._configured, *self._subscribed))
+
+    async def run(self, event: str, target: str = "", data: dict[str, Any] | None = None) -> HookDecision:
+        """Run every hook of `event` matching `target`; blocked if any of them blocks."""
+        hooks = [h for h in (*self._configured, *self._subscribed) if h.event == event and h.matches(target)]
+        if not hooks:
+            return HookDecision()
+        self._bus.emit(HookTriggered(event=event, target=target, hook_count=len(hooks)))
+        started = time.monotonic()
+        payload = {"event": event, "session_id": self._session_id, "cwd": self._work_dir, "target": target,
+                   **(data or {})}  # fmt: skip
+        decisions: list[HookDecision] = [HookDecision()] * len(hooks)
+
+        async def run_one(index: int, hook: Hook) -> None:
+            decisions[index] = await self._run_hook(hook, payload)
+
+        async with anyio.create_task_group() as group:
+            for index, hook in enumerate(hooks):
+                group.start_soon(run_one, index, hook)
+        blocked = next((d for d in decisions if d.blocked), None)
+        decision = blocked or HookDecision()
+        self._bus.emit(
+            HookResolved(
+                event=event,
+                target=target,
+                action=decision.action,
+                reason=decision.reason,
+                duration_ms=int((time.monotonic() - started) * 1000),
+            )
+        )
+        return decision
+
+    async def _run_hook(self, hook: Hook, payload: dict[str, Any]) -> HookDecision:
+        if hook.command is not None:
+            return await _run_command(hook.command, payload, hook.timeout, self._work_dir)
+        if self.channel is None or hook.subscription_id is None:
+            return HookDecision()
+        request = HookRequest(
+            id=secrets.token_hex(6),
+            subscription_id=hook.subscription_id,
+            event=str(payload["event"]),
+            target=str(payload.get("target", "")),
+            input_data=payload,
+        )
+        with anyio.move_on_after(hook.timeout):
+            try:
+                answer = await self.channel.request(request)
+            except ClientRequestError:
+                return HookDecision()
+            if isinstance(answer, dict) and answer.get("action") == "block":  # pyright: ignore[reportUnknownMemberType]
+                return HookDecision("block", str(answer.get("reason") or ""))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        return HookDecision()
+
+
+def _run_blocking(command: str, data: bytes, timeout: float, cwd: str | None) -> HookDecision:
+    with subprocess.Popen(
+        ["bash", "-c", command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        start_new_session=True,  # so a timeout can end the hook's whole process group
+    ) as proc:
+        try:
+            out, err = proc.communicate(data, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return HookDecision()  # fail-open
+    if proc.returncode == 2:
+        reason = (err or out or b"").decode("utf-8", "replace").strip()[:_OUTPUT_CAP]
+        return HookDecision("block", reason)
+    return HookDecision()
+
+
+async def _run_command(command: str, payload: dict[str, Any], timeout: float, cwd: str) -> HookDecision:
+    data = json.dumps(payload, ensure_ascii=False).encode()
+    try:
+        return await anyio.to_thread.run_sync(
+            _run_blocking, command, data, timeout, cwd if os.path.isdir(cwd) else None
+        )
+    except OSError:
+        return HookDecision()  # fail-open
