@@ -104,6 +104,10 @@ class FakeLLMServer:
             self._replies.clear()
             self.requests.clear()
 
+    def forget_requests(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
     def bodies(self) -> list[Any]:
         with self._lock:
             return [r.body for r in self.requests]

@@ -5,6 +5,7 @@ stream or an Anthropic Messages stream, plus each API's error bodies."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +33,9 @@ class Answer:
     usage: dict[str, int] = field(
         default_factory=lambda: {"input_other": 100, "output": 20, "cache_read": 50}
     )
-    stall_after: int | None = None
-    """Stop sending (but keep the connection open) after this many content events."""
-    malformed_after: int | None = None
-    """Send an undecodable event after this many content events."""
+    cut: str | None = None
+    """Right after the first text delta: "stall" (stop sending, keep the connection open) or
+    "malformed" (send an undecodable event and end the stream)."""
 
 
 def expected_usage(provider: str, answer: Answer) -> dict[str, int]:
@@ -59,14 +59,12 @@ def expected_usage(provider: str, answer: Answer) -> dict[str, int]:
 
 
 def _finish(events: list[bytes | Stall], content: list[bytes], answer: Answer, broken: bytes) -> None:
-    for index, event in enumerate(content):
-        if answer.stall_after is not None and index == answer.stall_after:
-            events.append(Stall())
-            return
-        if answer.malformed_after is not None and index == answer.malformed_after:
-            events.append(broken)
-            return
+    marker = json.dumps(answer.text[0]).encode() if answer.text else None
+    for event in content:
         events.append(event)
+        if answer.cut and marker and marker in event:
+            events.append(Stall() if answer.cut == "stall" else broken)
+            return
 
 
 # ---------------------------------------------------------------- Chat Completions
