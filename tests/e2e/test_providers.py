@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from tests.fake_llm_server import FakeLLMServer
 from tests.provider_streams import PROVIDERS, Answer, Call, error_reply, expected_usage, stream_reply
-from tests.wire_client import ENV_PREFIXES_OF_OTHER_SETUPS, WireProcess, event_types, payloads
+from tests.wire_client import WireProcess, engine_env, event_types, payloads
 
 API_KEY = "sk-test-0123456789abcdef-SECRET"
 HEADER_SECRET = "hdr-secret-ABCDEF987654"
@@ -82,17 +82,6 @@ def provider_config(kind: str, url: str) -> dict[str, Any]:
         },
         "loop_control": {"max_retries_per_step": 3},
     }
-
-
-def engine_env(home: Path) -> dict[str, str]:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES_OF_OTHER_SETUPS)}
-    # One second of silence counts as a stalled stream, so the stall scenario stays quick.
-    env.update(
-        {"HOME": str(home), "SOULWIRE_SHARE_DIR": str(home / ".soulwire"), "SOULWIRE_LLM_TIMEOUT": "1"}
-    )
-    return env
 
 
 @pytest.fixture(scope="module", params=PROVIDERS)
