@@ -34,8 +34,8 @@ class Answer:
         default_factory=lambda: {"input_other": 100, "output": 20, "cache_read": 50}
     )
     cut: str | None = None
-    """Right after the first text delta: "stall" (stop sending, keep the connection open) or
-    "malformed" (send an undecodable event and end the stream)."""
+    """Right after the first text delta: "stall" (stop sending, keep the connection open),
+    "drop" (close the connection mid-body) or "malformed" (send an undecodable event)."""
 
 
 def expected_usage(provider: str, answer: Answer) -> dict[str, int]:
@@ -63,7 +63,7 @@ def _finish(events: list[bytes | Stall], content: list[bytes], answer: Answer, b
     for event in content:
         events.append(event)
         if answer.cut and marker and marker in event:
-            events.append(Stall() if answer.cut == "stall" else broken)
+            events.append({"stall": Stall(), "drop": Stall(0)}.get(answer.cut, broken))
             return
 
 

@@ -293,6 +293,19 @@ def test_stall_mid_stream_is_retried_and_its_output_discarded(rig: Rig):
     assert "recovered" in context and "partial " not in context
 
 
+def test_dropped_connection_and_empty_reply_are_retried(rig: Rig):
+    rig.server.queue(
+        stream_reply(rig.provider, Answer("msg-drop", text=["cut ", "off"], cut="drop")),
+        stream_reply(rig.provider, Answer("msg-empty", thinking=["only thinking"])),
+        stream_reply(rig.provider, Answer("msg-fine", text=["fine"])),
+    )
+    events, response = rig.prompt("flaky")
+    assert response["result"] == {"status": "finished"}
+    retries = payloads(events, "StepRetry")
+    assert [r["error_type"] for r in retries] == ["APIConnectionError", "APIEmptyResponseError"]
+    assert texts(events)[-1] == "fine" and len(rig.server.requests) == 3
+
+
 def test_malformed_chunk_fails_the_step_without_retry(rig: Rig):
     rig.server.queue(stream_reply(rig.provider, Answer("msg-bad", text=["fine", "more"], cut="malformed")))
     events, response = rig.prompt("garbage")

@@ -207,3 +207,19 @@ def test_media_the_api_cannot_carry_is_refused_with_the_reason(server: FakeLLMSe
     with pytest.raises(LLMNotSupported, match="cannot carry audio_url"):
         send(server, kind, case, ["audio_in"])
     assert server.requests == []
+
+
+def test_chat_completions_carry_video_and_audio_in_the_shapes_kimi_and_vllm_accept():
+    from soulwire.llm.convert import openai_chat_messages
+    from soulwire.wire.types import AudioURLPart, VideoURLPart
+
+    video = VideoURLPart(video_url=MediaURL(url="data:video/mp4;base64,AAAA"))
+    audio = AudioURLPart(audio_url=MediaURL(url="data:audio/wav;base64,UklGRg=="))
+    remote_audio = AudioURLPart(audio_url=MediaURL(url="https://example.com/a.ogg"))
+    user = Message(role="user", content=[TextPart(text="watch"), video, audio, remote_audio])
+    (message,) = openai_chat_messages("", [user], reasoning_key=None, model_name="m")
+    assert message["content"][1:] == [
+        {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA"}},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+        {"type": "audio_url", "audio_url": {"url": "https://example.com/a.ogg"}},
+    ]

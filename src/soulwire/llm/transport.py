@@ -30,7 +30,7 @@ CONNECT_TIMEOUT_S = 15.0
 _SENSITIVE_HEADER = re.compile(r"auth|key|token|secret|cookie|session|signature|password", re.I)
 _CONTEXT_OVERFLOW = re.compile(
     r"context[_ ]length|context window|maximum context|prompt is too long|too many tokens|"
-    r"input is too long|exceeds? the (?:model'?s? )?(?:context|maximum)|reduce the length",
+    r"input is too long|token limit|exceeds? the (?:model'?s? )?(?:context|maximum)|reduce the length",
     re.I,
 )
 # Error types some providers send in a 200 stream; mapped to the status they stand for.
