@@ -22,11 +22,11 @@ ENV_PREFIXES_OF_OTHER_SETUPS = ("KIMI_", "SOULWIRE_", "OPENAI_", "ANTHROPIC_", "
 
 def engine_env(home: Path) -> dict[str, str]:
     """The environment of an engine talking to a fake provider: a private HOME and share dir,
-    none of the developer's provider settings, and one second of silence counting as a
+    none of the developer's provider settings, and two seconds of silence counting as a
     stalled stream (so stall scenarios stay quick)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES_OF_OTHER_SETUPS)}
     env.update(
-        {"HOME": str(home), "SOULWIRE_SHARE_DIR": str(home / ".soulwire"), "SOULWIRE_LLM_TIMEOUT": "1"}
+        {"HOME": str(home), "SOULWIRE_SHARE_DIR": str(home / ".soulwire"), "SOULWIRE_LLM_TIMEOUT": "2"}
     )
     return env
 
