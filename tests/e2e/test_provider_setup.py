@@ -121,3 +121,22 @@ def test_print_mode_exit_codes(tmp_path, server):
     done = run_print(tmp_path, server)
     assert done.returncode == 1, done.stderr  # permanent
     assert "Authentication failed" in done.stderr and KEY not in done.stderr + done.stdout
+
+
+def test_401_from_an_oauth_provider_is_an_expired_login(wire, server):
+    config = {
+        "default_model": "k",
+        "models": {"k": {"provider": "moon", "model": "kimi-for-coding"}},
+        "providers": {
+            "moon": {"type": "kimi", "base_url": server.url + "/v1", "oauth": {"storage": "file", "key": "x"}}
+        },
+    }
+    engine = wire({}, "--config", json.dumps(config))
+    server.queue(error_reply("kimi", 401, "token expired"))
+    _, response = engine.prompt("hi")
+    assert response["error"] == {
+        "code": -32004,
+        "message": "Authentication failed. Your login session may have expired. "
+        'Please run "/login" to sign in again.',
+        "data": None,
+    }
