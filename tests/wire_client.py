@@ -16,6 +16,19 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT = 15.0
+# Provider settings of the developer's shell must not leak into a test engine.
+ENV_PREFIXES_OF_OTHER_SETUPS = ("KIMI_", "SOULWIRE_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_API_KEY")
+
+
+def engine_env(home: Path) -> dict[str, str]:
+    """The environment of an engine talking to a fake provider: a private HOME and share dir,
+    none of the developer's provider settings, and two seconds of silence counting as a
+    stalled stream (so stall scenarios stay quick)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES_OF_OTHER_SETUPS)}
+    env.update(
+        {"HOME": str(home), "SOULWIRE_SHARE_DIR": str(home / ".soulwire"), "SOULWIRE_LLM_TIMEOUT": "2"}
+    )
+    return env
 
 
 def scripted_config(
@@ -84,7 +97,7 @@ class Sandbox:
         self.config_path.write_text(json.dumps(config), encoding="utf-8")
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_", "OPENAI_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES_OF_OTHER_SETUPS)}
         env.update({"HOME": str(self.home), "SOULWIRE_SHARE_DIR": str(self.share)})
         return env
 

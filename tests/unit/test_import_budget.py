@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY_FOR_LEAN_PATH = ("pydantic", "asyncio", "anyio", "jsonschema", "soulwire.wire.types")
-NEVER_AT_START = ("openai", "anthropic", "mcp", "rich", "prompt_toolkit", "httpx", "jsonschema")
+NEVER_AT_START = ("openai", "anthropic", "mcp", "rich", "prompt_toolkit", "httpx", "httpx2", "jsonschema")
+PROVIDER_SDKS = ("openai", "anthropic", "httpx", "httpx2", "google.genai")
+REAL_PROVIDERS = ("kimi", "openai_legacy", "openai_responses", "anthropic", "gemini")
 
 
 def loaded_after(statement: str) -> set[str]:
-    code = f"import sys; {statement}; import json; print(json.dumps(sorted(sys.modules)))"
+    code = f"import sys\n{statement}\nimport json; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return set(json.loads(out.stdout))
 
@@ -26,3 +29,27 @@ def test_engine_imports_no_provider_sdk_or_ui_library():
     modules = loaded_after("import soulwire.ui.wire.server, soulwire.runtime.builder")
     assert "pydantic" in modules  # the check itself works
     assert not [m for m in NEVER_AT_START if m in modules]
+
+
+def test_a_session_with_a_real_provider_loads_its_sdk_only_at_the_first_prompt(tmp_path: Path):
+    """Building the whole runtime (config → adapter → soul) for every real provider type
+    imports our adapter modules but none of the SDKs: those wait for the first request."""
+    configs = {
+        kind: {
+            "default_model": "m",
+            "models": {"m": {"provider": "p", "model": "some-model"}},
+            "providers": {"p": {"type": kind, "api_key": "k"}},
+        }
+        for kind in REAL_PROVIDERS
+    }
+    statement = (
+        "from pathlib import Path\n"
+        "from soulwire.runtime.builder import build_runtime\n"
+        "from soulwire.runtime.options import SessionOptions\n"
+        f"for raw in {configs!r}.values():\n"
+        f"    options = SessionOptions(Path({str(tmp_path)!r}), Path({str(tmp_path / 'share')!r}), raw)\n"
+        "    assert build_runtime(options).soul.model is not None"
+    )
+    modules = loaded_after(statement)
+    assert {"soulwire.llm.openai_chat", "soulwire.llm.openai_responses", "soulwire.llm.anthropic"} <= modules
+    assert not [m for m in PROVIDER_SDKS if m in modules]

@@ -4,7 +4,7 @@ for (spec §4.1). Every started turn ends with TurnEnd, whatever ends it."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +16,13 @@ from soulwire.engine.bus import EventBus
 from soulwire.engine.chunks import Chunks
 from soulwire.engine.context import Context
 from soulwire.engine.slash import SlashCommands, parse_slash
-from soulwire.llm.errors import APIEmptyResponseError, ChatProviderError, LLMNotSet, LLMNotSupported
+from soulwire.llm.errors import (
+    APIEmptyResponseError,
+    ChatProviderError,
+    ContextLengthExceededError,
+    LLMNotSet,
+    LLMNotSupported,
+)
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
 from soulwire.llm.registry import ResolvedModel
@@ -190,6 +196,9 @@ class Soul:
         self.plan_mode = plan_mode
         self.model_error = model_error
         self.state: dict[str, Any] = {}
+        self.compact_on_overflow: Callable[[], Awaitable[bool]] | None = None
+        """Hook for context compaction (TODO: set it when compaction lands): compact after a
+        provider reported the context too long; True when the step may be tried again."""
 
     @property
     def max_context_size(self) -> int | None:
@@ -299,7 +308,13 @@ class Soul:
 
     async def _step(self, model: ResolvedModel, n: int) -> bool:
         """One step; True when the loop should run another."""
-        reply, result = await self._stream_reply(model, n)
+        try:
+            reply, result = await self._stream_reply(model, n)
+        except ContextLengthExceededError:
+            # One compaction-and-retry when the provider says the context is too long.
+            if self.compact_on_overflow is None or not await self.compact_on_overflow():
+                raise
+            reply, result = await self._stream_reply(model, n)
         parts, calls = reply.finish()
         self.bus.emit(self._status(result.usage, result.message_id))
         values, contexts = await self._run_tools(calls)

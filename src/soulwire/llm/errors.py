@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# 529 is Anthropic's "overloaded": transient like a 503, so it is retried too.
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 
 
 class ChatProviderError(Exception):
@@ -30,7 +31,17 @@ class APIStatusError(ChatProviderError):
 
 
 class AuthenticationError(APIStatusError):
-    """401/403: the key or login is not accepted."""
+    """401/403: the key or login is not accepted. `oauth` marks a provider that logs in with
+    OAuth, whose 401 the Wire server reports as an expired login (-32004)."""
+
+    def __init__(self, status_code: int, message: str, *, oauth: bool = False) -> None:
+        super().__init__(status_code, message)
+        self.oauth = oauth
+
+
+class ContextLengthExceededError(APIStatusError):
+    """The request does not fit the model's context window (an HTTP 400 of a known shape).
+    The engine may compact the context and try once more."""
 
 
 class APIConnectionError(ChatProviderError):
@@ -45,6 +56,10 @@ class APIEmptyResponseError(ChatProviderError):
     """The model produced no text and no tool call (thinking alone counts as empty)."""
 
     retryable = True
+
+
+class MalformedResponseError(ChatProviderError):
+    """The provider sent something that is not its documented format (never retried)."""
 
 
 class LLMNotSet(Exception):

@@ -10,13 +10,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from soulwire.config.model import Config, ModelConfig, ProviderConfig
+from soulwire.llm.env import apply_env, env_model, missing_key_problem, model_capabilities
+from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.provider import ChatProvider
 
 # provider `type` → "module:factory"; a factory takes (ProviderConfig, ModelConfig, env).
 ADAPTERS: dict[str, str] = {
     "_scripted_echo": "soulwire.llm.registry:scripted_factory",
     "_echo": "soulwire.llm.registry:echo_factory",
+    "kimi": "soulwire.llm.openai_chat:kimi_factory",
+    "openai_legacy": "soulwire.llm.openai_chat:openai_legacy_factory",
+    # Gemini through Google's OpenAI-compatible endpoint: no google-genai dependency.
+    "gemini": "soulwire.llm.openai_chat:gemini_factory",
+    "google_genai": "soulwire.llm.openai_chat:gemini_factory",
+    "openai_responses": "soulwire.llm.openai_responses:openai_responses_factory",
+    "anthropic": "soulwire.llm.anthropic:anthropic_factory",
 }
+_OFFLINE = frozenset({"_scripted_echo", "_echo"})
 
 ProviderFactory = Callable[[ProviderConfig, ModelConfig, dict[str, str]], ChatProvider]
 
@@ -36,25 +46,17 @@ class ResolvedModel:
         return self.provider.model_name
 
 
-def _capabilities(model: ModelConfig) -> frozenset[str]:
-    caps = set(model.capabilities)
-    name = model.model.lower()
-    if "thinking" in name or "reason" in name:
-        caps |= {"thinking", "always_thinking"}
-    return frozenset(caps)
-
-
 def scripted_factory(provider: ProviderConfig, model: ModelConfig, env: dict[str, str]) -> ChatProvider:
     from soulwire.llm.scripted import TRACE_ENV, ScriptedEchoProvider, load_scripts
 
     trace = any(env.get(k, "").lower() in ("1", "true", "yes", "on") for k in TRACE_ENV)
-    return ScriptedEchoProvider(load_scripts(env), capabilities=_capabilities(model), trace=trace)
+    return ScriptedEchoProvider(load_scripts(env), capabilities=model_capabilities(model), trace=trace)
 
 
 def echo_factory(provider: ProviderConfig, model: ModelConfig, env: dict[str, str]) -> ChatProvider:
     from soulwire.llm.scripted import EchoProvider
 
-    return EchoProvider(capabilities=_capabilities(model))
+    return EchoProvider(capabilities=model_capabilities(model))
 
 
 def _factory(kind: str) -> ProviderFactory | None:
@@ -69,20 +71,45 @@ def _factory(kind: str) -> ProviderFactory | None:
 def resolve_model(
     config: Config, *, model_alias: str | None, thinking: bool | None, env: dict[str, str] | None = None
 ) -> ResolvedModel | None:
-    """The configured model (``--model`` alias, else ``default_model``), or None when no
-    usable model is configured (prompts then fail with "LLM is not set")."""
-    alias = model_alias if model_alias and model_alias in config.models else config.default_model
-    if not alias:
-        return None
-    model = config.models[alias]
-    provider_cfg = config.providers[model.provider]
+    """The model of this session: the ``--model`` alias, else ``default_model``, with the
+    environment applied (spec §8.3); without either, a model from the environment alone.
+    None when nothing is configured at all; LLMNotSet (with the reason) when a model is
+    named but cannot be used. No provider SDK is imported here."""
+    base_env = dict(os.environ) if env is None else env
+    if model_alias and model_alias not in config.models:
+        # An unknown alias names a model of the provider the environment configures.
+        found = env_model(base_env, model_alias)
+        if found is None:
+            known = ", ".join(sorted(config.models)) or "none"
+            raise LLMNotSet(
+                f"LLM is not set: --model {model_alias!r} is not a model alias of the configuration "
+                f"(aliases: {known}) and no API key in the environment says which provider serves it"
+            )
+        alias, (provider_cfg, model) = model_alias, found
+    elif model_alias or config.default_model:
+        alias = model_alias or config.default_model
+        model = config.models[alias]
+        provider_cfg = config.providers[model.provider]
+        provider_cfg, model = apply_env(provider_cfg, model, {**base_env, **provider_cfg.env})
+    else:
+        found = env_model(base_env)
+        if found is None:
+            return None
+        provider_cfg, model = found
+        alias = model.model
     if provider_cfg.env:
         # The scripted provider (and some SDKs) read their settings from the environment.
         os.environ.update(provider_cfg.env)
     factory = _factory(provider_cfg.type)
     if factory is None:
-        return None
-    base_env = dict(os.environ) if env is None else env
+        known = ", ".join(sorted(k for k in ADAPTERS if not k.startswith("_")))
+        raise LLMNotSet(
+            f"LLM is not set: provider type {provider_cfg.type!r} is not supported (use one of: {known})"
+        )
+    if provider_cfg.type not in _OFFLINE:
+        problem = missing_key_problem(provider_cfg, model)
+        if problem is not None:
+            raise LLMNotSet(f"LLM is not set: {problem}")
     provider = factory(provider_cfg, model, {**base_env, **provider_cfg.env})
     caps = provider.capabilities
     wants = config.default_thinking if thinking is None else thinking

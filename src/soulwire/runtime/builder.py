@@ -12,6 +12,8 @@ from soulwire.engine.client import ClientChannel, ExternalToolCaller
 from soulwire.engine.context import Context
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
+from soulwire.llm.env import configuration_hint
+from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.registry import resolve_model
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import SessionHandle, open_session
@@ -30,14 +32,6 @@ def system_prompt(options: SessionOptions) -> str:
         "You are Soulwire, a coding agent working in a software project.\n"
         f"The working directory is {options.work_dir}.\n"
         "Use the tools to inspect and change files and to run commands; keep answers short and exact."
-    )
-
-
-def _model_hint(options: SessionOptions) -> str:
-    config = options.config_path or options.share_dir / "config.toml"
-    return (
-        "LLM is not set: configure a model in "
-        f"{config} ([providers.<name>] and [models.<alias>] with default_model), or pass --model"
     )
 
 
@@ -96,7 +90,11 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         updates["max_retries_per_step"] = options.max_retries_per_step
     if updates:
         loop = loop.model_copy(update=updates)
-    model = resolve_model(config, model_alias=options.model_alias, thinking=options.thinking)
+    try:
+        model = resolve_model(config, model_alias=options.model_alias, thinking=options.thinking)
+        model_error = None if model else configuration_hint(options.config_path, options.share_dir)
+    except LLMNotSet as exc:  # a model is named but unusable: prompts answer -32001 with why
+        model, model_error = None, str(exc)
     session = open_session(options, protocol_version=PROTOCOL_VERSION)
     bus = EventBus()
 
@@ -127,6 +125,6 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         work_dir=options.work_dir,
         client_tools=ExternalToolCaller(channel, bus) if channel else None,
         slash_commands=default_commands(),
-        model_error=None if model else _model_hint(options),
+        model_error=model_error,
     )
     return Runtime(options, config, session, bus, soul, broker, toolset)

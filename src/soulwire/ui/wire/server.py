@@ -33,6 +33,9 @@ from soulwire.wire.types import WireModel
 SHUTDOWN_GRACE_S = 2.0
 _BUSY = "An agent turn is already in progress"
 _IDLE = "No agent turn is in progress"
+AUTH_EXPIRED_MESSAGE = (
+    'Authentication failed. Your login session may have expired. Please run "/login" to sign in again.'
+)
 
 
 def session_info(runtime: Runtime) -> dict[str, Any]:
@@ -202,7 +205,9 @@ class WireServer:
         except LLMNotSupported as exc:
             self._error(request_id, RPCError(jsonrpc.LLM_NOT_SUPPORTED, str(exc)))
         except AuthenticationError as exc:
-            self._error(request_id, RPCError(jsonrpc.CHAT_PROVIDER_ERROR, f"Authentication failed: {exc}"))
+            # Only a provider that logs in with OAuth has a login to renew (-32004, spec §2.3).
+            error = RPCError(jsonrpc.AUTH_EXPIRED, AUTH_EXPIRED_MESSAGE) if exc.oauth else None
+            self._error(request_id, error or RPCError(jsonrpc.CHAT_PROVIDER_ERROR, str(exc)))
         except ChatProviderError as exc:
             self._error(request_id, RPCError(jsonrpc.CHAT_PROVIDER_ERROR, str(exc)))
         except Exception as exc:

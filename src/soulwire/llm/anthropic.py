@@ -1,0 +1,222 @@
+"""Anthropic Messages API streaming (`anthropic`): thinking blocks with their signatures,
+redacted thinking, parallel tool use and prompt-caching usage. The `anthropic` SDK is imported
+at the first request."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from soulwire.config.model import ModelConfig, ProviderConfig
+from soulwire.llm.convert import anthropic_messages, anthropic_system, anthropic_tools, check_media
+from soulwire.llm.env import DEFAULT_BASE_URLS, model_capabilities
+from soulwire.llm.errors import APIConnectionError, MalformedResponseError
+from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.llm.transport import ErrorMapper, LazyClient, Redactor, env_float, provider_label, sdk_timeout
+from soulwire.wire.types import (
+    FunctionCall,
+    TextPart,
+    ThinkPart,
+    TokenUsage,
+    ToolCall,
+    ToolCallPart,
+    WireModel,
+)
+
+MAX_TOKENS_ENV = "SOULWIRE_MAX_TOKENS"
+THINKING_BUDGET_ENV = "SOULWIRE_THINKING_BUDGET"
+DEFAULT_MAX_TOKENS = 32_000
+MIN_THINKING_BUDGET = 1024  # the API's floor
+
+
+@dataclass
+class AnthropicSettings:
+    provider_name: str
+    model_name: str
+    base_url: str
+    api_key: str
+    headers: dict[str, str]
+    capabilities: frozenset[str]
+    oauth: bool = False
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+
+
+def anthropic_factory(provider: ProviderConfig, model: ModelConfig, env: dict[str, str]) -> AnthropicProvider:
+    return AnthropicProvider(
+        AnthropicSettings(
+            provider_name=model.provider,
+            model_name=model.model,
+            base_url=provider.base_url or DEFAULT_BASE_URLS["anthropic"],
+            api_key=provider.api_key,
+            headers=dict(provider.custom_headers),
+            capabilities=model_capabilities(model),
+            oauth=provider.oauth is not None,
+            env=env,
+        )
+    )
+
+
+@dataclass
+class _Usage:
+    """Anthropic splits usage between `message_start` (input) and `message_delta` (output)."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_creation: int = 0
+
+    def update(self, raw: Any) -> None:
+        for attr, key in (
+            ("input", "input_tokens"),
+            ("output", "output_tokens"),
+            ("cache_read", "cache_read_input_tokens"),
+            ("cache_creation", "cache_creation_input_tokens"),
+        ):
+            value = getattr(raw, key, None)
+            if isinstance(value, int):
+                setattr(self, attr, value)
+
+    def token_usage(self) -> TokenUsage:
+        return TokenUsage(
+            input_other=self.input,
+            output=self.output,
+            input_cache_read=self.cache_read,
+            input_cache_creation=self.cache_creation,
+        )
+
+
+class _Blocks:
+    """Which content block is a tool call, so JSON deltas reach the right ToolCall."""
+
+    def __init__(self) -> None:
+        self.tool_blocks: set[int] = set()
+        self.current_tool: int | None = None
+
+
+class AnthropicProvider:
+    """A Claude model, streamed."""
+
+    def __init__(self, settings: AnthropicSettings) -> None:
+        self.settings = settings
+        self._client = LazyClient(self._build_client)
+        self._redact = Redactor.for_provider(settings.api_key, settings.headers)
+
+    @property
+    def model_name(self) -> str:
+        return self.settings.model_name
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.settings.capabilities
+
+    def _build_client(self) -> Any:
+        anthropic = importlib.import_module("anthropic")
+        httpx = importlib.import_module("httpx2")
+        s = self.settings
+        return anthropic.AsyncAnthropic(
+            api_key=s.api_key or "EMPTY",
+            base_url=s.base_url,
+            max_retries=0,  # the engine retries, with StepRetry events
+            timeout=sdk_timeout(httpx, s.env),
+            default_headers=s.headers or None,
+        )
+
+    def _errors(self) -> ErrorMapper:
+        s = self.settings
+        return ErrorMapper(
+            label=provider_label(s.provider_name, s.model_name),
+            redact=self._redact,
+            sdk=importlib.import_module("anthropic"),
+            httpx=importlib.import_module("httpx2"),
+            oauth=s.oauth,
+            key_hint="Check the provider's api_key (or ANTHROPIC_API_KEY / SOULWIRE_API_KEY).",
+        )
+
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        s = self.settings
+        max_tokens = int(env_float(s.env, MAX_TOKENS_ENV) or DEFAULT_MAX_TOKENS)
+        body: dict[str, Any] = {
+            "model": s.model_name,
+            "max_tokens": max_tokens,
+            "messages": anthropic_messages(request.history, model_name=s.model_name),
+        }
+        system = anthropic_system(request.system_prompt)
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = anthropic_tools(request.tools)
+        if request.thinking and "thinking" in s.capabilities:
+            budget = int(env_float(s.env, THINKING_BUDGET_ENV) or max_tokens // 2)
+            budget = max(MIN_THINKING_BUDGET, min(budget, max_tokens - 1))
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        return body
+
+    def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
+        return self._stream(request, result)
+
+    async def _stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
+        s = self.settings
+        check_media(request.history, s.capabilities, s.model_name)
+        body = self.request_body(request)
+        usage, blocks = _Usage(), _Blocks()
+        try:
+            client = self._client.get()
+            stream = await client.messages.create(**body, stream=True)
+            async with stream:
+                async for event in stream:
+                    for part in self._parts(event, usage, blocks, result):
+                        yield part
+        except Exception as exc:
+            error = self._errors()(exc)
+            if isinstance(error, APIConnectionError):
+                await self._client.reset()
+            raise error from None
+
+    def _parts(self, event: Any, usage: _Usage, blocks: _Blocks, result: StreamResult) -> list[WireModel]:
+        kind = getattr(event, "type", "")
+        if kind == "message_start":
+            message = event.message
+            result.message_id = getattr(message, "id", None)
+            usage.update(getattr(message, "usage", None))
+            result.usage = usage.token_usage()
+        elif kind == "message_delta":
+            usage.update(getattr(event, "usage", None))
+            result.usage = usage.token_usage()
+        elif kind == "content_block_start":
+            return self._block_start(event.index, event.content_block, blocks)
+        elif kind == "content_block_delta":
+            return self._block_delta(event.index, event.delta, blocks)
+        return []
+
+    @staticmethod
+    def _block_start(index: int, block: Any, blocks: _Blocks) -> list[WireModel]:
+        kind = getattr(block, "type", "")
+        if kind == "tool_use":
+            blocks.tool_blocks.add(index)
+            blocks.current_tool = index
+            return [ToolCall(id=block.id, function=FunctionCall(name=block.name, arguments=None))]
+        if kind == "redacted_thinking":
+            return [ThinkPart(think="", encrypted=block.data)]
+        if kind == "text" and getattr(block, "text", ""):
+            return [TextPart(text=block.text)]
+        if kind == "thinking" and getattr(block, "thinking", ""):
+            return [ThinkPart(think=block.thinking)]
+        return []
+
+    @staticmethod
+    def _block_delta(index: int, delta: Any, blocks: _Blocks) -> list[WireModel]:
+        kind = getattr(delta, "type", "")
+        if kind == "text_delta":
+            return [TextPart(text=delta.text)] if delta.text else []
+        if kind == "thinking_delta":
+            return [ThinkPart(think=delta.thinking)] if delta.thinking else []
+        if kind == "signature_delta":
+            # Closes the thinking block: the signature must go back with it on the next call.
+            return [ThinkPart(think="", encrypted=delta.signature)] if delta.signature else []
+        if kind == "input_json_delta":
+            if index != blocks.current_tool:
+                raise MalformedResponseError("the provider interleaved the input of parallel tool calls")
+            return [ToolCallPart(arguments_part=delta.partial_json)] if delta.partial_json else []
+        return []

@@ -1,0 +1,287 @@
+"""OpenAI Chat Completions streaming, for `kimi` (Moonshot), `openai_legacy` (OpenAI and every
+compatible server: vLLM, llama.cpp, Ollama, OpenRouter, DeepSeek …) and `gemini` (Google's
+OpenAI-compatible endpoint). The `openai` SDK is imported at the first request."""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from soulwire.config.model import ModelConfig, ProviderConfig
+from soulwire.llm.convert import check_media, openai_chat_messages, openai_chat_tools
+from soulwire.llm.env import DEFAULT_BASE_URLS, KEY_VARIABLES, model_capabilities
+from soulwire.llm.errors import APIConnectionError, MalformedResponseError
+from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.llm.transport import (
+    ErrorMapper,
+    LazyClient,
+    Redactor,
+    env_float,
+    provider_label,
+    sdk_timeout,
+)
+from soulwire.wire.types import (
+    FunctionCall,
+    TextPart,
+    ThinkPart,
+    TokenUsage,
+    ToolCall,
+    ToolCallPart,
+    WireModel,
+)
+
+Flavor = Literal["kimi", "openai_legacy", "gemini"]
+REASONING_EFFORT_ENV = "SOULWIRE_REASONING_EFFORT"
+_AUTO_REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+@dataclass
+class ChatSettings:
+    """Everything an adapter needs, resolved from configuration and environment."""
+
+    flavor: Flavor
+    provider_name: str
+    model_name: str
+    base_url: str
+    api_key: str
+    headers: dict[str, str]
+    capabilities: frozenset[str]
+    configured_capabilities: frozenset[str]
+    reasoning_key: str | None
+    """Where thinking travels: parsed from deltas and sent back in history. None: parsed
+    from `reasoning_content`/`reasoning`, never sent back (some servers reject it)."""
+    oauth: bool = False
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+
+
+def chat_settings(
+    flavor: Flavor, provider: ProviderConfig, model: ModelConfig, env: Mapping[str, str]
+) -> ChatSettings:
+    reasoning_key = "reasoning_content" if flavor == "kimi" else provider.reasoning_key
+    return ChatSettings(
+        flavor=flavor,
+        provider_name=model.provider,
+        model_name=model.model,
+        base_url=provider.base_url or DEFAULT_BASE_URLS[flavor],
+        api_key=provider.api_key,
+        headers=dict(provider.custom_headers),
+        capabilities=model_capabilities(model),
+        configured_capabilities=frozenset(model.capabilities),
+        reasoning_key=reasoning_key,
+        oauth=provider.oauth is not None,
+        env=env,
+    )
+
+
+def kimi_factory(provider: ProviderConfig, model: ModelConfig, env: dict[str, str]) -> OpenAIChatProvider:
+    return OpenAIChatProvider(chat_settings("kimi", provider, model, env))
+
+
+def openai_legacy_factory(
+    provider: ProviderConfig, model: ModelConfig, env: dict[str, str]
+) -> OpenAIChatProvider:
+    return OpenAIChatProvider(chat_settings("openai_legacy", provider, model, env))
+
+
+def gemini_factory(provider: ProviderConfig, model: ModelConfig, env: dict[str, str]) -> OpenAIChatProvider:
+    return OpenAIChatProvider(chat_settings("gemini", provider, model, env))
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def chat_usage(raw: Any) -> TokenUsage | None:
+    """Usage from an OpenAI-style `usage` object; cached prompt tokens are reported as
+    `prompt_tokens_details.cached_tokens` (OpenAI), `cached_tokens` (Moonshot) or
+    `prompt_cache_hit_tokens` (DeepSeek)."""
+    if raw is None:
+        return None
+    get = raw.get if isinstance(raw, dict) else lambda key: getattr(raw, key, None)  # pyright: ignore[reportUnknownMemberType, reportUnknownLambdaType]
+    prompt = _int(get("prompt_tokens"))
+    details = get("prompt_tokens_details")
+    cached = _int(
+        details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", 0)
+    )
+    cached = cached or _int(get("cached_tokens")) or _int(get("prompt_cache_hit_tokens"))
+    cached = min(cached, prompt)
+    return TokenUsage(
+        input_other=prompt - cached, output=_int(get("completion_tokens")), input_cache_read=cached
+    )
+
+
+class _ToolCalls:
+    """Tool-call deltas (keyed by `index`) → ToolCall, then ToolCallParts for the same call."""
+
+    def __init__(self) -> None:
+        self.started: dict[int, str] = {}
+        self.pending: dict[int, dict[str, Any]] = {}
+        self.current: int | None = None
+
+    def feed(self, delta: Any) -> list[WireModel]:
+        index = _int(getattr(delta, "index", 0))
+        function = getattr(delta, "function", None)
+        name = getattr(function, "name", None)
+        arguments = getattr(function, "arguments", None)
+        arguments = arguments if isinstance(arguments, str) and arguments else None
+        if index in self.started:
+            if index != self.current:
+                raise MalformedResponseError("the provider interleaved the arguments of parallel tool calls")
+            return [ToolCallPart(arguments_part=arguments)] if arguments else []
+        slot = self.pending.setdefault(index, {"id": None, "name": "", "args": [], "extra": None})
+        if isinstance(getattr(delta, "id", None), str) and delta.id:
+            slot["id"] = delta.id
+        if isinstance(name, str) and name:
+            slot["name"] += name
+        if arguments:
+            slot["args"].append(arguments)
+        extra = getattr(delta, "extra_content", None)
+        if extra is not None:
+            slot["extra"] = extra
+        if not slot["name"]:
+            return []  # the name comes first in every known server; wait for it
+        del self.pending[index]
+        call_id = slot["id"] or f"call_{uuid.uuid4().hex[:24]}"
+        self.started[index] = call_id
+        self.current = index
+        extras = {"extra_content": slot["extra"]} if isinstance(slot["extra"], dict) else None
+        args = "".join(slot["args"]) or None
+        return [ToolCall(id=call_id, function=FunctionCall(name=slot["name"], arguments=args), extras=extras)]
+
+
+class OpenAIChatProvider:
+    """A Chat Completions model, streamed."""
+
+    def __init__(self, settings: ChatSettings) -> None:
+        self.settings = settings
+        self._client = LazyClient(self._build_client)
+        self._redact = Redactor.for_provider(settings.api_key, settings.headers)
+
+    @property
+    def model_name(self) -> str:
+        return self.settings.model_name
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.settings.capabilities
+
+    def _build_client(self) -> Any:
+        openai = importlib.import_module("openai")
+        httpx = importlib.import_module("httpx2")
+        s = self.settings
+        return openai.AsyncOpenAI(
+            api_key=s.api_key or "EMPTY",  # servers without auth still get a well-formed header
+            base_url=s.base_url,
+            max_retries=0,  # the engine retries, with StepRetry events
+            timeout=sdk_timeout(httpx, s.env),
+            default_headers=s.headers or None,
+        )
+
+    def _errors(self) -> ErrorMapper:
+        s = self.settings
+        variable = KEY_VARIABLES.get(s.flavor, "SOULWIRE_API_KEY")
+        return ErrorMapper(
+            label=provider_label(s.provider_name, s.model_name),
+            redact=self._redact,
+            sdk=importlib.import_module("openai"),
+            httpx=importlib.import_module("httpx2"),
+            oauth=s.oauth,
+            key_hint=f"Check the provider's api_key (or {variable} / SOULWIRE_API_KEY).",
+        )
+
+    def request_body(self, request: ChatRequest) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(SDK keyword arguments, extra body fields) for one request."""
+        s = self.settings
+        body: dict[str, Any] = {
+            "model": s.model_name,
+            "messages": openai_chat_messages(
+                request.system_prompt,
+                request.history,
+                reasoning_key=s.reasoning_key or None,
+                model_name=s.model_name,
+            ),
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = openai_chat_tools(request.tools)
+        extra: dict[str, Any] = {}
+        if s.flavor == "kimi":
+            self._kimi_options(request, body, extra)
+        elif request.thinking and "thinking" in s.configured_capabilities:
+            # Only models configured as thinking get the parameter: many compatible servers reject it.
+            body["reasoning_effort"] = s.env.get(REASONING_EFFORT_ENV) or "medium"
+        return body, extra
+
+    def _kimi_options(self, request: ChatRequest, body: dict[str, Any], extra: dict[str, Any]) -> None:
+        env = self.settings.env
+        if "thinking" in self.settings.capabilities:
+            thinking: dict[str, Any] = {"type": "enabled" if request.thinking else "disabled"}
+            keep = env.get("KIMI_MODEL_THINKING_KEEP", "").strip()
+            if request.thinking and keep:
+                thinking["keep"] = keep
+            extra["thinking"] = thinking
+        temperature = env_float(env, "KIMI_MODEL_TEMPERATURE")
+        if temperature is not None:
+            body["temperature"] = temperature
+        top_p = env_float(env, "KIMI_MODEL_TOP_P")
+        if top_p is not None:
+            body["top_p"] = top_p
+        max_tokens = env_float(env, "KIMI_MODEL_MAX_COMPLETION_TOKENS", "KIMI_MODEL_MAX_TOKENS")
+        if max_tokens is not None and max_tokens > 0:
+            body["max_completion_tokens"] = int(max_tokens)
+
+    def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
+        return self._stream(request, result)
+
+    async def _stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
+        s = self.settings
+        check_media(request.history, s.capabilities, s.model_name)
+        body, extra = self.request_body(request)
+        calls = _ToolCalls()
+        try:
+            client = self._client.get()
+            stream = await client.chat.completions.create(**body, stream=True, extra_body=extra or None)
+            async with stream:
+                async for chunk in stream:
+                    for part in self._parts(chunk, calls, result):
+                        yield part
+        except Exception as exc:
+            error = self._errors()(exc)
+            if isinstance(error, APIConnectionError):
+                await self._client.reset()
+            raise error from None
+
+    def _parts(self, chunk: Any, calls: _ToolCalls, result: StreamResult) -> list[WireModel]:
+        if result.message_id is None and isinstance(getattr(chunk, "id", None), str) and chunk.id:
+            result.message_id = chunk.id
+        usage = chat_usage(getattr(chunk, "usage", None))
+        parts: list[WireModel] = []
+        for choice in getattr(chunk, "choices", None) or []:
+            # Moonshot reports usage inside the last choice instead of at the top level.
+            usage = usage or chat_usage(getattr(choice, "usage", None))
+            delta = getattr(choice, "delta", None)
+            if delta is None or _int(getattr(choice, "index", 0)) != 0:
+                continue
+            thinking = self._reasoning(delta)
+            if thinking:
+                parts.append(ThinkPart(think=thinking))
+            content = getattr(delta, "content", None)
+            if isinstance(content, str) and content:
+                parts.append(TextPart(text=content))
+            for call in getattr(delta, "tool_calls", None) or []:
+                parts.extend(calls.feed(call))
+        if usage is not None:
+            result.usage = usage
+        return parts
+
+    def _reasoning(self, delta: Any) -> str:
+        key = self.settings.reasoning_key
+        keys = _AUTO_REASONING_KEYS if key is None else ((key,) if key else ())
+        for name in keys:
+            value = getattr(delta, name, None)
+            if isinstance(value, str) and value:
+                return value
+        return ""

@@ -1,0 +1,238 @@
+"""What the SDK-backed adapters share: timeouts, headers, secret redaction, and the mapping
+of SDK / HTTP exceptions onto `soulwire.llm.errors` (so the engine's retry loop, not the SDK's,
+decides what happens next). Imports no SDK: the adapter hands its SDK module in."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from soulwire.llm.errors import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    ChatProviderError,
+    ContextLengthExceededError,
+    MalformedResponseError,
+)
+
+TIMEOUT_ENV = "SOULWIRE_LLM_TIMEOUT"
+DEFAULT_READ_TIMEOUT_S = 300.0
+"""Longest silence tolerated from a streaming response before the attempt counts as timed out."""
+CONNECT_TIMEOUT_S = 15.0
+
+_SENSITIVE_HEADER = re.compile(r"auth|key|token|secret|cookie|session|signature|password", re.I)
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[_ ]length|context window|maximum context|prompt is too long|too many tokens|"
+    r"input is too long|token limit|exceeds? the (?:model'?s? )?(?:context|maximum)|reduce the length",
+    re.I,
+)
+# Error types some providers send in a 200 stream; mapped to the status they stand for.
+_STREAM_ERROR_STATUS = {
+    "overloaded_error": 529,
+    "overloaded": 529,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "internal_error": 500,
+    "service_unavailable": 503,
+    "timeout_error": 504,
+}
+
+
+def read_timeout(env: Mapping[str, str]) -> float:
+    """Seconds of silence before a streaming attempt is abandoned (`SOULWIRE_LLM_TIMEOUT`)."""
+    try:
+        value = float(env.get(TIMEOUT_ENV, "") or DEFAULT_READ_TIMEOUT_S)
+    except ValueError:
+        return DEFAULT_READ_TIMEOUT_S
+    return value if value > 0 else DEFAULT_READ_TIMEOUT_S
+
+
+def sdk_timeout(httpx: Any, env: Mapping[str, str]) -> Any:
+    """An `httpx2.Timeout`: bounded connect, long but finite reads, no overall limit (a long
+    answer may legitimately stream for minutes)."""
+    read = read_timeout(env)
+    return httpx.Timeout(read, connect=min(CONNECT_TIMEOUT_S, read))
+
+
+@dataclass
+class Redactor:
+    """Removes secrets (API keys, sensitive header values) from text that leaves the adapter."""
+
+    secrets: list[str] = field(default_factory=list)
+
+    @classmethod
+    def for_provider(cls, api_key: str, headers: Mapping[str, str]) -> Redactor:
+        values = [api_key, *(v for k, v in headers.items() if _SENSITIVE_HEADER.search(k))]
+        # Longest first, so a secret that contains another is removed whole.
+        return cls(sorted({v for v in values if len(v) >= 4}, key=len, reverse=True))
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the server asks us to wait: `retry-after-ms`, or `retry-after` in seconds or as
+    an HTTP date."""
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_detail(body: object) -> str:
+    """The human part of an error body: `error.message` in the OpenAI and Anthropic shapes."""
+    if isinstance(body, Mapping):
+        inner: Any = body.get("error", body)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(inner, Mapping):
+            message = inner.get("message")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            if isinstance(message, str) and message:
+                return message
+        if isinstance(inner, str) and inner:
+            return inner
+        return json.dumps(body, ensure_ascii=False, default=str)[:500]
+    if isinstance(body, str):
+        return body.strip()[:500]
+    return ""
+
+
+def _error_kind(body: object) -> str | int | None:
+    if not isinstance(body, Mapping):
+        return None
+    inner: Any = body.get("error", body)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if not isinstance(inner, Mapping):
+        return None
+    for key in ("code", "type"):
+        value = inner.get(key)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(value, int | str) and value:
+            return value
+    return None
+
+
+@dataclass
+class ErrorMapper:
+    """Turns whatever an SDK raised into a ChatProviderError with a clean, secret-free text."""
+
+    label: str
+    """Names the provider in messages, e.g. "provider 'moonshot' (model 'kimi-k2.6')"."""
+    redact: Redactor
+    sdk: Any
+    httpx: Any
+    oauth: bool = False
+    key_hint: str = ""
+
+    def __call__(self, exc: BaseException) -> ChatProviderError:
+        if isinstance(exc, ChatProviderError):
+            return exc
+        sdk, httpx = self.sdk, self.httpx
+        if isinstance(exc, sdk.APITimeoutError | httpx.TimeoutException):
+            return APITimeoutError(f"The request to {self.label} timed out.")
+        if isinstance(exc, sdk.APIConnectionError | httpx.TransportError):
+            cause = exc.__cause__ or exc
+            reason = str(cause) or type(cause).__name__
+            return APIConnectionError(self.redact(f"Could not reach {self.label}: {reason}"))
+        raised: Any = exc
+        if isinstance(exc, sdk.APIStatusError):
+            headers = getattr(raised.response, "headers", None)
+            return self.status(int(raised.status_code), raised.body, headers, fallback=str(raised.message))
+        if isinstance(exc, sdk.APIError):  # an error object inside a 200 stream
+            return self.stream_error(raised.body, fallback=str(raised.message))
+        if isinstance(exc, ValueError):  # undecodable SSE data
+            return MalformedResponseError(self.redact(f"Malformed response from {self.label}: {exc}"))
+        return ChatProviderError(self.redact(f"{type(exc).__name__} from {self.label}: {exc}"))
+
+    def status(
+        self, status: int, body: object, headers: Mapping[str, str] | None, *, fallback: str = ""
+    ) -> ChatProviderError:
+        if status < 400:
+            return self.stream_error(body, fallback=fallback)
+        detail = self.redact(error_detail(body) or fallback or "no details")
+        if status in (401, 403):
+            hint = f" {self.key_hint}" if self.key_hint else ""
+            return AuthenticationError(
+                status,
+                f"Authentication failed (HTTP {status}) at {self.label}: {detail}.{hint}",
+                oauth=self.oauth,
+            )
+        text = f"HTTP {status} from {self.label}: {detail}"
+        if status in (400, 413) and _CONTEXT_OVERFLOW.search(detail):
+            return ContextLengthExceededError(status, text)
+        return APIStatusError(status, text, retry_after=retry_after(headers))
+
+    def stream_error(self, body: object, *, fallback: str = "") -> ChatProviderError:
+        """An error reported inside a stream that started with HTTP 200."""
+        kind = _error_kind(body)
+        detail = self.redact(error_detail(body) or fallback or "unknown error")
+        status = kind if isinstance(kind, int) else _STREAM_ERROR_STATUS.get(str(kind or ""))
+        if status is not None and status >= 400:
+            return self.status(status, body, None, fallback=fallback)
+        return ChatProviderError(f"{self.label} reported an error while streaming: {detail}")
+
+
+def client_headers(custom: Mapping[str, str], extra: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
+    """Default headers for a client: ours first, the user's `custom_headers` win."""
+    headers = dict(extra)
+    headers.update(custom)
+    return headers
+
+
+class LazyClient:
+    """One SDK client per adapter, built at first use (that is when the SDK is imported) and
+    rebuilt after a connection failure so a dead keep-alive connection is not reused."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._client: Any = None
+
+    def get(self) -> Any:
+        if self._client is None:
+            self._client = self._build()
+        return self._client
+
+    async def reset(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                await client.close()
+            except Exception:
+                pass  # closing a broken pool must not mask the error being handled
+
+
+def provider_label(provider_name: str, model_name: str) -> str:
+    return f"provider {provider_name!r} (model {model_name!r})"
+
+
+def env_float(env: Mapping[str, str], *names: str) -> float | None:
+    """The first of `names` that holds a number, or None."""
+    for name in names:
+        try:
+            return float(env[name])
+        except (KeyError, ValueError):
+            continue
+    return None

@@ -1,0 +1,147 @@
+"""A real HTTP server on 127.0.0.1 that plays scripted LLM replies (SSE streams, error
+statuses, stalls) and records every request it receives. Stdlib only; one thread per request.
+
+Replies are queued per server; each incoming POST takes the next one. An empty queue answers
+HTTP 400 (never retried) so a test that scripted too little fails fast and visibly."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Stall:
+    """Stop sending for `seconds` (or until the server closes) in the middle of a body."""
+
+    seconds: float = 30.0
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    chunks: list[bytes | Stall] = field(default_factory=list)
+    """Written one by one (flushed), so the client sees a real stream."""
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    """One Server-Sent Event; `data` is JSON-encoded unless it is already text."""
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {text}\n\n".encode()
+
+
+def json_reply(status: int, body: Any, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(
+        status=status,
+        headers={"content-type": "application/json", **(headers or {})},
+        chunks=[json.dumps(body).encode()],
+    )
+
+
+def sse_reply(chunks: list[bytes | Stall]) -> Reply:
+    return Reply(headers={"content-type": "text/event-stream", "cache-control": "no-cache"}, chunks=chunks)
+
+
+class FakeLLMServer:
+    """`with FakeLLMServer() as server: server.queue(reply, …); … server.requests`."""
+
+    def __init__(self) -> None:
+        self._replies: deque[Reply] = deque()
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                with owner._lock:
+                    owner.requests.append(Recorded(self.path, dict(self.headers.items()), body))
+                    reply = owner._replies.popleft() if owner._replies else None
+                if reply is None:
+                    reply = json_reply(400, {"error": {"message": "fake server: no scripted reply"}})
+                owner._play(self, reply)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def queue(self, *replies: Reply) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._replies.clear()
+            self.requests.clear()
+
+    def forget_requests(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    def bodies(self) -> list[Any]:
+        with self._lock:
+            return [r.body for r in self.requests]
+
+    def _play(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        try:
+            handler.send_response(reply.status)
+            for name, value in reply.headers.items():
+                handler.send_header(name, value)
+            handler.send_header("transfer-encoding", "chunked")
+            handler.end_headers()
+            for chunk in reply.chunks:
+                if isinstance(chunk, Stall):
+                    self._closing.wait(chunk.seconds)
+                    return  # the client gave up (or the test ended): drop the connection
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                handler.wfile.flush()
+            handler.wfile.write(b"0\r\n\r\n")
+            handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            handler.close_connection = True
+
+    def __enter__(self) -> FakeLLMServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.requests) < count and time.monotonic() < deadline:
+            time.sleep(0.01)

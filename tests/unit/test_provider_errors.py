@@ -1,0 +1,119 @@
+"""How each adapter classifies what goes wrong, through the real SDKs over real HTTP: what the
+engine retries, what fails at once, what asks for compaction, and errors reported inside an
+HTTP 200 stream."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import anyio
+import pytest
+from tests.fake_llm_server import FakeLLMServer, Reply, sse, sse_reply
+from tests.provider_streams import PROVIDERS, error_reply
+
+from soulwire.config.model import Config
+from soulwire.llm.errors import (
+    APIConnectionError,
+    APIStatusError,
+    ChatProviderError,
+    ContextLengthExceededError,
+)
+from soulwire.llm.message import Message
+from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.llm.registry import resolve_model
+
+OVERFLOW = {
+    "kimi": "Invalid request: Your request exceeded model token limit: 262144",
+    "openai_legacy": "This model's maximum context length is 8192 tokens, you requested 9000 tokens.",
+    "openai_responses": "Your input exceeds the context window of this model.",
+    "anthropic": "prompt is too long: 210000 tokens > 200000 maximum",
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+def call(kind: str, base_url: str) -> ChatProviderError:
+    config = Config.model_validate(
+        {
+            "default_model": "m",
+            "models": {"m": {"provider": "p", "model": "test-model"}},
+            "providers": {"p": {"type": kind, "base_url": base_url, "api_key": "sk-x"}},
+        }
+    )
+    model = resolve_model(config, model_alias=None, thinking=None, env={"SOULWIRE_LLM_TIMEOUT": "2"})
+    assert model is not None
+    request = ChatRequest("sys", [Message(role="user", content="hi")])
+
+    async def run() -> ChatProviderError:
+        try:
+            async for _ in model.provider.stream(request, StreamResult()):
+                pass
+        except ChatProviderError as exc:
+            return exc
+        raise AssertionError("the stream did not fail")
+
+    return anyio.run(run)
+
+
+def base(server: FakeLLMServer, kind: str) -> str:
+    return server.url if kind == "anthropic" else server.url + "/v1"
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_context_overflow_is_recognised_for_compaction(server: FakeLLMServer, kind: str):
+    server.queue(error_reply(kind, 400, OVERFLOW[kind]))
+    error = call(kind, base(server, kind))
+    assert isinstance(error, ContextLengthExceededError) and not error.retryable
+    server.queue(error_reply(kind, 400, "tools[0].name: invalid"))
+    error = call(kind, base(server, kind))
+    assert type(error) is APIStatusError and not error.retryable and "tools[0].name" in str(error)
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_connection_refused_is_retryable(kind: str):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again before the call: nothing listens there
+    error = call(kind, f"http://127.0.0.1:{port}" + ("" if kind == "anthropic" else "/v1"))
+    assert isinstance(error, APIConnectionError) and error.retryable
+    assert "Could not reach provider 'p'" in str(error)
+
+
+def mid_stream_error(kind: str) -> Reply:
+    if kind == "anthropic":
+        body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        return sse_reply([sse({"type": "ping"}, event="ping"), sse(body, event="error")])
+    if kind == "openai_responses":
+        failed = {
+            "id": "resp_1",
+            "status": "failed",
+            "error": {"code": "server_error", "message": "Overloaded"},
+        }
+        return sse_reply(
+            [
+                sse(
+                    {"type": "response.failed", "sequence_number": 0, "response": failed},
+                    event="response.failed",
+                )
+            ]
+        )
+    return sse_reply([sse({"error": {"message": "Overloaded", "code": 502}})])
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_an_error_inside_a_200_stream_keeps_its_meaning(server: FakeLLMServer, kind: str):
+    server.queue(mid_stream_error(kind))
+    error = call(kind, base(server, kind))
+    assert isinstance(error, APIStatusError) and error.retryable, repr(error)
+    assert "Overloaded" in str(error)
+
+
+def test_anthropic_overloaded_status_is_retried(server: FakeLLMServer):
+    server.queue(error_reply("anthropic", 529, "Overloaded"))
+    error = call("anthropic", server.url)
+    assert isinstance(error, APIStatusError) and error.status_code == 529 and error.retryable
