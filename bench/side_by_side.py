@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Print a Markdown table comparing two `wire_bench.py --json` results (medians), with the
+ratio reference / soulwire (>1 means soulwire is faster or smaller).
+
+    python3 bench/side_by_side.py reference.json soulwire.json > table.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+HIGHER_IS_BETTER = ("events/s",)
+
+
+def main(reference_path: str, ours_path: str) -> int:
+    reference = json.load(open(reference_path, encoding="utf-8"))
+    ours = json.load(open(ours_path, encoding="utf-8"))
+    print(f"| scenario | metric | {reference.get('label') or 'reference'} | {ours.get('label') or 'soulwire'} | ratio |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for group, metrics in ours["results"].items():
+        for metric, stats in metrics.items():
+            ref = reference["results"].get(group, {}).get(metric)
+            mine = stats["median"]
+            if ref is None:
+                print(f"| {group} | {metric} | – | {mine:,.1f} | |")
+                continue
+            theirs = ref["median"]
+            if any(k in metric for k in HIGHER_IS_BETTER):
+                ratio = mine / theirs if theirs else float("inf")
+            else:
+                ratio = theirs / mine if mine else float("inf")
+            print(f"| {group} | {metric} | {theirs:,.1f} | {mine:,.1f} | {ratio:,.1f}× |")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1], sys.argv[2]))
