@@ -9,7 +9,9 @@ config.toml selects the offline `_scripted_echo` model, which replays the exampl
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ def session_options(demo_replies: list[str], description: str = "") -> dict[str,
         options["work_dir"] = args.work_dir or "."
         return options
     root = Path(tempfile.mkdtemp(prefix="soulwire-example-"))
+    atexit.register(shutil.rmtree, root, True)
     (root / "work").mkdir()
     (root / "share").mkdir()
     replies = root / "replies.json"

@@ -115,6 +115,14 @@ def turn_for_session() -> None:
         text(answer_text(wait_answer("s2")) + ";")
 
 
+def turn_question() -> None:
+    event("StepBegin", {"n": 1})
+    question = {"question": "Which colour?", "options": [{"label": "red"}, {"label": "blue"}]}
+    request("q1", "QuestionRequest", {"id": "q1", "tool_call_id": "tc-q1", "questions": [question]})
+    answer = wait_answer("q1")
+    text(json.dumps(((answer or {}).get("result") or {}).get("answers")))
+
+
 def turn_future() -> None:
     event("StepBegin", {"n": 1})
     event("HologramBegin", {"depth": 3})
@@ -202,6 +210,8 @@ def handle(message: dict[str, Any], state: dict[str, Any]) -> None:
         turn_for_session()
     elif SCENARIO == "future":
         turn_future()
+    elif SCENARIO == "question":
+        turn_question()
     elif SCENARIO == "hello":
         text(json.dumps(state.get("hello")))
     event("TurnEnd", {})

@@ -169,3 +169,28 @@ async def test_engine_without_initialize_still_works(fake):
         assert session.server is None and session.initialize_result is None
         assert "noop" in session.rejected_tools
         assert (await session.prompt("1")).status == "finished"
+
+
+async def test_questions_by_callback_stream_and_timeout(fake):
+    async def choose(question: sdk.Question) -> dict[str, str]:
+        return {question.questions[0].question: question.questions[0].options[1].label}
+
+    async with sdk.Session(**fake("question", on_question=choose)) as session:
+        assert json.loads((await session.prompt("q")).text) == {"Which colour?": "blue"}
+    async with sdk.Session(**fake("question")) as session:
+        turn = session.prompt("q")
+        async for event in turn:
+            if isinstance(event, sdk.Question):
+                assert event.answer({"Which colour?": "red"})
+        assert json.loads(turn.result.text) == {"Which colour?": "red"}
+    async with sdk.Session(**fake("question", approval_timeout=0.2)) as session:
+        result = await asyncio.wait_for(session.prompt("q").wait(), 10)
+        assert json.loads(result.text) == {}
+        assert result.steps[0].events[0].answered_by == "timeout"
+
+
+async def test_invalid_options_are_configuration_errors(tmp_path):
+    with pytest.raises(sdk.ConfigurationError, match="cannot be combined"):
+        sdk.Session(session_id="x", continue_session=True)
+    with pytest.raises(sdk.ConfigurationError, match="work_dir is not a directory"):
+        await sdk.Session(work_dir=tmp_path / "missing").start()

@@ -16,6 +16,7 @@ from soulwire.sdk.ask import ask, ask_result
 from soulwire.sdk.errors import (
     AuthExpiredError,
     ChatProviderError,
+    ConfigurationError,
     EngineBusyError,
     EngineError,
     EngineExitedError,
@@ -48,6 +49,7 @@ __all__ = [
     "ApprovalDecision",
     "AuthExpiredError",
     "ChatProviderError",
+    "ConfigurationError",
     "EngineBusyError",
     "EngineError",
     "EngineExitedError",

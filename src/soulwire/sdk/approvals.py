@@ -247,6 +247,12 @@ class Question(_Pending):
         """Answer nothing: the model is told the user dismissed the question."""
         return self.answer({}, by=by)
 
+    def settled_elsewhere(self, by: AnsweredBy) -> None:
+        """The engine dropped it (turn ended) or the session closed: nothing to send."""
+        if self._claim(by):
+            self.answers = {}
+            self._settle()
+
     def _expire(self) -> None:
         if not self._answered:
             log.warning("question %s unanswered; dismissing it", self.id)

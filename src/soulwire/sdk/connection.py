@@ -17,6 +17,7 @@ from json import decoder as json_decoder
 from typing import Any
 
 from soulwire.sdk.errors import SDKError, engine_error
+from soulwire.sdk.jsonutil import as_object
 from soulwire.sdk.process import EngineProcess
 from soulwire.wire import jsonrpc
 from soulwire.wire.messages import UnknownMessage, parse_envelope
@@ -65,7 +66,7 @@ def fast_content_part(line: bytes) -> WireModel | None:
 def decode_event(type_: Any, payload: Any) -> WireModel:
     """A typed event, or UnknownMessage for a type (or payload) this version does not know."""
     if not isinstance(type_, str):
-        return UnknownMessage(type=str(type_), payload=payload if isinstance(payload, dict) else {})
+        return UnknownMessage(type=str(type_), payload=as_object(payload) or {})
     return parse_envelope(type_, payload)
 
 
@@ -111,9 +112,10 @@ class Connection:
         # stdout closed: the exit code usually follows within milliseconds
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.process.wait(), 2.0)
-        self._fail(self.closing_error or self.process.exited_error())
+        self.fail(self.closing_error or self.process.exited_error())
 
-    def _fail(self, error: SDKError) -> None:
+    def fail(self, error: SDKError) -> None:
+        """Mark the connection dead: every pending and later request fails with `error`."""
         if self.failure is not None:
             return
         self.failure = error
@@ -135,34 +137,31 @@ class Connection:
             except ValueError:
                 log.warning("ignoring a line that is not JSON: %r", line[:200])
                 continue
-            if isinstance(message, dict):
-                self._on_message(message)  # pyright: ignore[reportUnknownArgumentType]
+            obj = as_object(message)
+            if obj is not None:
+                self._on_message(obj)
             else:
                 log.warning("ignoring a JSON value that is not an object: %r", line[:200])
 
     def _on_message(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         if method == "event":
-            params = message.get("params")
-            if isinstance(params, dict):
-                event = decode_event(params.get("type"), params.get("payload"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-                self.on_event(event)
+            params = as_object(message.get("params"))
+            if params is not None:
+                self.on_event(decode_event(params.get("type"), params.get("payload")))
             return
         request_id = message.get("id")
         if method == "request":
-            params = message.get("params")
-            if not isinstance(request_id, str) or not isinstance(params, dict):
+            params = as_object(message.get("params"))
+            if not isinstance(request_id, str) or params is None:
                 log.warning("ignoring a malformed request: %r", message)
                 return
-            type_ = params.get("type")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            payload = params.get("payload")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            type_ = params.get("type")
             if self.on_request is None:
                 self.respond_error(request_id, jsonrpc.METHOD_NOT_FOUND, "no request handler")
                 return
             self.on_request(
-                request_id,
-                type_ if isinstance(type_, str) else "",
-                payload if isinstance(payload, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
+                request_id, type_ if isinstance(type_, str) else "", as_object(params.get("payload")) or {}
             )
             return
         if isinstance(method, str):

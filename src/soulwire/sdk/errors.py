@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from soulwire.sdk.jsonutil import as_object
 from soulwire.wire import jsonrpc
 
 
@@ -39,6 +40,10 @@ class EngineExitedError(SDKError):
         super().__init__(f"the engine exited unexpectedly{where} ({code}){detail}")
         self.returncode = returncode
         self.stderr_tail = stderr_tail
+
+
+class ConfigurationError(SDKError, ValueError):
+    """The session's options are invalid (conflicting options, a work dir that does not exist)."""
 
 
 class StartupTimeoutError(SDKError):
@@ -151,9 +156,9 @@ _BY_CODE: dict[int, type[EngineError]] = {
 
 def engine_error(error: Any, *, method: str = "") -> EngineError:
     """The exception for a JSON-RPC `error` object answered to `method`."""
-    if not isinstance(error, dict):
+    raw = as_object(error)
+    if raw is None:
         return InternalEngineError(jsonrpc.INTERNAL_ERROR, f"malformed error: {error!r}", method=method)
-    raw: dict[str, Any] = error  # pyright: ignore[reportUnknownVariableType]
     code = raw.get("code")
     message = str(raw.get("message") or "")
     data = raw.get("data")
@@ -171,6 +176,7 @@ def engine_error(error: Any, *, method: str = "") -> EngineError:
 __all__ = [
     "AuthExpiredError",
     "ChatProviderError",
+    "ConfigurationError",
     "EngineBusyError",
     "EngineError",
     "EngineExitedError",

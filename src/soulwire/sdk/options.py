@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soulwire.sdk.errors import EngineNotFoundError
+from soulwire.sdk.errors import ConfigurationError, EngineNotFoundError
 
 DEFAULT_EXECUTABLE = "soulwire"
 
@@ -64,9 +64,9 @@ class LaunchOptions:
 
     def __post_init__(self) -> None:
         if self.session_id is not None and self.continue_session:
-            raise ValueError("session_id and continue_session cannot be combined")
+            raise ConfigurationError("session_id and continue_session cannot be combined")
         if self.config_file is not None and self.config is not None:
-            raise ValueError("config_file and config cannot be combined")
+            raise ConfigurationError("config_file and config cannot be combined")
         if self.session_id is None and not self.continue_session:
             # Always name the session, so its id is known even when the engine's initialize
             # result does not report it (the reference's does not).
@@ -77,7 +77,13 @@ class LaunchOptions:
         return self.session_id or self._generated_id
 
     def resolved_work_dir(self) -> Path | None:
-        return Path(os.path.abspath(os.fspath(self.work_dir))) if self.work_dir is not None else None
+        """The absolute work dir (not resolving symlinks: engines hash the path as given)."""
+        if self.work_dir is None:
+            return None
+        path = Path(os.path.abspath(os.fspath(self.work_dir)))
+        if not path.is_dir():
+            raise ConfigurationError(f"work_dir is not a directory: {path}")
+        return path
 
     def argv(self) -> list[str]:
         argv = [*resolve_executable(self.executable), "--wire"]

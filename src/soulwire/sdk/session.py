@@ -35,6 +35,7 @@ from soulwire.sdk.approvals import (
 )
 from soulwire.sdk.connection import Connection, ignore_event
 from soulwire.sdk.errors import (
+    ConfigurationError,
     EngineExitedError,
     InvalidStateError,
     NotSupportedError,
@@ -44,6 +45,7 @@ from soulwire.sdk.errors import (
     ToolsRejectedError,
     TurnInProgressError,
 )
+from soulwire.sdk.jsonutil import as_object
 from soulwire.sdk.options import LaunchOptions
 from soulwire.sdk.process import EngineProcess
 from soulwire.sdk.stream import EventStream
@@ -149,7 +151,7 @@ class Session:
         self._approval_timeout = approval_timeout
         default = to_decision(approval_default)
         if default is None:
-            raise ValueError("approval_default must be a decision")
+            raise ConfigurationError("approval_default must be a decision")
         self.approval_default = default
         self._on_question = on_question
         self._supports_question = on_question is not None if supports_question is None else supports_question
@@ -245,10 +247,10 @@ class Session:
                 raise ToolsRejectedError(self.rejected_tools)
 
     def _apply_initialize(self, result: Any) -> None:
-        if not isinstance(result, dict):
+        raw = as_object(result)
+        if raw is None:
             log.warning("ignoring a malformed initialize result: %r", result)
             return
-        raw: dict[str, Any] = result  # pyright: ignore[reportUnknownVariableType]
         self.initialize_result = raw
         version = raw.get("protocol_version")
         self.protocol_version = version if isinstance(version, str) else None
@@ -263,9 +265,8 @@ class Session:
             except ValidationError:
                 continue
         self.slash_commands = commands
-        external = raw.get("external_tools")
-        if isinstance(external, dict):
-            ext: dict[str, Any] = external  # pyright: ignore[reportUnknownVariableType]
+        ext = as_object(raw.get("external_tools"))
+        if ext is not None:
             self.accepted_tools = [str(n) for n in ext.get("accepted") or []]
             self.rejected_tools = {
                 str(r.get("name")): str(r.get("reason", ""))
@@ -274,9 +275,8 @@ class Session:
             }
         else:
             self.accepted_tools = list(self.tools)
-        session = raw.get("session")
-        if isinstance(session, dict):
-            info: dict[str, Any] = session  # pyright: ignore[reportUnknownVariableType]
+        info = as_object(raw.get("session"))
+        if info is not None:
             sid = info.get("id")
             self.info = SessionInfo(
                 id=sid if isinstance(sid, str) else self.info.id,
@@ -298,7 +298,7 @@ class Session:
             if isinstance(pending, Approval):
                 pending.settled_elsewhere("reject", "", "session")
             else:
-                pending.answer({}, by="session")
+                pending.settled_elsewhere("session")
         self._approvals.clear()
         if conn is None:
             return
@@ -307,7 +307,7 @@ class Session:
         try:
             await asyncio.wait_for(conn.wait_closed(), 3.0)
         except TimeoutError:
-            conn._fail(conn.closing_error)  # pyright: ignore[reportPrivateUsage]
+            conn.fail(conn.closing_error)
         for stream in (self._active, self._queued):
             if stream is not None and not stream.finished:
                 stream._finish(SessionClosedError("the session was closed"))
@@ -366,7 +366,7 @@ class Session:
         (then this one starts as soon as it has ended)."""
         conn = self._connection()
         self._check_idle("prompt")
-        turn = Turn(self, user_input)  # pyright: ignore[reportArgumentType]
+        turn = Turn(self, user_input)
         params = {"user_input": _encode_input(user_input)}
         if self._active is not None and not self._active.finished:
             self._queued = turn
@@ -413,7 +413,7 @@ class Session:
                 if isinstance(pending, Approval):
                     pending.settled_elsewhere("reject", "", "engine")
                 else:
-                    pending.dismiss(by="engine")
+                    pending.settled_elsewhere("engine")
                 self._approvals.pop(pending.id, None)
             for task in stream.tool_tasks:
                 task.cancel()
@@ -473,7 +473,8 @@ class Session:
     async def set_plan_mode(self, enabled: bool) -> bool:
         """Switch plan mode (Wire `set_plan_mode`); returns the engine's new state."""
         result = await self._connection().call("set_plan_mode", {"enabled": enabled})
-        return bool(result.get("plan_mode", enabled)) if isinstance(result, dict) else enabled  # pyright: ignore[reportUnknownMemberType]
+        answer = as_object(result) or {}
+        return bool(answer.get("plan_mode", enabled))
 
     # -- engine → client ------------------------------------------------------------
     def _on_event(self, event: WireModel) -> None:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from soulwire.sdk.ask import ask_result
 from soulwire.sdk.session import Session
-from soulwire.sdk.turn import Replay, ReplayResult, Step, Turn, TurnResult
+from soulwire.sdk.turn import Replay, Step, Turn, TurnResult
 from soulwire.wire.types import UserInput
 
 T = TypeVar("T")
@@ -91,7 +91,7 @@ class SyncTurn:
         self._runner.run(self.turn.cancel(wait=wait))
 
     def steer(self, user_input: UserInput | Sequence[Any]) -> None:
-        self._runner.run(self.turn.steer(user_input))  # pyright: ignore[reportArgumentType]
+        self._runner.run(self.turn.steer(user_input))
 
     @property
     def result(self) -> TurnResult:
@@ -173,9 +173,6 @@ class SyncSession:
             return [event async for event in replay]
 
         return runner.run(collect())
-
-    def replay_result(self, replay: Replay) -> ReplayResult:
-        return replay.result
 
     def steer(self, user_input: UserInput | Sequence[Any]) -> None:
         self._run().run(self.session.steer(user_input))

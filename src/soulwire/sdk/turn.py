@@ -9,11 +9,12 @@ never looked at the stream."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from soulwire.sdk.errors import ProtocolError, SDKError, TurnNotFinishedError
+from soulwire.sdk.jsonutil import as_object
 from soulwire.sdk.stream import _END, EventStream
 from soulwire.wire.messages import (
     StatusUpdate,
@@ -42,7 +43,7 @@ class _TurnOwner(Protocol):
     """What a Turn needs from its session."""
 
     def _cancel_stream(self, stream: EventStream, *, wait_answer: bool) -> asyncio.Future[None] | None: ...
-    async def steer(self, user_input: UserInput) -> None: ...
+    async def steer(self, user_input: UserInput | Sequence[Any]) -> None: ...
 
 
 class Step:
@@ -200,7 +201,7 @@ class TurnResult:
 class Turn(EventStream):
     """A running prompt. Single consumer: iterate it, iterate `iter_steps()`, or await it."""
 
-    def __init__(self, owner: _TurnOwner, user_input: UserInput) -> None:
+    def __init__(self, owner: _TurnOwner, user_input: UserInput | Sequence[Any]) -> None:
         super().__init__()
         self.user_input = user_input
         self._owner = owner
@@ -266,10 +267,10 @@ class Turn(EventStream):
     def _complete(self, result: Any, error: SDKError | None) -> None:
         """The engine answered the prompt (or the connection died)."""
         if error is None:
-            if not isinstance(result, dict) or not isinstance(result.get("status"), str):
+            raw = as_object(result)
+            if raw is None or not isinstance(raw.get("status"), str):
                 error = ProtocolError(f"malformed prompt result: {result!r}")
             else:
-                raw: dict[str, Any] = result  # pyright: ignore[reportUnknownVariableType]
                 steps = raw.get("steps")
                 self._result = TurnResult(
                     status=raw["status"],
@@ -313,7 +314,7 @@ class Turn(EventStream):
         await self._drain()
         return self.result
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, TurnResult]:
         return self.wait().__await__()
 
     async def iter_steps(self) -> AsyncIterator[Step]:
@@ -355,7 +356,7 @@ class Turn(EventStream):
         if wait:
             await asyncio.wait_for(self._ended.wait(), timeout)
 
-    async def steer(self, user_input: UserInput) -> None:
+    async def steer(self, user_input: UserInput | Sequence[Any]) -> None:
         """Add input to this running turn (engines with `steer` only)."""
         await self._owner.steer(user_input)
 
@@ -390,7 +391,7 @@ class Replay(EventStream):
     def _complete(self, result: Any, error: SDKError | None) -> None:
         if error is None:
             try:
-                raw: dict[str, Any] = result
+                raw = as_object(result) or {}
                 self._result = ReplayResult(str(raw["status"]), int(raw["events"]), int(raw["requests"]))
             except (TypeError, KeyError, ValueError):
                 error = ProtocolError(f"malformed replay result: {result!r}")
@@ -409,7 +410,7 @@ class Replay(EventStream):
         await self._drain()
         return self.result
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, ReplayResult]:
         return self.wait().__await__()
 
     async def cancel(self) -> None:
