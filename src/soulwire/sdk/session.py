@@ -28,9 +28,7 @@ from soulwire.sdk.approvals import (
     ApprovalCallback,
     ApprovalDecision,
     ApprovalKind,
-    Question,
     QuestionCallback,
-    run_callback,
     to_decision,
 )
 from soulwire.sdk.connection import Connection, ignore_event
@@ -48,13 +46,13 @@ from soulwire.sdk.errors import (
 from soulwire.sdk.jsonutil import as_object
 from soulwire.sdk.options import LaunchOptions
 from soulwire.sdk.process import EngineProcess
+from soulwire.sdk.responder import Responder
 from soulwire.sdk.stream import EventStream
 from soulwire.sdk.tools import Tool, ToolHandler, as_tools
 from soulwire.sdk.turn import Replay, Turn
-from soulwire.wire import jsonrpc
-from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, QuestionRequest, ToolCallRequest
+from soulwire.wire.messages import ApprovalResponse
 from soulwire.wire.methods import ServerInfo, SlashCommandInfo
-from soulwire.wire.types import UserInput, WireModel, tool_error
+from soulwire.wire.types import UserInput, WireModel
 
 log = logging.getLogger("soulwire.sdk")
 
@@ -147,13 +145,16 @@ class Session:
         )
         self.tools: dict[str, Tool] = as_tools(tools)
         self._strict_tools = strict_tools
-        self._on_approval = on_approval
-        self._approval_timeout = approval_timeout
         default = to_decision(approval_default)
         if default is None:
             raise ConfigurationError("approval_default must be a decision")
-        self.approval_default = default
-        self._on_question = on_question
+        self._responder = Responder(
+            tools=self.tools,
+            on_approval=on_approval,
+            on_question=on_question,
+            timeout=approval_timeout,
+            default=default,
+        )
         self._supports_question = on_question is not None if supports_question is None else supports_question
         self._supports_plan_mode = supports_plan_mode
         self._startup_timeout = startup_timeout
@@ -167,8 +168,6 @@ class Session:
         self._closed = False
         self._active: Turn | Replay | None = None
         self._queued: Turn | None = None
-        self._approvals: dict[str, Approval | Question] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self._cancels: dict[int, asyncio.Future[None]] = {}
 
         self.initialize_result: dict[str, Any] | None = None
@@ -292,14 +291,7 @@ class Session:
             return
         self._closed = True
         conn = self._conn
-        for task in list(self._tasks):
-            task.cancel()
-        for pending in list(self._approvals.values()):
-            if isinstance(pending, Approval):
-                pending.settled_elsewhere("reject", "", "session")
-            else:
-                pending.settled_elsewhere("session")
-        self._approvals.clear()
+        self._responder.close()
         if conn is None:
             return
         conn.closing_error = SessionClosedError("the session was closed")
@@ -347,7 +339,7 @@ class Session:
     @property
     def pending_approvals(self) -> list[Approval]:
         """Approval requests nobody has answered yet (in or outside a turn)."""
-        return [a for a in self._approvals.values() if isinstance(a, Approval) and not a.answered]
+        return [a for a in self._responder.pending.values() if isinstance(a, Approval) and not a.answered]
 
     def _connection(self) -> Connection:
         if self._closed:
@@ -409,14 +401,7 @@ class Session:
             if self._conn is not None:
                 self._conn.on_part = ignore_event
         if isinstance(stream, Turn):
-            for pending in stream.approvals:  # the engine resolves what the turn left open
-                if isinstance(pending, Approval):
-                    pending.settled_elsewhere("reject", "", "engine")
-                else:
-                    pending.settled_elsewhere("engine")
-                self._approvals.pop(pending.id, None)
-            for task in stream.tool_tasks:
-                task.cancel()
+            self._responder.turn_ended(stream)
         stream._complete(result, error)
         queued = self._queued
         if queued is not None and self._active is None:
@@ -479,9 +464,7 @@ class Session:
     # -- engine → client ------------------------------------------------------------
     def _on_event(self, event: WireModel) -> None:
         if type(event) is ApprovalResponse:
-            pending = self._approvals.pop(event.request_id, None)
-            if isinstance(pending, Approval):
-                pending.settled_elsewhere(event.response, event.feedback, "engine")
+            self._responder.approval_resolved(event)
         active = self._active
         if active is not None:
             active._on_event(event)
@@ -489,109 +472,8 @@ class Session:
             log.debug("event outside any turn: %r", event)
 
     def _on_request(self, request_id: str, type_: str, payload: dict[str, Any]) -> None:
-        conn = self._conn
-        if conn is None:
-            return
-        active = self._active
-        replaying = isinstance(active, Replay)
-        if type_ == "ApprovalRequest":
-            try:
-                request = ApprovalRequest.model_validate(payload)
-            except ValidationError:
-                conn.respond_error(request_id, jsonrpc.INVALID_PARAMS, "malformed ApprovalRequest")
-                return
-            if replaying and request.source_kind != "background_agent":
-                active._on_event(request)  # history: never answered
-                return
-            self._on_approval_request(conn, request_id, request)
-        elif type_ == "ToolCallRequest":
-            try:
-                call = ToolCallRequest.model_validate(payload)
-            except ValidationError:
-                conn.respond_error(request_id, jsonrpc.INVALID_PARAMS, "malformed ToolCallRequest")
-                return
-            if replaying:
-                active._on_event(call)
-                return
-            self._start_tool(conn, request_id, call)
-        elif type_ == "QuestionRequest":
-            try:
-                question = QuestionRequest.model_validate(payload)
-            except ValidationError:
-                conn.respond_error(request_id, jsonrpc.INVALID_PARAMS, "malformed QuestionRequest")
-                return
-            if replaying:
-                active._on_event(question)
-                return
-            self._on_question_request(conn, request_id, question)
-        elif type_ == "HookRequest":
-            conn.respond(request_id, {"request_id": payload.get("id", request_id), "action": "allow"})
-        else:
-            conn.respond_error(request_id, jsonrpc.METHOD_NOT_FOUND, f"unsupported request type: {type_}")
-
-    def _spawn(self, coro: Any, turn: Turn | None = None) -> None:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        if turn is not None:
-            turn.tool_tasks.add(task)
-            task.add_done_callback(turn.tool_tasks.discard)
-
-    def _on_approval_request(self, conn: Connection, request_id: str, request: ApprovalRequest) -> None:
-        turn = self._active if isinstance(self._active, Turn) else None
-        approval = Approval(
-            request, request_id, conn.respond, default=self.approval_default, turn_bound=turn is not None
-        )
-        self._approvals[request.id] = approval
-        if turn is not None:
-            turn.approvals.append(approval)
-            turn._on_event(approval)
-        approval.start_timer(self._approval_timeout)
-        if self._on_approval is not None:
-            self._spawn(self._ask_approval(self._on_approval, approval))
-
-    async def _ask_approval(self, callback: ApprovalCallback, approval: Approval) -> None:
-        try:
-            decision = to_decision(await run_callback(callback, approval))
-        except Exception:
-            log.exception("on_approval failed; rejecting %s", approval.description)
-            decision = ApprovalDecision.reject()
-        if decision is not None:
-            approval.answer(decision, by="callback")
-
-    def _on_question_request(self, conn: Connection, request_id: str, request: QuestionRequest) -> None:
-        turn = self._active if isinstance(self._active, Turn) else None
-        question = Question(request, request_id, conn.respond)
-        self._approvals[request.id] = question
-        if turn is not None:
-            turn.approvals.append(question)
-            turn._on_event(question)
-        question.start_timer(self._approval_timeout)
-        if self._on_question is not None:
-            self._spawn(self._ask_question(self._on_question, question))
-
-    async def _ask_question(self, callback: QuestionCallback, question: Question) -> None:
-        try:
-            answers = await run_callback(callback, question)
-        except Exception:
-            log.exception("on_question failed; dismissing the question")
-            answers = {}
-        if answers is not None:
-            question.answer(dict(answers), by="callback")
-
-    def _start_tool(self, conn: Connection, request_id: str, call: ToolCallRequest) -> None:
-        turn = self._active if isinstance(self._active, Turn) else None
-        self._spawn(self._run_tool(conn, request_id, call), turn)
-
-    async def _run_tool(self, conn: Connection, request_id: str, call: ToolCallRequest) -> None:
-        tool = self.tools.get(call.name)
-        if tool is None:
-            value = tool_error(
-                f"Tool `{call.name}` is not registered with this SDK session", brief="Unknown tool"
-            )
-        else:
-            value = await tool.invoke(call.arguments)
-        conn.respond(request_id, {"tool_call_id": call.id, "return_value": value.model_dump(mode="json")})
+        if self._conn is not None:
+            self._responder.handle(self._conn, request_id, type_, payload, self._active)
 
 
 __all__ = ["CLIENT_NAME", "SDK_PROTOCOL_VERSION", "Session", "SessionInfo"]
