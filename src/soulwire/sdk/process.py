@@ -5,6 +5,7 @@ stderr for error messages, and end it without leaving anything behind."""
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import logging
 import os
@@ -154,18 +155,21 @@ class EngineProcess:
         stderr = self._proc.stderr
         assert stderr is not None
         tail = self._stderr_tail
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")  # chunks may split a character
         while True:
             chunk = await stderr.read(65536)
-            if not chunk:
-                return
             tail += chunk
             if len(tail) > STDERR_TAIL_BYTES:
                 del tail[: len(tail) - STDERR_TAIL_BYTES]
             if self._on_stderr is not None:
+                text = decoder.decode(chunk, final=not chunk)
                 try:
-                    self._on_stderr(chunk.decode("utf-8", "replace"))
+                    if text:
+                        self._on_stderr(text)
                 except Exception:  # a logging callback must not kill the pump
                     log.exception("on_stderr callback failed")
+            if not chunk:
+                return
 
     async def wait(self) -> int:
         return await self._proc.wait()

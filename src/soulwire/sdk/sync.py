@@ -12,6 +12,7 @@ event loop in a background thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -52,9 +53,13 @@ class _LoopThread:
     def stop(self) -> None:
         if self.loop.is_closed():
             return
+        finishing = asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop)
+        with contextlib.suppress(Exception):
+            finishing.result(5)  # async generators left open (an unfinished iter_steps)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
-        self.loop.close()
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 class SyncTurn:
