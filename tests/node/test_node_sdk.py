@@ -74,7 +74,7 @@ def node_version(node: str) -> tuple[int, ...]:
 
 
 @pytest.fixture(scope="session")
-def node_sdk(request: pytest.FixtureRequest) -> tuple[str, Path]:
+def node_sdk(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """(node executable, directory with the SDK installed)."""
     node = shutil.which("node")
     if node is None:
@@ -86,7 +86,13 @@ def node_sdk(request: pytest.FixtureRequest) -> tuple[str, Path]:
     if npm is None:
         pytest.fail("`node` is installed but `npm` is not: cannot install the Node SDK")
     override = os.environ.get("SOULWIRE_NODE_SDK_DIR")
-    directory = Path(override) if override else request.config.cache.mkdir(f"node-sdk-{SDK_VERSION}")
+    cache = getattr(request.config, "cache", None)  # absent with `-p no:cacheprovider`
+    if override:
+        directory = Path(override)
+    elif cache is not None:
+        directory = cache.mkdir(f"node-sdk-{SDK_VERSION}")
+    else:
+        directory = tmp_path_factory.mktemp(f"node-sdk-{SDK_VERSION}")
     directory.mkdir(parents=True, exist_ok=True)
     installed = directory / "node_modules" / SDK_PACKAGE / "package.json"
     if not (installed.exists() and json.loads(installed.read_text())["version"] == SDK_VERSION):
