@@ -1,0 +1,185 @@
+"""Answering the engine's requests: approvals and questions (callback, stream, or the declared
+default after a timeout) and calls to the client's external tools (always answered)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from pydantic import ValidationError
+
+from soulwire.sdk.approvals import (
+    Approval,
+    ApprovalCallback,
+    ApprovalDecision,
+    Question,
+    QuestionCallback,
+    run_callback,
+    to_decision,
+)
+from soulwire.sdk.connection import Connection
+from soulwire.sdk.tools import Tool
+from soulwire.sdk.turn import Replay, Turn
+from soulwire.wire import jsonrpc
+from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, QuestionRequest, ToolCallRequest
+from soulwire.wire.types import tool_error
+
+log = logging.getLogger("soulwire.sdk")
+
+_ANSWERED: dict[str, type[ApprovalRequest | ToolCallRequest | QuestionRequest]] = {
+    "ApprovalRequest": ApprovalRequest,
+    "ToolCallRequest": ToolCallRequest,
+    "QuestionRequest": QuestionRequest,
+}
+
+
+class Responder:
+    """The session's side of every `request` the engine sends."""
+
+    def __init__(
+        self,
+        *,
+        tools: dict[str, Tool],
+        on_approval: ApprovalCallback | None,
+        on_question: QuestionCallback | None,
+        timeout: float | None,
+        default: ApprovalDecision,
+    ) -> None:
+        self.tools = tools
+        self.on_approval = on_approval
+        self.on_question = on_question
+        self.timeout = timeout
+        self.default = default
+        self.pending: dict[str, Approval | Question] = {}
+        """Unsettled approvals and questions by payload id."""
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- dispatch -------------------------------------------------------------------
+    def handle(
+        self,
+        conn: Connection,
+        request_id: str,
+        type_: str,
+        payload: dict[str, Any],
+        active: Turn | Replay | None,
+    ) -> None:
+        """One request from the engine. During a replay, recorded requests are history: they
+        go to the replay's stream unanswered (a background agent's approval is live)."""
+        model = _ANSWERED.get(type_)
+        if model is None:
+            if type_ == "HookRequest":  # we subscribe to no hooks; allow is the safe answer
+                conn.respond(request_id, {"request_id": payload.get("id", request_id), "action": "allow"})
+            else:
+                conn.respond_error(request_id, jsonrpc.METHOD_NOT_FOUND, f"unsupported request type: {type_}")
+            return
+        try:
+            request = model.model_validate(payload)
+        except ValidationError:
+            conn.respond_error(request_id, jsonrpc.INVALID_PARAMS, f"malformed {type_}")
+            return
+        live = isinstance(request, ApprovalRequest) and request.source_kind == "background_agent"
+        if isinstance(active, Replay) and not live:
+            active._on_event(request)
+            return
+        turn = active if isinstance(active, Turn) else None
+        if isinstance(request, ApprovalRequest):
+            self._approval(conn, request_id, request, turn)
+        elif isinstance(request, QuestionRequest):
+            self._question(conn, request_id, request, turn)
+        else:
+            self._spawn(self._run_tool(conn, request_id, request), turn)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], turn: Turn | None = None) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        if turn is not None:
+            turn.tool_tasks.add(task)
+            task.add_done_callback(turn.tool_tasks.discard)
+
+    # -- approvals and questions ------------------------------------------------------
+    def _approval(
+        self, conn: Connection, request_id: str, request: ApprovalRequest, turn: Turn | None
+    ) -> None:
+        bound = turn is not None
+        approval = Approval(request, request_id, conn.respond, default=self.default, turn_bound=bound)
+        self.pending[request.id] = approval
+        if turn is not None:
+            turn.approvals.append(approval)
+            turn._on_event(approval)
+        approval.start_timer(self.timeout)
+        if self.on_approval is not None:
+            self._spawn(self._ask_approval(self.on_approval, approval))
+
+    async def _ask_approval(self, callback: ApprovalCallback, approval: Approval) -> None:
+        try:
+            decision = to_decision(await run_callback(callback, approval))
+        except Exception:
+            log.exception("on_approval failed; rejecting %s", approval.description)
+            decision = ApprovalDecision.reject()
+        if decision is not None:
+            approval.answer(decision, by="callback")
+
+    def _question(
+        self, conn: Connection, request_id: str, request: QuestionRequest, turn: Turn | None
+    ) -> None:
+        question = Question(request, request_id, conn.respond)
+        self.pending[request.id] = question
+        if turn is not None:
+            turn.approvals.append(question)
+            turn._on_event(question)
+        question.start_timer(self.timeout)
+        if self.on_question is not None:
+            self._spawn(self._ask_question(self.on_question, question))
+
+    async def _ask_question(self, callback: QuestionCallback, question: Question) -> None:
+        try:
+            answers = await run_callback(callback, question)
+        except Exception:
+            log.exception("on_question failed; dismissing the question")
+            answers = {}
+        if answers is not None:
+            question.answer(dict(answers), by="callback")
+
+    def approval_resolved(self, event: ApprovalResponse) -> None:
+        """The engine reports a resolution (possibly one we did not send)."""
+        pending = self.pending.pop(event.request_id, None)
+        if isinstance(pending, Approval):
+            pending.settled_elsewhere(event.response, event.feedback, "engine")
+
+    # -- tools ------------------------------------------------------------------------
+    async def _run_tool(self, conn: Connection, request_id: str, call: ToolCallRequest) -> None:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            message = f"Tool `{call.name}` is not registered with this SDK session"
+            value = tool_error(message, brief="Unknown tool")
+        else:
+            value = await tool.invoke(call.arguments)
+        conn.respond(request_id, {"tool_call_id": call.id, "return_value": value.model_dump(mode="json")})
+
+    # -- endings ----------------------------------------------------------------------
+    def turn_ended(self, turn: Turn) -> None:
+        """The engine has resolved whatever the turn left open; stop its tool calls."""
+        for pending in turn.approvals:
+            if isinstance(pending, Approval):
+                pending.settled_elsewhere("reject", "", "engine")
+            else:
+                pending.settled_elsewhere("engine")
+            self.pending.pop(pending.id, None)
+        for task in list(turn.tool_tasks):
+            task.cancel()
+
+    def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for pending in self.pending.values():
+            if isinstance(pending, Approval):
+                pending.settled_elsewhere("reject", "", "session")
+            else:
+                pending.settled_elsewhere("session")
+        self.pending.clear()
+
+
+__all__ = ["Responder"]

@@ -1,0 +1,479 @@
+"""`Session`: one engine process driven over Wire.
+
+    async with Session(work_dir=".", tools=[my_tool], on_approval=policy) as session:
+        async for event in session.prompt("fix the failing test"):
+            ...
+
+Starting spawns the engine and sends `initialize` (declaring the protocol version and the
+capabilities this SDK supports, and registering the external tools). A session runs one
+prompt (or replay) at a time. It answers the engine's requests: external tool calls
+automatically, approvals and questions through the callbacks, the stream, or the declared
+default after a timeout. Closing ends the engine (stdin EOF, bounded wait, then kill) and
+leaves no process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from soulwire import __version__
+from soulwire.sdk.approvals import (
+    Approval,
+    ApprovalCallback,
+    ApprovalDecision,
+    ApprovalKind,
+    QuestionCallback,
+    to_decision,
+)
+from soulwire.sdk.connection import Connection, ignore_event
+from soulwire.sdk.errors import (
+    ConfigurationError,
+    EngineExitedError,
+    InvalidStateError,
+    NotSupportedError,
+    SDKError,
+    SessionClosedError,
+    StartupTimeoutError,
+    ToolsRejectedError,
+    TurnInProgressError,
+)
+from soulwire.sdk.jsonutil import as_object
+from soulwire.sdk.options import LaunchOptions
+from soulwire.sdk.process import EngineProcess
+from soulwire.sdk.responder import Responder
+from soulwire.sdk.stream import EventStream
+from soulwire.sdk.tools import Tool, ToolHandler, as_tools
+from soulwire.sdk.turn import Replay, Turn
+from soulwire.wire.messages import ApprovalResponse
+from soulwire.wire.methods import ServerInfo, SlashCommandInfo
+from soulwire.wire.types import UserInput, WireModel
+
+log = logging.getLogger("soulwire.sdk")
+
+SDK_PROTOCOL_VERSION = "1.10"
+"""The newest Wire protocol version this SDK understands (declared in `initialize`)."""
+CLIENT_NAME = "soulwire-sdk-python"
+DEFAULT_APPROVAL_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """The engine's session: its id, whether it resumed earlier history, and its work dir.
+    `resumed`/`work_dir` are None when the engine does not report them (kimi)."""
+
+    id: str | None
+    resumed: bool | None
+    work_dir: str | None
+
+
+def _encode_input(user_input: UserInput | Sequence[Any]) -> Any:
+    if isinstance(user_input, str):
+        return user_input
+    parts: list[Any] = []
+    for part in user_input:
+        parts.append(part.model_dump(mode="json") if isinstance(part, WireModel) else part)
+    return parts
+
+
+class Session:
+    """A Wire engine process and the conversation it holds. Use `async with`, or
+    `await session.start()` … `await session.close()`.
+
+    Launch options: `executable` (path or argv; default `soulwire`), `args`, `work_dir`,
+    `model`, `thinking`, `yolo`, `session_id` / `continue_session`, `config_file` / `config`,
+    `max_steps_per_turn`, `env`, `inherit_env`, `share_dir`.
+
+    Behaviour: `tools` (functions or `Tool`s), `strict_tools` (fail if the engine rejects
+    one), `on_approval`, `approval_timeout` (None waits forever) and `approval_default`,
+    `on_question`, `supports_question`, `supports_plan_mode`, `startup_timeout`,
+    `close_timeout`, `on_stderr`, `client_name`, `protocol_version`, `handshake` (False skips
+    `initialize`, like a 1.0 client)."""
+
+    def __init__(
+        self,
+        *,
+        executable: str | os.PathLike[str] | Sequence[str] | None = None,
+        args: Sequence[str] = (),
+        work_dir: str | os.PathLike[str] | None = None,
+        model: str | None = None,
+        thinking: bool | None = None,
+        yolo: bool = False,
+        session_id: str | None = None,
+        continue_session: bool = False,
+        config_file: str | os.PathLike[str] | None = None,
+        config: Mapping[str, Any] | str | None = None,
+        max_steps_per_turn: int | None = None,
+        env: Mapping[str, str] | None = None,
+        inherit_env: bool = True,
+        share_dir: str | os.PathLike[str] | None = None,
+        tools: Iterable[Tool | ToolHandler] = (),
+        strict_tools: bool = False,
+        on_approval: ApprovalCallback | None = None,
+        approval_timeout: float | None = DEFAULT_APPROVAL_TIMEOUT_S,
+        approval_default: ApprovalDecision | ApprovalKind = "reject",
+        on_question: QuestionCallback | None = None,
+        supports_question: bool | None = None,
+        supports_plan_mode: bool = False,
+        startup_timeout: float = 60.0,
+        close_timeout: float = 5.0,
+        on_stderr: Callable[[str], None] | None = None,
+        client_name: str = CLIENT_NAME,
+        protocol_version: str = SDK_PROTOCOL_VERSION,
+        handshake: bool = True,
+    ) -> None:
+        self.launch = LaunchOptions(
+            executable=executable,
+            args=args,
+            work_dir=work_dir,
+            model=model,
+            thinking=thinking,
+            yolo=yolo,
+            session_id=session_id,
+            continue_session=continue_session,
+            config_file=config_file,
+            config=config,
+            max_steps_per_turn=max_steps_per_turn,
+            env=env,
+            inherit_env=inherit_env,
+            share_dir=share_dir,
+        )
+        self.tools: dict[str, Tool] = as_tools(tools)
+        self._strict_tools = strict_tools
+        default = to_decision(approval_default)
+        if default is None:
+            raise ConfigurationError("approval_default must be a decision")
+        self._responder = Responder(
+            tools=self.tools,
+            on_approval=on_approval,
+            on_question=on_question,
+            timeout=approval_timeout,
+            default=default,
+        )
+        self._supports_question = on_question is not None if supports_question is None else supports_question
+        self._supports_plan_mode = supports_plan_mode
+        self._startup_timeout = startup_timeout
+        self._close_timeout = close_timeout
+        self._on_stderr = on_stderr
+        self._client_name = client_name
+        self._protocol_version = protocol_version
+        self._handshake = handshake
+
+        self._conn: Connection | None = None
+        self._closed = False
+        self._active: Turn | Replay | None = None
+        self._queued: Turn | None = None
+        self._cancels: dict[int, asyncio.Future[None]] = {}
+
+        self.initialize_result: dict[str, Any] | None = None
+        """The raw `initialize` result (None without a handshake, or for a pre-1.1 engine)."""
+        self.server: ServerInfo | None = None
+        self.protocol_version: str | None = None
+        """The engine's protocol version, as it reported it."""
+        self.slash_commands: list[SlashCommandInfo] = []
+        self.accepted_tools: list[str] = []
+        self.rejected_tools: dict[str, str] = {}
+        """External tools the engine refused, with its reason."""
+        self.info = SessionInfo(self.launch.requested_session_id, None, None)
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def __aenter__(self) -> Session:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> Session:
+        """Spawn the engine and shake hands; raises EngineNotFoundError, EngineExitedError
+        (with the engine's stderr), StartupTimeoutError or ToolsRejectedError (strict_tools)."""
+        if self._conn is not None or self._closed:
+            raise SDKError("a Session can be started once")
+        work_dir = self.launch.resolved_work_dir()
+        process = await EngineProcess.spawn(
+            self.launch.argv(),
+            env=self.launch.environment(),
+            cwd=work_dir,
+            on_stderr=self._on_stderr,
+        )
+        conn = Connection(process)
+        conn.on_event = self._on_event
+        conn.on_request = self._on_request
+        conn.start()
+        self._conn = conn
+        try:
+            if self._handshake:
+                await self._initialize(conn)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _initialize(self, conn: Connection) -> None:
+        params: dict[str, Any] = {
+            "protocol_version": self._protocol_version,
+            "client": {"name": self._client_name, "version": __version__},
+            "capabilities": {
+                "supports_question": self._supports_question,
+                "supports_plan_mode": self._supports_plan_mode,
+            },
+        }
+        if self.tools:
+            params["external_tools"] = [t.spec() for t in self.tools.values()]
+        try:
+            result = await conn.call("initialize", params, timeout=self._startup_timeout)
+        except TimeoutError:
+            raise StartupTimeoutError(
+                f"the engine did not answer `initialize` within {self._startup_timeout} s; "
+                f"stderr: {conn.process.stderr_tail()[-2000:]}"
+            ) from None
+        except EngineExitedError as exc:
+            raise EngineExitedError(exc.returncode, exc.stderr_tail, during="startup") from None
+        except NotSupportedError:
+            log.info("the engine does not know `initialize`: continuing without a handshake")
+            self.rejected_tools = {name: "the engine does not support external tools" for name in self.tools}
+            result = None
+        if result is not None:
+            self._apply_initialize(result)
+        if self.rejected_tools:
+            for name, reason in self.rejected_tools.items():
+                log.warning("the engine rejected external tool %s: %s", name, reason)
+            if self._strict_tools:
+                raise ToolsRejectedError(self.rejected_tools)
+
+    def _apply_initialize(self, result: Any) -> None:
+        raw = as_object(result)
+        if raw is None:
+            log.warning("ignoring a malformed initialize result: %r", result)
+            return
+        self.initialize_result = raw
+        version = raw.get("protocol_version")
+        self.protocol_version = version if isinstance(version, str) else None
+        try:
+            self.server = ServerInfo.model_validate(raw.get("server"))
+        except ValidationError:
+            self.server = None
+        commands: list[SlashCommandInfo] = []
+        for entry in raw.get("slash_commands") or []:
+            try:
+                commands.append(SlashCommandInfo.model_validate(entry))
+            except ValidationError:
+                continue
+        self.slash_commands = commands
+        ext = as_object(raw.get("external_tools"))
+        if ext is not None:
+            self.accepted_tools = [str(n) for n in ext.get("accepted") or []]
+            self.rejected_tools = {
+                str(r.get("name")): str(r.get("reason", ""))
+                for r in ext.get("rejected") or []
+                if isinstance(r, dict)
+            }
+        else:
+            self.accepted_tools = list(self.tools)
+        info = as_object(raw.get("session"))
+        if info is not None:
+            sid = info.get("id")
+            self.info = SessionInfo(
+                id=sid if isinstance(sid, str) else self.info.id,
+                resumed=info.get("resumed") if isinstance(info.get("resumed"), bool) else None,
+                work_dir=info.get("work_dir") if isinstance(info.get("work_dir"), str) else None,
+            )
+
+    async def close(self) -> None:
+        """End the engine: stdin EOF, wait up to `close_timeout`, then terminate and kill its
+        process group. Idempotent; a running turn ends with SessionClosedError if the engine
+        does not finish it first."""
+        if self._closed:
+            return
+        self._closed = True
+        conn = self._conn
+        self._responder.close()
+        if conn is None:
+            return
+        conn.closing_error = SessionClosedError("the session was closed")
+        await conn.process.close(self._close_timeout)
+        try:
+            await asyncio.wait_for(conn.wait_closed(), 3.0)
+        except TimeoutError:
+            conn.fail(conn.closing_error)
+        for stream in (self._active, self._queued):
+            if stream is not None and not stream.finished:
+                stream._finish(SessionClosedError("the session was closed"))
+        self._active = self._queued = None
+
+    # -- state ----------------------------------------------------------------------
+    @property
+    def id(self) -> str | None:
+        """The engine's session id (pass it as `session_id` later to resume)."""
+        return self.info.id
+
+    @property
+    def resumed(self) -> bool | None:
+        return self.info.resumed
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pid(self) -> int | None:
+        return self._conn.process.pid if self._conn else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._conn.process.returncode if self._conn else None
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._conn.process.stderr_tail() if self._conn else ""
+
+    @property
+    def busy(self) -> bool:
+        """A turn or replay is running (or queued behind a cancelled one)."""
+        return (self._active is not None and not self._active.finished) or self._queued is not None
+
+    @property
+    def pending_approvals(self) -> list[Approval]:
+        """Approval requests nobody has answered yet (in or outside a turn)."""
+        return [a for a in self._responder.pending.values() if isinstance(a, Approval) and not a.answered]
+
+    def _connection(self) -> Connection:
+        if self._closed:
+            raise SessionClosedError("the session is closed")
+        if self._conn is None:
+            raise SessionClosedError("the session is not started: use `async with Session(...)`")
+        if self._conn.failure is not None:
+            raise self._conn.failure
+        return self._conn
+
+    # -- prompts and replays ------------------------------------------------------
+    def prompt(self, user_input: UserInput | Sequence[Any]) -> Turn:
+        """Start a turn with text or content parts; returns at once. Iterate the Turn for its
+        events, or `await` it for the result. Prompts are sequential: this raises
+        TurnInProgressError while another turn runs, unless that turn is being cancelled
+        (then this one starts as soon as it has ended)."""
+        conn = self._connection()
+        self._check_idle("prompt")
+        turn = Turn(self, user_input)
+        params = {"user_input": _encode_input(user_input)}
+        if self._active is not None and not self._active.finished:
+            self._queued = turn
+            turn.request_params = params
+        else:
+            self._send_stream(conn, turn, "prompt", params)
+        return turn
+
+    def replay(self) -> Replay:
+        """Re-stream the session's recorded history (`replay`, Wire 1.3+)."""
+        conn = self._connection()
+        self._check_idle("replay")
+        if self._active is not None and not self._active.finished:
+            raise TurnInProgressError("wait until the cancelled turn has ended before replaying")
+        replay = Replay(self)
+        self._send_stream(conn, replay, "replay", None)
+        return replay
+
+    def _check_idle(self, what: str) -> None:
+        active = self._active
+        if self._queued is not None:
+            raise TurnInProgressError(
+                f"cannot {what}: a prompt is already waiting for the cancelled turn to end"
+            )
+        if active is not None and not active.finished and not active.cancel_requested:
+            kind = "replay" if isinstance(active, Replay) else "turn"
+            raise TurnInProgressError(
+                f"cannot {what}: a {kind} is still running. Prompts are sequential: consume the "
+                f"{kind} (`async for` / `await`) or cancel it first."
+            )
+
+    def _send_stream(self, conn: Connection, stream: Turn | Replay, method: str, params: Any) -> None:
+        self._active = stream
+        conn.on_part = stream._on_event
+        conn.send_request(method, params, lambda result, error: self._stream_done(stream, result, error))
+
+    def _stream_done(self, stream: Turn | Replay, result: Any, error: SDKError | None) -> None:
+        if self._active is stream:
+            self._active = None
+            if self._conn is not None:
+                self._conn.on_part = ignore_event
+        if isinstance(stream, Turn):
+            self._responder.turn_ended(stream)
+        stream._complete(result, error)
+        queued = self._queued
+        if queued is not None and self._active is None:
+            self._queued = None
+            if queued.finished:
+                return
+            if self._conn is None or self._conn.failure is not None:
+                queued._finish(self._conn.failure if self._conn else SessionClosedError("closed"))
+                return
+            self._send_stream(self._conn, queued, "prompt", queued.request_params)
+
+    def _cancel_stream(self, stream: EventStream, *, wait_answer: bool) -> asyncio.Future[None] | None:
+        """Ask the engine to cancel `stream` (once); the future settles when it answered."""
+        if stream.finished:
+            return None
+        queued = self._queued
+        if queued is not None and stream is queued:  # never sent: it simply does not happen
+            self._queued = None
+            queued._complete({"status": "cancelled"}, None)
+            return None
+        key = id(stream)
+        existing = self._cancels.get(key)
+        if existing is not None:
+            return existing
+        assert isinstance(stream, (Turn, Replay))
+        stream.cancel_requested = True
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[None] = loop.create_future()
+        self._cancels[key] = answered
+
+        def on_answer(_result: Any, error: SDKError | None) -> None:
+            self._cancels.pop(key, None)
+            if error is not None and not isinstance(error, InvalidStateError):
+                log.warning("cancel failed: %s", error)  # the turn ends on its own anyway
+            if not answered.done():
+                answered.set_result(None)
+
+        if self._conn is None:
+            answered.set_result(None)
+            return answered
+        self._conn.send_request("cancel", None, on_answer)
+        return answered
+
+    async def cancel(self) -> None:
+        """Cancel the running turn or replay, if any, and wait until it has ended."""
+        active = self._queued or self._active
+        if isinstance(active, (Turn, Replay)):
+            await active.cancel()
+
+    async def steer(self, user_input: UserInput | Sequence[Any]) -> None:
+        """Add input to the running turn (Wire `steer`); NotSupportedError on engines without it."""
+        await self._connection().call("steer", {"user_input": _encode_input(user_input)})
+
+    async def set_plan_mode(self, enabled: bool) -> bool:
+        """Switch plan mode (Wire `set_plan_mode`); returns the engine's new state."""
+        result = await self._connection().call("set_plan_mode", {"enabled": enabled})
+        answer = as_object(result) or {}
+        return bool(answer.get("plan_mode", enabled))
+
+    # -- engine → client ------------------------------------------------------------
+    def _on_event(self, event: WireModel) -> None:
+        if type(event) is ApprovalResponse:
+            self._responder.approval_resolved(event)
+        active = self._active
+        if active is not None:
+            active._on_event(event)
+        else:
+            log.debug("event outside any turn: %r", event)
+
+    def _on_request(self, request_id: str, type_: str, payload: dict[str, Any]) -> None:
+        if self._conn is not None:
+            self._responder.handle(self._conn, request_id, type_, payload, self._active)
+
+
+__all__ = ["CLIENT_NAME", "SDK_PROTOCOL_VERSION", "Session", "SessionInfo"]

@@ -1,0 +1,188 @@
+// Drives `soulwire --wire` through the public API of the published Node SDK
+// (@moonshot-ai/kimi-agent-sdk), one scenario per run: `node node_sdk_check.mjs SCENARIO`.
+// Environment: SOULWIRE_EXECUTABLE (the engine), WORK_DIR, KIMI_SHARE_DIR (holds config.toml),
+// SCRIPTS_FILE (the scripted model's replies; each engine process reads it when it starts).
+// Prints one JSON line with what it observed; assertion failures exit non-zero.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { z } from "zod";
+import {
+  createExternalTool,
+  createSession,
+  listSessions,
+  parseSessionEvents,
+  prompt,
+} from "@moonshot-ai/kimi-agent-sdk";
+
+const executable = process.env.SOULWIRE_EXECUTABLE;
+const workDir = process.env.WORK_DIR;
+assert.ok(executable && workDir, "SOULWIRE_EXECUTABLE and WORK_DIR must be set");
+
+const base = { workDir, executable, thinking: false };
+
+function texts(events) {
+  return events
+    .filter((e) => e.type === "ContentPart" && e.payload.type === "text")
+    .map((e) => e.payload.text)
+    .join("");
+}
+
+async function collect(turn, onEvent) {
+  const events = [];
+  for await (const event of turn) {
+    events.push(event);
+    if (onEvent) await onEvent(event);
+  }
+  return { events, result: await turn.result };
+}
+
+const scenarios = {
+  async streaming() {
+    const session = createSession({ ...base, thinking: true });
+    try {
+      const { events, result } = await collect(session.prompt("hi"));
+      assert.equal(result.status, "finished");
+      assert.equal(texts(events), "Hello world");
+      const thinking = events.filter((e) => e.type === "ContentPart" && e.payload.type === "think");
+      assert.deepEqual(thinking.map((e) => e.payload.think), ["let me think"]);
+      const types = events.map((e) => e.type);
+      assert.equal(types[0], "TurnBegin");
+      assert.ok(types.includes("StepBegin") && types.includes("StatusUpdate"));
+      const status = events.find((e) => e.type === "StatusUpdate");
+      assert.equal(status.payload.token_usage.output, 20);
+      assert.ok(session.slashCommands.some((c) => c.name === "clear"));
+      return { status: result.status, types };
+    } finally {
+      await session.close();
+    }
+  },
+
+  async approvals() {
+    const session = createSession(base);
+    try {
+      const seen = [];
+      const turn = session.prompt("run the commands");
+      const { events, result } = await collect(turn, async (event) => {
+        if (event.type === "ApprovalRequest") {
+          seen.push(event.payload.description);
+          const answer = seen.length === 1 ? "approve" : "reject";
+          await turn.approve(event.payload.id, answer);
+        }
+      });
+      const results = events.filter((e) => e.type === "ToolResult").map((e) => e.payload);
+      if (results.some((r) => r.return_value.message === "Tool `Shell` not found")) {
+        return { skipped: "the engine has no built-in Shell tool yet" };
+      }
+      assert.equal(result.status, "finished");
+      assert.equal(seen.length, 2);
+      assert.equal(results[0].return_value.is_error, false);
+      assert.match(String(results[0].return_value.output), /approved/);
+      assert.equal(results[1].return_value.is_error, true);
+      return { status: result.status, approvals: seen };
+    } finally {
+      await session.close();
+    }
+  },
+
+  async external_tool() {
+    const calls = [];
+    const openFile = createExternalTool({
+      name: "open_file",
+      description: "Open a file in the editor",
+      parameters: z.object({ path: z.string().describe("the file"), line: z.number().optional() }),
+      handler: async (params) => {
+        calls.push(params);
+        return { output: `opened ${params.path}`, message: "Opened" };
+      },
+    });
+    const session = createSession({ ...base, externalTools: [openFile] });
+    try {
+      const { events, result } = await collect(session.prompt("open a.py"));
+      assert.equal(result.status, "finished");
+      assert.deepEqual(calls, [{ path: "a.py", line: 3 }]);
+      const toolResult = events.find((e) => e.type === "ToolResult").payload;
+      assert.equal(toolResult.return_value.is_error, false);
+      assert.equal(toolResult.return_value.output, "opened a.py");
+      assert.equal(texts(events), "done");
+      return { status: result.status, calls };
+    } finally {
+      await session.close();
+    }
+  },
+
+  async cancel_then_prompt() {
+    let release;
+    const released = new Promise((resolve) => {
+      release = resolve;
+    });
+    const waitTool = createExternalTool({
+      name: "wait_forever",
+      description: "Blocks until released",
+      parameters: z.object({}),
+      handler: async () => {
+        await released;
+        return { output: "late", message: "" };
+      },
+    });
+    const session = createSession({ ...base, externalTools: [waitTool] });
+    try {
+      const turn = session.prompt("start something long");
+      const first = await collect(turn, async (event) => {
+        if (event.type === "ToolCall") await turn.interrupt();
+      });
+      release();
+      assert.equal(first.result.status, "cancelled");
+      const second = await collect(session.prompt("and now?"));
+      assert.equal(second.result.status, "finished");
+      assert.equal(texts(second.events), "second turn");
+      return { first: first.result.status, second: second.result.status };
+    } finally {
+      release();
+      await session.close();
+    }
+  },
+
+  async resume() {
+    const sessionId = randomUUID();
+    const one = createSession({ ...base, sessionId });
+    try {
+      const { result } = await collect(one.prompt("remember 42"));
+      assert.equal(result.status, "finished");
+    } finally {
+      await one.close();
+    }
+    // a new engine process reads the scripted replies afresh
+    writeFileSync(process.env.SCRIPTS_FILE, JSON.stringify(["text: it was 42"]));
+    const two = createSession({ ...base, sessionId });
+    try {
+      const { events, result } = await collect(two.prompt("what was it?"));
+      assert.equal(result.status, "finished");
+      assert.equal(texts(events), "it was 42");
+    } finally {
+      await two.close();
+    }
+    const listed = await listSessions(workDir);
+    assert.ok(listed.some((s) => s.id === sessionId), "the session is listed from the share dir");
+    const history = await parseSessionEvents(workDir, sessionId);
+    const inputs = history.filter((e) => e.type === "TurnBegin").map((e) => e.payload.user_input);
+    assert.deepEqual(inputs, ["remember 42", "what was it?"]);
+    return { sessionId, inputs };
+  },
+
+  async one_shot() {
+    const { result, events } = await prompt("hi", base);
+    assert.equal(result.status, "finished");
+    assert.equal(texts(events), "one shot answer");
+    return { status: result.status };
+  },
+};
+
+const name = process.argv[2];
+const scenario = scenarios[name];
+if (!scenario) {
+  console.error(`unknown scenario ${name}; known: ${Object.keys(scenarios).join(", ")}`);
+  process.exit(2);
+}
+const outcome = await scenario();
+console.log(JSON.stringify({ scenario: name, ...outcome }));
