@@ -176,6 +176,7 @@ class Soul:
         slash_commands: SlashCommands | None = None,
         plan_mode: Callable[[], bool] = lambda: False,
         model_error: str | None = None,
+        additional_dirs: Sequence[Path] = (),
     ) -> None:
         self.bus = bus
         self.context = context
@@ -189,6 +190,8 @@ class Soul:
         self.plan_mode = plan_mode
         self.model_error = model_error
         self.state: dict[str, Any] = {}
+        self.additional_dirs: list[Path] = list(additional_dirs)
+        """Workspace directories besides the work dir (`--add-dir`), for the file tools."""
 
     @property
     def max_context_size(self) -> int | None:
@@ -321,6 +324,7 @@ class Soul:
                 work_dir=self.work_dir,
                 approver=self.approver,
                 client=self.client_tools,
+                additional_dirs=self.additional_dirs,
                 state=self.state,
             )
             for c in calls

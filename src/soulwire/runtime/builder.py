@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from soulwire.config.model import Config, validate_config
@@ -16,6 +18,7 @@ from soulwire.llm.registry import resolve_model
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import SessionHandle, open_session
 from soulwire.tools.base import Toolset
+from soulwire.tools.builtin import default_tools
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.names import BUILTIN_TOOL_NAMES
 from soulwire.wire import PROTOCOL_VERSION
@@ -39,6 +42,17 @@ def _model_hint(options: SessionOptions) -> str:
         "LLM is not set: configure a model in "
         f"{config} ([providers.<name>] and [models.<alias>] with default_model), or pass --model"
     )
+
+
+def _workspace_dirs(options: SessionOptions, state: dict[str, Any]) -> list[Path]:
+    """`--add-dir` directories and those stored with the session, absolute and deduplicated."""
+    stored = [Path(p) for p in state.get("additional_dirs") or [] if isinstance(p, str)]
+    dirs: list[Path] = []
+    for path in (*options.add_dirs, *stored):
+        path = Path(os.path.abspath(path.expanduser()))
+        if path not in dirs:
+            dirs.append(path)
+    return dirs
 
 
 @dataclass
@@ -115,7 +129,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         scope=config.approval_scope,
         rules=[r for r in approval_state.get("auto_approve_actions", []) if isinstance(r, str)],
     )
-    toolset = Toolset()
+    toolset = Toolset(default_tools())
     context = Context(session.store, system_prompt(options))
     soul = Soul(
         bus=bus,
@@ -128,5 +142,6 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         client_tools=ExternalToolCaller(channel, bus) if channel else None,
         slash_commands=default_commands(),
         model_error=None if model else _model_hint(options),
+        additional_dirs=_workspace_dirs(options, state),
     )
     return Runtime(options, config, session, bus, soul, broker, toolset)

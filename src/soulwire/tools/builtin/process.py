@@ -1,0 +1,163 @@
+"""Child processes that cannot outlive their tool call.
+
+Each command runs in its own session (hence its own process group, with no controlling
+terminal). On timeout or cancellation the whole group gets SIGTERM, then SIGKILL after a
+short grace, inside a shielded, time-bounded scope: grandchildren (`sleep 30 &`) die with the
+command and a cancelled turn still ends promptly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+KILL_GRACE_S = 0.25
+"""How long a group may take to exit after SIGTERM before it gets SIGKILL."""
+REAP_LIMIT_S = 1.0
+_READ_CHUNK = 65_536
+
+
+class Capture:
+    """Keeps the first `head` and the last `tail` bytes of a stream, and counts the rest."""
+
+    def __init__(self, head: int, tail: int = 0) -> None:
+        self._head_limit = head
+        self._tail_limit = tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self._tail_limit:
+            self.tail += chunk
+            if len(self.tail) > self._tail_limit:
+                del self.tail[: len(self.tail) - self._tail_limit]
+
+    @property
+    def dropped(self) -> int:
+        """Bytes seen but kept neither in the head nor in the tail."""
+        return self.total - len(self.head) - len(self.tail)
+
+    @property
+    def full(self) -> bool:
+        """The head is full and no tail is kept: reading on is pointless."""
+        return not self._tail_limit and len(self.head) >= self._head_limit
+
+    def text(self, marker: str = "\n[… output omitted …]\n") -> str:
+        head = self.head.decode("utf-8", "replace")
+        if not self.tail:
+            return head
+        tail = self.tail.decode("utf-8", "replace")
+        return head + marker + tail if self.dropped else head + tail
+
+
+@dataclass
+class Finished:
+    """How a child process ended."""
+
+    returncode: int | None
+    """None when it was killed for running out of time."""
+    timed_out: bool
+    complete: bool = True
+    """False when reading stopped early because the capture was full."""
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def terminate_group(process: anyio.abc.Process) -> None:
+    """SIGTERM the process group, SIGKILL whatever is left after the grace period, reap the
+    leader. Shielded and bounded, so it also completes while the caller is being cancelled."""
+    pgid = process.pid  # the leader of a new session: its pid is the group id
+    with anyio.CancelScope(shield=True):
+        _signal_group(pgid, signal.SIGTERM)
+        with anyio.move_on_after(KILL_GRACE_S):
+            await process.wait()
+            while _group_alive(pgid):
+                await anyio.sleep(0.01)
+        _signal_group(pgid, signal.SIGKILL)
+        with anyio.move_on_after(REAP_LIMIT_S):
+            await process.wait()
+
+
+async def _pump(stream: anyio.abc.ByteReceiveStream | None, sink: Capture) -> bool:
+    """Read `stream` into `sink`; False when it stopped early because the sink is full."""
+    if stream is None:
+        return True
+    while not sink.full:
+        try:
+            chunk = await stream.receive(_READ_CHUNK)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return True
+        sink.feed(chunk)
+    return False
+
+
+async def run_captured(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    out: Capture,
+    err: Capture | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Finished:
+    """Run `argv` with stdin closed; stdout goes to `out`, stderr to `err` (or into `out`
+    when `err` is None). Waits for the output to end and the process to exit, at most
+    `timeout` seconds; stops the process once `out` is full. Cancelling the caller kills
+    the process group."""
+    process = await anyio.open_process(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if err is not None else subprocess.STDOUT,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+    finished = complete = False
+    try:
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as group:
+                if err is not None:
+                    group.start_soon(_pump, process.stderr, err)
+                complete = await _pump(process.stdout, out)
+                if not complete:
+                    group.cancel_scope.cancel()
+            if complete:
+                await process.wait()
+            finished = True
+    finally:
+        with anyio.CancelScope(shield=True):
+            if not (finished and complete):  # timeout, cancellation, full capture, or an error
+                await terminate_group(process)
+            with anyio.move_on_after(REAP_LIMIT_S):
+                await process.aclose()
+    if not finished:
+        return Finished(returncode=None, timed_out=True)
+    return Finished(returncode=process.returncode, timed_out=False, complete=complete)
