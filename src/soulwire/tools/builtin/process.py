@@ -3,7 +3,9 @@
 Each command runs in its own session (hence its own process group, with no controlling
 terminal). On timeout or cancellation the whole group gets SIGTERM, then SIGKILL after a
 short grace, inside a shielded, time-bounded scope: grandchildren (`sleep 30 &`) die with the
-command and a cancelled turn still ends promptly."""
+command and a cancelled turn still ends promptly. A command that ends by itself is waited for
+until its output closes; background jobs it detached from that output on purpose
+(`server > log 2>&1 &`) are left running, as in a terminal."""
 
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import anyio
-import anyio.abc
+import anyio.to_thread
 
 KILL_GRACE_S = 0.25
 """How long a group may take to exit after SIGTERM before it gets SIGKILL."""
@@ -90,32 +93,59 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-async def terminate_group(process: anyio.abc.Process) -> None:
+async def wait_exit(process: subprocess.Popen[bytes]) -> int:
+    """Wait for the process to exit (and reap it) without blocking the event loop."""
+    if process.poll() is not None:
+        return process.returncode
+    if hasattr(os, "pidfd_open"):  # Linux: a pidfd becomes readable when the process exits
+        pidfd = os.pidfd_open(process.pid)
+        try:
+            while process.poll() is None:
+                await anyio.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+        return process.returncode
+    return await anyio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
+
+
+async def terminate_group(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM the process group, SIGKILL whatever is left after the grace period, reap the
     leader. Shielded and bounded, so it also completes while the caller is being cancelled."""
     pgid = process.pid  # the leader of a new session: its pid is the group id
     with anyio.CancelScope(shield=True):
         _signal_group(pgid, signal.SIGTERM)
         with anyio.move_on_after(KILL_GRACE_S):
-            await process.wait()
+            await wait_exit(process)
             while _group_alive(pgid):
                 await anyio.sleep(0.01)
         _signal_group(pgid, signal.SIGKILL)
         with anyio.move_on_after(REAP_LIMIT_S):
-            await process.wait()
+            await wait_exit(process)
 
 
-async def _pump(stream: anyio.abc.ByteReceiveStream | None, sink: Capture) -> bool:
-    """Read `stream` into `sink`; False when it stopped early because the sink is full."""
-    if stream is None:
+async def _pump(fd: int | None, sink: Capture) -> bool:
+    """Read the pipe `fd` into `sink` until EOF; False when it stopped early because the sink
+    is full."""
+    if fd is None:
         return True
     while not sink.full:
         try:
-            chunk = await stream.receive(_READ_CHUNK)
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            chunk = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            await anyio.wait_readable(fd)
+            continue
+        if not chunk:
             return True
         sink.feed(chunk)
     return False
+
+
+def _nonblocking_fd(stream: IO[bytes] | None) -> int | None:
+    if stream is None:
+        return None
+    fd = stream.fileno()
+    os.set_blocking(fd, False)
+    return fd
 
 
 async def run_captured(
@@ -130,8 +160,11 @@ async def run_captured(
     """Run `argv` with stdin closed; stdout goes to `out`, stderr to `err` (or into `out`
     when `err` is None). Waits for the output to end and the process to exit, at most
     `timeout` seconds; stops the process once `out` is full. Cancelling the caller kills
-    the process group."""
-    process = await anyio.open_process(
+    the process group.
+
+    Plain `Popen` (vfork + exec) with the pipes and a pidfd watched by the event loop: no
+    watcher thread and no transport objects per command, which keeps tool steps cheap."""
+    process = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -142,22 +175,24 @@ async def run_captured(
     )
     finished = complete = False
     try:
+        out_fd, err_fd = _nonblocking_fd(process.stdout), _nonblocking_fd(process.stderr)
         with anyio.move_on_after(timeout):
             async with anyio.create_task_group() as group:
                 if err is not None:
-                    group.start_soon(_pump, process.stderr, err)
-                complete = await _pump(process.stdout, out)
+                    group.start_soon(_pump, err_fd, err)
+                complete = await _pump(out_fd, out)
                 if not complete:
                     group.cancel_scope.cancel()
             if complete:
-                await process.wait()
+                await wait_exit(process)
             finished = True
     finally:
         with anyio.CancelScope(shield=True):
             if not (finished and complete):  # timeout, cancellation, full capture, or an error
                 await terminate_group(process)
-            with anyio.move_on_after(REAP_LIMIT_S):
-                await process.aclose()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
     if not finished:
         return Finished(returncode=None, timed_out=True)
     return Finished(returncode=process.returncode, timed_out=False, complete=complete)
