@@ -151,9 +151,14 @@ def test_approve_for_session_also_answers_waiting_requests(engine):
     }
 
 
-def test_yolo_flag_config_and_slash_command_skip_approval(engine, sandbox):
+def test_yolo_afk_config_and_slash_command_skip_approval(engine, sandbox):
     script = one_step_each(("y", "Shell", {"command": "echo yolo"}))
     wire = engine(*script, args=("--yolo",))
+    messages, _ = run_turn(wire, answer=None)
+    assert not requests(messages) and results(messages)["y"]["output"] == "yolo\n"
+    wire.close()
+
+    wire = engine(*script, args=("--afk",))
     messages, _ = run_turn(wire, answer=None)
     assert not requests(messages) and results(messages)["y"]["output"] == "yolo\n"
     wire.close()
@@ -303,3 +308,12 @@ def test_error_answer_counts_as_reject(engine):
     seen, response = wire.until_response(rid)
     assert response["result"] == {"status": "finished"}
     assert results(seen)["tc-1"]["message"] == REJECTED
+
+
+def test_replay_leaves_approvals_out(engine):
+    wire = engine("text: step1\n" + call("tc-1", "Shell", {"command": "echo ok"}), "text: done")
+    wire.initialize()
+    live, _ = run_turn(wire, answer=approve)
+    replayed, response = wire.until_response(wire.request("replay"))
+    assert response["result"] == {"status": "finished", "events": 10, "requests": 0}
+    assert event_types(replayed) == [t for t in event_types(live) if "Approval" not in t]

@@ -100,9 +100,18 @@ def test_sensitive_files_are_refused(engine, sandbox):
     }
     readable = {".env.example", ".ssh/id_ed25519.pub"}
     names = sorted(secret | readable)
-    wire = engine(*one_step_each(*((f"r{i}", "ReadFile", {"path": n}) for i, n in enumerate(names))))
+    probe = {"path": ".env", "edit": {"old": "API_KEY=sk", "new": "API_KEY=x"}}
+    wire = engine(
+        *one_step_each(
+            *((f"r{i}", "ReadFile", {"path": n}) for i, n in enumerate(names)),
+            ("probe", "StrReplaceFile", probe),
+        ),
+        args=("--yolo",),
+    )
     messages, _ = run_turn(wire, answer=None)
     values = results(messages)
+    assert values["probe"]["display"] == [{"type": "brief", "text": "Sensitive file"}]
+    assert (sandbox.work / ".env").read_text() == "API_KEY=sk-live-123\n"
     for index, name in enumerate(names):
         value = values[f"r{index}"]
         if name in secret:

@@ -102,6 +102,21 @@ def test_invalid_arguments_become_error_results(engine):
     assert event_types(messages).count("StepBegin") == 7  # every error let the turn go on
 
 
+def test_a_failing_tool_is_an_error_result_not_a_crash(engine, sandbox):
+    wire = engine(
+        *one_step_each(
+            ("remove", "Shell", {"command": f"cd / && rm -rf {sandbox.work}"}),
+            ("after", "Shell", {"command": "echo unreachable"}),
+        ),
+        args=("--yolo",),
+    )
+    messages, result = run_turn(wire, answer=None)
+    assert result == {"status": "finished"}
+    after = results(messages)["after"]
+    assert after["is_error"] and after["message"].startswith("Error running tool: ")
+    assert after["display"] == [{"type": "brief", "text": "Tool runtime error"}]
+
+
 def test_long_output_is_clipped_in_the_middle(engine):
     wire = engine(
         *one_step_each(

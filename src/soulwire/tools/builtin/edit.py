@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from soulwire.tools.base import ToolContext, TypedTool, rejection_result
 from soulwire.tools.builtin.diff import diff_blocks
-from soulwire.tools.builtin.paths import EDIT_INSIDE, EDIT_OUTSIDE, Target, resolve
+from soulwire.tools.builtin.paths import EDIT_INSIDE, EDIT_OUTSIDE, Target, resolve, sensitive_refusal
 from soulwire.wire.types import DiffDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
 _ENCODING = "utf-8"
@@ -171,6 +171,9 @@ class StrReplaceFile(TypedTool[StrReplaceFileParams]):
 
     async def execute(self, params: StrReplaceFileParams, ctx: ToolContext) -> ToolReturnValue:
         target = resolve(params.path, ctx)
+        if target.sensitive():
+            # Its errors ("not found", "occurs 2 times") would let a model probe the secret.
+            return sensitive_refusal(params.path)
         if target.real.is_dir():
             return tool_error(f"`{params.path}` is a directory.", brief="Not a file")
         try:

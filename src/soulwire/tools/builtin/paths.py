@@ -5,7 +5,8 @@
 * Paths are judged by where they really lead: a symlink inside the workspace that points out
   of it counts as outside, so links cannot be used to escape.
 * Secret files (dotenv files, SSH keys, cloud and tool credentials, private keys) are never
-  read or searched, whatever the approval."""
+  read, searched or edited in place, whatever the approval (WriteFile may still replace
+  one: that reveals nothing of it)."""
 
 from __future__ import annotations
 
