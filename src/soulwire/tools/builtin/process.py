@@ -177,12 +177,14 @@ async def run_captured(
     try:
         out_fd, err_fd = _nonblocking_fd(process.stdout), _nonblocking_fd(process.stderr)
         with anyio.move_on_after(timeout):
-            async with anyio.create_task_group() as group:
-                if err is not None:
-                    group.start_soon(_pump, err_fd, err)
+            if err is None:
                 complete = await _pump(out_fd, out)
-                if not complete:
-                    group.cancel_scope.cancel()
+            else:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_pump, err_fd, err)
+                    complete = await _pump(out_fd, out)
+                    if not complete:
+                        group.cancel_scope.cancel()
             if complete:
                 await wait_exit(process)
             finished = True

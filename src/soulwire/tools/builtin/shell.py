@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from functools import cache
 
@@ -34,6 +35,12 @@ _NON_INTERACTIVE = {
 @cache
 def _environment() -> dict[str, str]:
     return {**os.environ, **_NON_INTERACTIVE}
+
+
+@cache
+def _bash() -> str:
+    """bash's absolute path, looked up once rather than on every command."""
+    return shutil.which("bash") or "bash"
 
 
 class ShellParams(BaseModel):
@@ -92,7 +99,7 @@ class Shell(TypedTool[ShellParams]):
             return rejection_result(ctx, outcome.feedback)
         capture = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
         finished = await run_captured(
-            ["bash", "-c", command],
+            [_bash(), "-c", command],
             cwd=ctx.work_dir,
             timeout=params.timeout,
             out=capture,
