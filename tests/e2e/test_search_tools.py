@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from tests.tool_calls import one_step_each, results, run_turn
+from tests.tool_calls import approve, one_step_each, requests, results, run_turn
 from tests.wire_client import Sandbox
 
 
@@ -111,3 +111,16 @@ def test_grep_modes_filters_and_paging(engine, sandbox):
     ]
     assert values["file"]["output"] == "f.txt:2:beta"
     assert values["badmode"]["message"].startswith("Error validating JSON arguments: output_mode")
+
+
+def test_grep_expands_home_and_asks_outside_the_workspace(engine, sandbox):
+    sandbox.write()
+    (sandbox.home / "notes.txt").write_text("alpha in home\n")
+    wire = engine(
+        *one_step_each(
+            ("home", "Grep", {"pattern": "alpha", "path": "~/notes.txt", "output_mode": "content"})
+        )
+    )
+    messages, _ = run_turn(wire, answer=approve)
+    assert [r["action"] for r in requests(messages)] == ["search outside of working directory"]
+    assert results(messages)["home"]["output"].endswith("notes.txt:1:alpha in home")

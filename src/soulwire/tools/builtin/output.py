@@ -6,6 +6,7 @@ from __future__ import annotations
 MAX_OUTPUT_CHARS = 50_000
 MAX_LINE_CHARS = 2_000
 LINE_MARK = " …[line truncated]"
+OMITTED = "\n[… output omitted …]\n"
 
 
 def cap_line(line: str, limit: int = MAX_LINE_CHARS) -> tuple[str, bool]:
@@ -37,7 +38,7 @@ def clip_middle(text: str, limit: int = MAX_OUTPUT_CHARS) -> tuple[str, int]:
     head = limit * 2 // 5
     tail = limit - head
     dropped = len(text) - head - tail
-    return f"{text[:head]}\n[… {dropped} characters omitted …]\n{text[-tail:]}", dropped
+    return f"{text[:head]}{OMITTED}{text[-tail:]}", dropped
 
 
 def clip_head(text: str, limit: int = MAX_OUTPUT_CHARS) -> tuple[str, bool]:

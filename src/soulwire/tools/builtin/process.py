@@ -20,6 +20,8 @@ from typing import IO
 import anyio
 import anyio.to_thread
 
+from soulwire.tools.builtin.output import OMITTED
+
 KILL_GRACE_S = 0.25
 """How long a group may take to exit after SIGTERM before it gets SIGKILL."""
 REAP_LIMIT_S = 1.0
@@ -57,7 +59,7 @@ class Capture:
         """The head is full and no tail is kept: reading on is pointless."""
         return not self._tail_limit and len(self.head) >= self._head_limit
 
-    def text(self, marker: str = "\n[… output omitted …]\n") -> str:
+    def text(self, marker: str = OMITTED) -> str:
         head = self.head.decode("utf-8", "replace")
         if not self.tail:
             return head

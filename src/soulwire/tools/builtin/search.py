@@ -205,7 +205,9 @@ def _rg_argv(rg: str, params: GrepParams) -> list[str]:
         argv.append(f"--glob={params.glob}")
     if params.type:
         argv.append(f"--type={params.type}")
-    return [*argv, "--regexp", params.pattern, "--", params.path]
+    # rg does not expand `~`; other paths go as given so that results read the same way.
+    where = os.path.expanduser(params.path) if params.path.startswith("~") else params.path
+    return [*argv, "--regexp", params.pattern, "--", where]
 
 
 def _shown_path(path: str) -> str:

@@ -117,12 +117,12 @@ class Shell(TypedTool[ShellParams]):
 
 
 def _model_output(capture: Capture) -> tuple[str, list[str]]:
-    text = capture.text(marker=f"\n[… {capture.dropped} bytes of output omitted …]\n")
+    text = capture.text()
     notes: list[str] = []
     text, cut_lines = cap_lines(text)
     text, dropped = clip_middle(text)
     if capture.dropped or dropped:
-        notes.append("Output was too long; its middle part was omitted.")
+        notes.append(f"Output was too long ({capture.total} bytes); only its beginning and end are shown.")
     if cut_lines:
         notes.append(f"{cut_lines} overlong line(s) were truncated.")
     return text, notes
