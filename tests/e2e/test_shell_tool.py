@@ -177,7 +177,7 @@ def test_cancel_kills_the_command_and_its_children_promptly(engine):
     seen, response = wire.until_response(rid)
     elapsed = time.monotonic() - started
     assert response["result"] == {"status": "cancelled"}
-    assert elapsed < 2.0, f"turn took {elapsed:.2f}s to end after cancel"
+    assert elapsed < 1.0, f"turn took {elapsed:.2f}s to end after cancel"
     assert "ToolResult" not in event_types(seen) and event_types(seen)[-1] == "TurnEnd"
     assert wait_until_gone(duration, limit=1.0) == []
     messages, result = run_turn(wire, "after cancel", answer=None)

@@ -86,13 +86,29 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a live process is left in the group. Exited orphans stay zombies until their
+    new parent reaps them, which some init processes do late or never, so on Linux the
+    members' states are looked at rather than trusting `killpg(pgid, 0)` alone."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 async def wait_exit(process: subprocess.Popen[bytes]) -> int:
