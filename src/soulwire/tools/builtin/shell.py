@@ -10,7 +10,7 @@ from functools import cache
 from pydantic import BaseModel, Field
 
 from soulwire.tools.base import ToolContext, TypedTool, rejection_result
-from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_lines, clip_middle
+from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, cap_lines, clip_middle
 from soulwire.tools.builtin.process import Capture, run_captured
 from soulwire.wire.types import BriefDisplayBlock, ShellDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
@@ -18,6 +18,7 @@ RUN_COMMAND = "run command"
 MAX_FOREGROUND_TIMEOUT_S = 300
 _CAPTURE_BYTES = 4 * MAX_OUTPUT_CHARS  # per end; decoding and line caps shrink it further
 _BRIEF_TAIL_LINES = 5
+_BRIEF_LINE_CHARS = 200
 
 # Nobody can type into the command: tools that would wait for input or open a pager or an
 # editor should fail or print instead.
@@ -129,7 +130,8 @@ def _model_output(capture: Capture) -> tuple[str, list[str]]:
 
 
 def _failure(message: str, headline: str, output: str, notes: list[str]) -> ToolReturnValue:
-    tail = "\n".join(output.rstrip("\n").splitlines()[-_BRIEF_TAIL_LINES:])
+    lines = output.rstrip("\n").splitlines()[-_BRIEF_TAIL_LINES:]
+    tail = "\n".join(cap_line(line, _BRIEF_LINE_CHARS)[0] for line in lines)
     value = tool_error(" ".join([message, *notes]), output=output)
     value.display = [BriefDisplayBlock(text=f"{headline}\n{tail}" if tail else headline)]
     return value
