@@ -78,7 +78,7 @@ def test_reject_stops_the_turn_and_leaves_the_next_script(engine, sandbox):
     assert payloads(messages, "ContentPart") == [{"type": "text", "text": "after"}]
 
 
-def test_reject_with_feedback_continues_the_turn(engine):
+def test_reject_with_feedback_continues_the_turn(engine, sandbox):
     wire = engine(call("tc-1", "Shell", {"command": "echo hi"}), "text: after feedback")
     wire.initialize()
     messages, result = run_turn(wire, answer=answering("reject", "use python instead"))
@@ -89,6 +89,16 @@ def test_reject_with_feedback_continues_the_turn(engine):
     assert value["display"] == [{"type": "brief", "text": "Rejected: use python instead"}]
     assert payloads(messages, "ApprovalResponse")[0]["feedback"] == "use python instead"
     assert payloads(messages, "ContentPart") == [{"type": "text", "text": "after feedback"}]
+    wire.close()
+    [context_file] = sandbox.share.glob("sessions/*/*/context.jsonl")
+    records = [json.loads(line) for line in context_file.read_text().splitlines()]
+    assert {
+        "role": "tool",
+        "content": (
+            "<system>ERROR: The tool call is rejected by the user. User feedback: use python instead</system>"
+        ),
+        "tool_call_id": "tc-1",
+    } in records  # what the model sees (spec A.4)
 
 
 def test_approve_for_session_remembers_the_exact_command_only(engine):
