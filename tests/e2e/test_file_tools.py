@@ -134,6 +134,7 @@ def test_write_file_overwrite_append_and_errors(engine, sandbox):
             ("isdir", "WriteFile", {"path": "dir", "content": "x"}),
             ("badmode", "WriteFile", {"path": "x.txt", "content": "x", "mode": "insert"}),
             ("unicode", "WriteFile", {"path": "u.txt", "content": "héllo ✓\r\n"}),
+            ("huge", "WriteFile", {"path": "huge.txt", "content": "some line of text\n" * 10_001}),
         ),
         args=("--yolo",),
     )
@@ -161,6 +162,11 @@ def test_write_file_overwrite_append_and_errors(engine, sandbox):
     assert values["isdir"]["is_error"] and (sandbox.work / "dir" / "keep.txt").exists()
     assert values["badmode"]["message"].startswith("Error validating JSON arguments: mode")
     assert (sandbox.work / "u.txt").read_bytes() == "héllo ✓\r\n".encode()
+    [summary] = values["huge"]["display"]
+    assert summary["is_summary"] and (summary["old_text"], summary["new_text"]) == (
+        "(0 lines)",
+        "(10001 lines)",
+    )
 
 
 def test_str_replace_file_edits_and_clear_errors(engine, sandbox):

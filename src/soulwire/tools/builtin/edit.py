@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
+import anyio.to_thread
 from pydantic import BaseModel, Field
 
 from soulwire.tools.base import ToolContext, TypedTool, rejection_result
@@ -17,6 +18,7 @@ from soulwire.tools.builtin.paths import EDIT_INSIDE, EDIT_OUTSIDE, Target, reso
 from soulwire.wire.types import DiffDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
 _ENCODING = "utf-8"
+_DIFF_INLINE_CHARS = 100_000
 _ERRORS = "surrogateescape"
 
 
@@ -45,7 +47,10 @@ async def _approve_and_write(
     ctx: ToolContext, *, sender: str, verb: str, target: Target, old: str | None, new: str
 ) -> ToolReturnValue | list[DiffDisplayBlock]:
     """Ask with the diff, re-check the file, write. Returns the diff, or an error result."""
-    blocks = _diff(target, old or "", new)
+    if len(old or "") + len(new) > _DIFF_INLINE_CHARS:  # keep the event loop responsive
+        blocks = await anyio.to_thread.run_sync(_diff, target, old or "", new, abandon_on_cancel=True)
+    else:
+        blocks = _diff(target, old or "", new)
     outcome = await ctx.approver.request(
         tool_call_id=ctx.tool_call_id,
         sender=sender,

@@ -111,7 +111,9 @@ class ReadFile(TypedTool[ReadFileParams]):
             return refused
         count = min(params.n_lines, MAX_LINES)
         try:
-            piece = await anyio.to_thread.run_sync(_read_slice, target.real, params.line_offset, count)
+            piece = await anyio.to_thread.run_sync(
+                _read_slice, target.real, params.line_offset, count, abandon_on_cancel=True
+            )
         except OSError as exc:
             return tool_error(f"Could not read `{params.path}`: {exc.strerror or exc}", brief="Read failed")
         if piece.binary:

@@ -109,7 +109,9 @@ class Glob(TypedTool[GlobParams]):
         )
         if refused is not None:
             return refused
-        found, stopped = await anyio.to_thread.run_sync(_glob, target.real, pattern, params.include_dirs)
+        found, stopped = await anyio.to_thread.run_sync(
+            _glob, target.real, pattern, params.include_dirs, abandon_on_cancel=True
+        )
         if not found:
             return tool_ok(message=f"No matches for `{pattern}`.")
         message = f"{len(found)} match(es) for `{pattern}`."
