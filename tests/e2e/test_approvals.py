@@ -327,3 +327,21 @@ def test_replay_leaves_approvals_out(engine):
     replayed, response = wire.until_response(wire.request("replay"))
     assert response["result"] == {"status": "finished", "events": 10, "requests": 0}
     assert event_types(replayed) == [t for t in event_types(live) if "Approval" not in t]
+
+
+def test_a_file_changed_while_waiting_for_approval_is_not_overwritten(engine, sandbox):
+    sandbox.write()
+    target = sandbox.work / "a.txt"
+    target.write_text("one\n")
+    wire = engine(
+        *one_step_each(("w", "StrReplaceFile", {"path": "a.txt", "edit": {"old": "one", "new": "two"}}))
+    )
+
+    def edit_meanwhile_then_approve(message):
+        target.write_text("one\nmeanwhile\n")
+        return approve(message)
+
+    messages, _ = run_turn(wire, answer=edit_meanwhile_then_approve)
+    value = results(messages)["w"]
+    assert value["is_error"] and value["display"] == [{"type": "brief", "text": "File changed"}]
+    assert target.read_text() == "one\nmeanwhile\n"
