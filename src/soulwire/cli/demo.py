@@ -2,7 +2,8 @@
 
 It starts a real `soulwire --wire` process with the scripted provider in a temporary home,
 acts as its client, and narrates what travels over the wire: streamed text, a tool call, and
-a round trip through a tool the client itself provides."""
+a round trip through a tool the client itself provides, and a shell command the client
+approves."""
 
 from __future__ import annotations
 
@@ -40,8 +41,12 @@ def _scripts() -> list[str]:
             f"tool_call: {call}",
         ]
     )
-    step2 = "\n".join(["id: demo-2", "usage: input_other=180 output=12", *_words("It is sunny, 21 °C.")])
-    return [step1, step2]
+    note = json.dumps({"command": "echo 'Paris: sunny, 21 °C' > weather.txt && cat weather.txt"})
+    shell = json.dumps({"id": "call-2", "name": "Shell", "arguments": note})
+    words = _words("Sunny. I'll note it down.")
+    step2 = "\n".join(["id: demo-2", "usage: input_other=180 output=12", *words, f"tool_call: {shell}"])
+    step3 = "\n".join(["id: demo-3", "usage: input_other=230 output=9", *_words("It is sunny, 21 °C.")])
+    return [step1, step2, step3]
 
 
 def _write_sandbox(root: Path) -> list[str]:
@@ -112,7 +117,11 @@ def run_demo(argv: list[str]) -> int:
                 break
             params = message.get("params") or {}
             kind, payload = params.get("type"), params.get("payload") or {}
-            if message.get("method") == "request" and kind == "ToolCallRequest":
+            if message.get("method") == "request" and kind == "ApprovalRequest":
+                _say(f"\n» engine asks for approval: {payload['description']} — approving\n")
+                client.send({"jsonrpc": "2.0", "id": message["id"],
+                             "result": {"request_id": payload["id"], "response": "approve"}})  # fmt: skip
+            elif message.get("method") == "request" and kind == "ToolCallRequest":
                 args = json.loads(payload.get("arguments") or "{}")
                 _say(f"\n» engine asks the client to run {payload['name']}({args}) — answering\n")
                 client.send({"jsonrpc": "2.0", "id": message["id"], "result": {"tool_call_id": payload["id"],

@@ -1,16 +1,32 @@
-"""The approvals broker: one place where tools ask before acting (spec §5).
+"""The approvals broker: the one place where tools ask before acting (spec §5).
 
-`approve_for_session` remembers a rule no broader than what the user saw: with the default
-`exact` scope the rule is the tool's scope key (the exact command for Shell, the file for
-edits); with `action` scope (the reference's behaviour) it is the action string, so one
-approved command approves every later command."""
+Decision order: auto-approve (yolo, afk, or no client at all, as in print mode) → a session
+rule → ask the client with an ApprovalRequest and wait, without a time limit, for
+`approve`, `approve_for_session` or `reject` (with optional feedback). Every resolution the
+client can see is followed by an ApprovalResponse event — also when a request is resolved by
+cancellation (`reject`) or by another request's `approve_for_session`.
+
+Session rules (`approve_for_session`) are never broader than what the user saw:
+
+* `approval_scope = "exact"` (default): the rule is the action plus the tool's scope key —
+  the exact command line for Shell, the file (symlinks resolved) for WriteFile and
+  StrReplaceFile, the path for reads and searches outside the workspace. It is stored as
+  `"<action>: <key>"`, e.g. `"run command: make test"` or `"edit file: /repo/app.py"`.
+* `approval_scope = "action"`: the reference's behaviour — the rule is the action string
+  alone (`"run command"`), so one approved command approves every later command.
+
+A bare action rule (from `action` scope, or a reference session's `auto_approve_actions`)
+keeps matching every call with that action whatever the current scope: a rule means what it
+meant when the user granted it. Rules live in `rules` so that they can be persisted."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import anyio
 from pydantic import ValidationError
 
 from soulwire.engine.bus import EventBus
@@ -20,6 +36,29 @@ from soulwire.wire.messages import ApprovalRequest, ApprovalResponse
 from soulwire.wire.methods import ApprovalAnswer
 
 Scope = Literal["exact", "action"]
+RULE_SEPARATOR = ": "
+
+
+def session_rule(action: str, scope_key: str | None, scope: Scope) -> str:
+    """The rule `approve_for_session` records for a request."""
+    if scope == "exact" and scope_key is not None:
+        return f"{action}{RULE_SEPARATOR}{scope_key}"
+    return action
+
+
+@dataclass
+class _Pending:
+    """A request waiting for its answer."""
+
+    action: str
+    scope_key: str | None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    answer: ApprovalAnswer | None = None
+
+    def resolve(self, answer: ApprovalAnswer) -> None:
+        if self.answer is None:
+            self.answer = answer
+            self.done.set()
 
 
 class ApprovalBroker:
@@ -42,15 +81,18 @@ class ApprovalBroker:
         self.scope: Scope = scope
         self.rules: set[str] = set(rules)
         self.source_id = uuid.uuid4().hex
+        self._pending: dict[str, _Pending] = {}
 
     @property
     def bypassed(self) -> bool:
+        """Everything is approved without asking: yolo, afk, or nobody to ask."""
         return self.yolo or self.afk or self._channel is None
 
-    def _rule(self, action: str, scope_key: str | None) -> str:
-        if self.scope == "exact" and scope_key is not None:
-            return f"{action}\x00{scope_key}"
-        return action
+    def allows(self, action: str, scope_key: str | None) -> bool:
+        """A session rule already covers this action."""
+        return action in self.rules or (
+            scope_key is not None and f"{action}{RULE_SEPARATOR}{scope_key}" in self.rules
+        )
 
     async def request(
         self,
@@ -62,10 +104,7 @@ class ApprovalBroker:
         display: Sequence[Any] = (),
         scope_key: str | None = None,
     ) -> ApprovalOutcome:
-        if self.bypassed:
-            return ApprovalOutcome(approved=True)
-        rule = self._rule(action, scope_key)
-        if rule in self.rules:
+        if self.bypassed or self.allows(action, scope_key):
             return ApprovalOutcome(approved=True)
         request = ApprovalRequest(
             id=str(uuid.uuid4()),
@@ -77,6 +116,23 @@ class ApprovalBroker:
             source_id=self.source_id,
             display=list(display),
         )
+        pending = _Pending(action, scope_key)
+        self._pending[request.id] = pending
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._ask, request, pending)
+                await pending.done.wait()
+                group.cancel_scope.cancel()  # resolved here, not by the client: stop waiting for it
+        finally:
+            del self._pending[request.id]
+            # Also reached on cancellation: the client learns that the request is void.
+            answer = pending.answer or ApprovalAnswer(request_id=request.id, response="reject")
+            self._bus.emit(
+                ApprovalResponse(request_id=request.id, response=answer.response, feedback=answer.feedback)
+            )
+        return ApprovalOutcome(approved=answer.response != "reject", feedback=answer.feedback)
+
+    async def _ask(self, request: ApprovalRequest, pending: _Pending) -> None:
         answer = ApprovalAnswer(request_id=request.id, response="reject")
         try:
             assert self._channel is not None
@@ -84,11 +140,13 @@ class ApprovalBroker:
             answer = ApprovalAnswer.model_validate(raw)
         except (ClientRequestError, ValidationError, TypeError):
             pass  # an error answer, or one that does not validate, counts as reject
-        finally:
-            # Also reached on cancellation: the client learns the request is void.
-            self._bus.emit(
-                ApprovalResponse(request_id=request.id, response=answer.response, feedback=answer.feedback)
-            )
+        pending.resolve(answer)
         if answer.response == "approve_for_session":
-            self.rules.add(rule)
-        return ApprovalOutcome(approved=answer.response != "reject", feedback=answer.feedback)
+            self.rules.add(session_rule(pending.action, pending.scope_key, self.scope))
+            self._approve_covered()
+
+    def _approve_covered(self) -> None:
+        """A new session rule also answers the waiting requests it covers."""
+        for request_id, other in self._pending.items():
+            if other.answer is None and self.allows(other.action, other.scope_key):
+                other.resolve(ApprovalAnswer(request_id=request_id, response="approve_for_session"))

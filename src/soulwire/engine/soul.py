@@ -183,6 +183,7 @@ class Soul:
         slash_commands: SlashCommands | None = None,
         plan_mode: Callable[[], bool] = lambda: False,
         model_error: str | None = None,
+        additional_dirs: Sequence[Path] = (),
     ) -> None:
         self.bus = bus
         self.context = context
@@ -199,6 +200,8 @@ class Soul:
         self.compact_on_overflow: Callable[[], Awaitable[bool]] | None = None
         """Hook for context compaction (TODO: set it when compaction lands): compact after a
         provider reported the context too long; True when the step may be tried again."""
+        self.additional_dirs: list[Path] = list(additional_dirs)
+        """Workspace directories besides the work dir (`--add-dir`), for the file tools."""
 
     @property
     def max_context_size(self) -> int | None:
@@ -337,6 +340,7 @@ class Soul:
                 work_dir=self.work_dir,
                 approver=self.approver,
                 client=self.client_tools,
+                additional_dirs=self.additional_dirs,
                 state=self.state,
             )
             for c in calls

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from soulwire.config.model import Config, validate_config
@@ -18,6 +20,7 @@ from soulwire.llm.registry import resolve_model
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import SessionHandle, open_session
 from soulwire.tools.base import Toolset
+from soulwire.tools.builtin import default_tools
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.names import BUILTIN_TOOL_NAMES
 from soulwire.wire import PROTOCOL_VERSION
@@ -33,6 +36,17 @@ def system_prompt(options: SessionOptions) -> str:
         f"The working directory is {options.work_dir}.\n"
         "Use the tools to inspect and change files and to run commands; keep answers short and exact."
     )
+
+
+def _workspace_dirs(options: SessionOptions, state: dict[str, Any]) -> list[Path]:
+    """`--add-dir` directories and those stored with the session, absolute and deduplicated."""
+    stored = [Path(p) for p in state.get("additional_dirs") or [] if isinstance(p, str)]
+    dirs: list[Path] = []
+    for path in (*options.add_dirs, *stored):
+        path = Path(os.path.abspath(path.expanduser()))
+        if path not in dirs:
+            dirs.append(path)
+    return dirs
 
 
 @dataclass
@@ -113,7 +127,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         scope=config.approval_scope,
         rules=[r for r in approval_state.get("auto_approve_actions", []) if isinstance(r, str)],
     )
-    toolset = Toolset()
+    toolset = Toolset(default_tools())
     context = Context(session.store, system_prompt(options))
     soul = Soul(
         bus=bus,
@@ -126,5 +140,6 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         client_tools=ExternalToolCaller(channel, bus) if channel else None,
         slash_commands=default_commands(),
         model_error=model_error,
+        additional_dirs=_workspace_dirs(options, state),
     )
     return Runtime(options, config, session, bus, soul, broker, toolset)

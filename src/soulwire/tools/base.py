@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -111,7 +112,7 @@ class TypedTool(Generic[P]):
 
     @property
     def parameters(self) -> dict[str, Any]:
-        return self.params.model_json_schema()
+        return parameters_schema(self.params)
 
     async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
         try:
@@ -128,11 +129,37 @@ class TypedTool(Generic[P]):
         raise NotImplementedError
 
 
+@cache
+def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema the model sees for a parameters model: built once per model (tools
+    are listed on every step) and without pydantic's generated `title`s, which only cost
+    tokens. Shared between callers: do not mutate."""
+    return _drop_titles(model.model_json_schema())
+
+
+def _drop_titles(node: Any) -> Any:
+    if isinstance(node, dict):
+        cleaned: dict[str, Any] = {}
+        for key, value in node.items():  # pyright: ignore[reportUnknownVariableType]
+            if key == "title" and isinstance(value, str):
+                continue
+            if key in ("properties", "$defs") and isinstance(value, dict):
+                # Keys here are names (a property may be called `title`), not keywords.
+                cleaned[key] = {name: _drop_titles(sub) for name, sub in value.items()}  # pyright: ignore[reportUnknownVariableType]
+            else:
+                cleaned[key] = _drop_titles(value)
+        return cleaned
+    if isinstance(node, list):
+        return [_drop_titles(item) for item in node]  # pyright: ignore[reportUnknownVariableType]
+    return node
+
+
 def _validation_text(exc: ValidationError) -> str:
     parts: list[str] = []
     for err in exc.errors(include_url=False):
         where = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{where}: {err['msg']}" if where else err["msg"])
+        text = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {text}" if where else text)
     return "; ".join(parts)
 
 

@@ -1,0 +1,129 @@
+"""Where the file tools may act.
+
+* The workspace is the work dir plus the added dirs (`--add-dir`). Anything else — reads
+  included — needs the user's approval.
+* Paths are judged by where they really lead: a symlink inside the workspace that points out
+  of it counts as outside, so links cannot be used to escape.
+* Secret files (dotenv files, SSH keys, cloud and tool credentials, private keys) are never
+  read, searched or edited in place, whatever the approval (WriteFile may still replace
+  one: that reveals nothing of it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+from soulwire.tools.base import ToolContext, rejection_result
+from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error
+
+EDIT_INSIDE = "edit file"
+EDIT_OUTSIDE = "edit file outside of working directory"
+READ_OUTSIDE = "read file outside of working directory"
+SEARCH_OUTSIDE = "search outside of working directory"
+
+_SECRET_NAMES = frozenset(
+    {
+        ".env",
+        ".netrc",
+        ".pgpass",
+        ".git-credentials",
+        "id_rsa",
+        "id_dsa",
+        "id_ecdsa",
+        "id_ed25519",
+        "id_ecdsa_sk",
+        "id_ed25519_sk",
+        "application_default_credentials.json",  # gcloud
+        "credentials.db",  # gcloud
+        "access_tokens.db",  # gcloud
+        "accessTokens.json",  # azure
+        "msal_token_cache.json",  # azure
+        "msal_token_cache.bin",  # azure
+    }
+)
+_SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".ppk")
+# Files that only make sense as credentials when they sit in a tool's own directory.
+_SECRET_IN_DIR = frozenset({(".aws", "credentials"), (".kube", "config"), (".docker", "config.json")})
+# `.env.example` and friends document variables without holding their values.
+_DOTENV_TEMPLATES = frozenset({"example", "sample", "template", "dist", "defaults"})
+_SSH_PUBLIC = frozenset({"known_hosts", "known_hosts.old", "authorized_keys", "config"})
+
+
+def is_sensitive(path: PurePath | str) -> bool:
+    """True for files that typically hold credentials or private keys."""
+    path = PurePath(path)
+    name = path.name
+    if name in _SECRET_NAMES or name.lower().endswith(_SECRET_SUFFIXES):
+        return True
+    if name.startswith(".env.") and name.rsplit(".", 1)[-1] not in _DOTENV_TEMPLATES:
+        return True
+    parent = path.parent.name
+    if (parent, name) in _SECRET_IN_DIR:
+        return True
+    if parent == ".ssh" and not name.endswith(".pub") and name not in _SSH_PUBLIC:
+        return True
+    return "legacy_credentials" in path.parts  # gcloud
+
+
+@dataclass(frozen=True)
+class Target:
+    """A path named by the model, judged against the workspace."""
+
+    path: Path
+    """Absolute and normalised, symlinks kept: how the user knows it."""
+    real: Path
+    """Symlinks resolved: what is actually read or written."""
+    inside: bool
+
+    @property
+    def quoted(self) -> str:
+        """The path for messages, in backticks, with the link target when it differs."""
+        return f"`{self.path}` (→ `{self.real}`)" if self.real != self.path else f"`{self.path}`"
+
+    def sensitive(self) -> bool:
+        return is_sensitive(self.path) or is_sensitive(self.real)
+
+
+def workspace_roots(ctx: ToolContext) -> list[Path]:
+    return [Path(os.path.realpath(d)) for d in (ctx.work_dir, *ctx.additional_dirs)]
+
+
+def is_inside(real: Path, roots: Sequence[Path]) -> bool:
+    return any(real == root or real.is_relative_to(root) for root in roots)
+
+
+def resolve(raw: str, ctx: ToolContext) -> Target:
+    """Judge `raw` (absolute, `~`-relative, or relative to the work dir)."""
+    candidate = Path(raw).expanduser()
+    if not candidate.is_absolute():
+        candidate = ctx.work_dir / candidate
+    path = Path(os.path.normpath(candidate))
+    real = Path(os.path.realpath(path))
+    return Target(path, real, is_inside(real, workspace_roots(ctx)))
+
+
+def sensitive_refusal(raw: str) -> ToolReturnValue:
+    return tool_error(
+        f"`{raw}` looks like a secret (credentials or a private key), so it is not read. "
+        "Ask the user for the specific value you need instead.",
+        brief="Sensitive file",
+    )
+
+
+async def approve_outside(
+    ctx: ToolContext, target: Target, *, sender: str, action: str, description: str
+) -> ToolReturnValue | None:
+    """Ask before touching a path outside the workspace; None when allowed (or inside)."""
+    if target.inside:
+        return None
+    outcome = await ctx.approver.request(
+        tool_call_id=ctx.tool_call_id,
+        sender=sender,
+        action=action,
+        description=description,
+        display=[BriefDisplayBlock(text=f"{description} (outside the workspace)")],
+        scope_key=str(target.real),
+    )
+    return None if outcome.approved else rejection_result(ctx, outcome.feedback)

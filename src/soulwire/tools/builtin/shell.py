@@ -1,0 +1,137 @@
+"""`Shell`: run one bash command in the work dir, after approval (spec §5.1, §9)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from functools import cache
+
+from pydantic import BaseModel, Field
+
+from soulwire.tools.base import ToolContext, TypedTool, rejection_result
+from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, cap_lines, clip_middle
+from soulwire.tools.builtin.process import Capture, run_captured
+from soulwire.wire.types import BriefDisplayBlock, ShellDisplayBlock, ToolReturnValue, tool_error, tool_ok
+
+RUN_COMMAND = "run command"
+MAX_FOREGROUND_TIMEOUT_S = 300
+_CAPTURE_BYTES = 4 * MAX_OUTPUT_CHARS  # per end; decoding and line caps shrink it further
+_BRIEF_TAIL_LINES = 5
+_BRIEF_LINE_CHARS = 200
+
+# Nobody can type into the command: tools that would wait for input or open a pager or an
+# editor should fail or print instead.
+_NON_INTERACTIVE = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_EDITOR": "true",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PIP_NO_INPUT": "1",
+    "NPM_CONFIG_YES": "true",
+}
+
+
+@cache
+def _environment() -> dict[str, str]:
+    return {**os.environ, **_NON_INTERACTIVE}
+
+
+@cache
+def _bash() -> str:
+    """bash's absolute path, looked up once rather than on every command."""
+    return shutil.which("bash") or "bash"
+
+
+class ShellParams(BaseModel):
+    command: str = Field(min_length=1, description="The bash command line to run.")
+    timeout: int = Field(
+        default=60,
+        ge=1,
+        le=MAX_FOREGROUND_TIMEOUT_S,
+        description="Seconds before the command (and everything it started) is killed.",
+    )
+    description: str = Field(default="", description="A few words on what the command is for.")
+    run_in_background: bool = Field(
+        default=False, description="Background execution is not available here; leave it false."
+    )
+
+
+def _exit_text(code: int) -> tuple[str, str]:
+    """(message for the model, brief headline) for a non-zero exit status."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"Command was terminated by {name}.", f"Terminated by {name}"
+    return f"Command failed with exit code: {code}.", f"Failed with exit code: {code}"
+
+
+class Shell(TypedTool[ShellParams]):
+    name = "Shell"
+    description = (
+        "Run a bash command in the working directory and return its combined stdout and "
+        "stderr. The command cannot read input (stdin is closed) and has no terminal, so use "
+        "non-interactive flags. It is killed, with every process it started, when the timeout "
+        "runs out. Long outputs are clipped in the middle. Prefer the file tools for reading, "
+        "searching and editing files. Each command needs the user's approval."
+    )
+    params = ShellParams
+
+    async def execute(self, params: ShellParams, ctx: ToolContext) -> ToolReturnValue:
+        if params.run_in_background:
+            return tool_error(
+                "Background commands are not supported; run the command in the foreground "
+                f"(timeout up to {MAX_FOREGROUND_TIMEOUT_S} s).",
+                brief="Background not supported",
+            )
+        command = params.command
+        outcome = await ctx.approver.request(
+            tool_call_id=ctx.tool_call_id,
+            sender=self.name,
+            action=RUN_COMMAND,
+            description=f"Run command `{command}`",
+            display=[ShellDisplayBlock(language="bash", command=command)],
+            scope_key=command,
+        )
+        if not outcome.approved:
+            return rejection_result(ctx, outcome.feedback)
+        capture = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
+        finished = await run_captured(
+            [_bash(), "-c", command],
+            cwd=ctx.work_dir,
+            timeout=params.timeout,
+            out=capture,
+            env=_environment(),
+        )
+        output, notes = _model_output(capture)
+        if finished.timed_out:
+            message = f"Command killed by timeout ({params.timeout}s)"
+            return _failure(message, f"Killed by timeout ({params.timeout}s)", output, notes)
+        code = finished.returncode or 0
+        if code != 0:
+            message, headline = _exit_text(code)
+            return _failure(message, headline, output, notes)
+        return tool_ok(output=output, message=" ".join(["Command executed successfully.", *notes]))
+
+
+def _model_output(capture: Capture) -> tuple[str, list[str]]:
+    text = capture.text()
+    notes: list[str] = []
+    text, cut_lines = cap_lines(text)
+    text, dropped = clip_middle(text)
+    if capture.dropped or dropped:
+        notes.append(f"Output was too long ({capture.total} bytes); only its beginning and end are shown.")
+    if cut_lines:
+        notes.append(f"{cut_lines} overlong line(s) were truncated.")
+    return text, notes
+
+
+def _failure(message: str, headline: str, output: str, notes: list[str]) -> ToolReturnValue:
+    lines = output.rstrip("\n").splitlines()[-_BRIEF_TAIL_LINES:]
+    tail = "\n".join(cap_line(line, _BRIEF_LINE_CHARS)[0] for line in lines)
+    value = tool_error(" ".join([message, *notes]), output=output)
+    value.display = [BriefDisplayBlock(text=f"{headline}\n{tail}" if tail else headline)]
+    return value
