@@ -12,6 +12,7 @@ from soulwire.engine.client import ClientChannel, ExternalToolCaller
 from soulwire.engine.context import Context
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
+from soulwire.engine.state import StateKeeper
 from soulwire.llm.registry import resolve_model
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import SessionHandle, open_session
@@ -19,7 +20,7 @@ from soulwire.tools.base import Toolset
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.names import BUILTIN_TOOL_NAMES
 from soulwire.wire import PROTOCOL_VERSION
-from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, envelope
+from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, TurnEnd, envelope
 from soulwire.wire.types import WireModel
 
 _NOT_RECORDED = (ApprovalRequest, ApprovalResponse)  # they travel outside the turn (spec §3.6)
@@ -52,6 +53,7 @@ class Runtime:
     soul: Soul
     broker: ApprovalBroker
     toolset: Toolset
+    state: StateKeeper
     external_names: set[str] = field(default_factory=set)
 
     def attach_client(self, channel: ClientChannel) -> None:
@@ -80,8 +82,14 @@ class Runtime:
             accepted.append(name)
         return accepted, rejected
 
+    def save_state(self) -> None:
+        """Write state.json now if anything in it changed (e.g. after set_plan_mode)."""
+        self.state.save_if_changed()
+
     def close(self, *, exit_ok: bool = True) -> None:
         self.bus.flush()
+        if self.session.store.exists():
+            self.state.save_if_changed()
         self.session.close(exit_ok=exit_ok)
 
 
@@ -99,21 +107,22 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     model = resolve_model(config, model_alias=options.model_alias, thinking=options.thinking)
     session = open_session(options, protocol_version=PROTOCOL_VERSION)
     bus = EventBus()
+    if session.store.has_open_turn():
+        # The last process died inside a turn: close it, so a replay is well formed.
+        session.store.record_wire(envelope(TurnEnd()))
 
     def record(message: WireModel) -> None:
         if not isinstance(message, _NOT_RECORDED):
             session.store.record_wire(envelope(message))
+            session.announce()
 
     bus.subscribe(record, merged=True)
-    state = session.store.load_state()
-    approval_state: dict[str, Any] = state.get("approval") or {}
     broker = ApprovalBroker(
         bus,
         channel=channel,
-        yolo=options.yolo or config.default_yolo or bool(approval_state.get("yolo")),
+        yolo=options.yolo or config.default_yolo,
         afk=options.afk or options.print_mode,
         scope=config.approval_scope,
-        rules=[r for r in approval_state.get("auto_approve_actions", []) if isinstance(r, str)],
     )
     toolset = Toolset()
     context = Context(session.store, system_prompt(options))
@@ -129,4 +138,9 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         slash_commands=default_commands(),
         model_error=None if model else _model_hint(options),
     )
-    return Runtime(options, config, session, bus, soul, broker, toolset)
+    keeper = StateKeeper(session.store, broker, soul.state, add_dirs=[str(d) for d in options.add_dirs])
+    keeper.restore()
+    if options.afk:
+        soul.state["afk"] = True  # --afk is remembered by the session; print mode's afk is not
+    bus.subscribe(keeper.on_event)
+    return Runtime(options, config, session, bus, soul, broker, toolset, keeper)
