@@ -256,13 +256,7 @@ class FileSessionStore:
 
     # state -------------------------------------------------------------
     def load_state(self) -> dict[str, Any]:
-        state = _read_json_object(self.dir / STATE_FILE)
-        if not state.get("custom_title"):
-            # A legacy metadata.json (written by older engines and SDKs) may hold the title.
-            title = _read_json_object(self.dir / LEGACY_METADATA_FILE).get("title")
-            if isinstance(title, str) and title:
-                state["custom_title"] = title
-        return state
+        return read_state(self.dir)
 
     def save_state(self, state: dict[str, Any]) -> None:
         """Atomic replace: a crash leaves the old or the new state, never half of one."""
@@ -287,6 +281,17 @@ class FileSessionStore:
     def delete(self) -> None:
         self.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def read_state(directory: Path) -> dict[str, Any]:
+    """state.json of a session directory ({} when absent or unreadable)."""
+    state = _read_json_object(directory / STATE_FILE)
+    if not state.get("custom_title"):
+        # A legacy metadata.json (written by older engines and SDKs) may hold the title.
+        title = _read_json_object(directory / LEGACY_METADATA_FILE).get("title")
+        if isinstance(title, str) and title:
+            state["custom_title"] = title
+    return state
 
 
 def _read_json_object(path: Path) -> dict[str, Any]:
@@ -316,5 +321,6 @@ __all__ = [
     "FileSessionStore",
     "SessionStore",
     "new_session_id",
+    "read_state",
     "warn_stderr",
 ]
