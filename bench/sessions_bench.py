@@ -104,6 +104,31 @@ def write_wire(path: Path, events: int, version: str) -> int:
     return written
 
 
+def write_media_context(path: Path, megabytes: float) -> tuple[int, int]:
+    """A context.jsonl whose bulk is images (data URLs of ~1 MiB): few, large records."""
+    rng = random.Random(13)
+    target = int(megabytes * 1024 * 1024)
+    size = messages = 0
+    with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"role": "_system_prompt", "content": "benchmark"}) + "\n")
+        i = 0
+        while size < target:
+            blob = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") for _ in range(1 << 20))
+            records = [
+                {"role": "_checkpoint", "id": i},
+                {"role": "user", "content": [{"type": "text", "text": f"what is in image {i}?"},
+                                             {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blob, "id": None}}]},
+                {"role": "assistant", "content": text(rng, 60)},
+            ]
+            for record in records:
+                line = json.dumps(record) + "\n"
+                out.write(line)
+                size += len(line)
+            messages += 2
+            i += 1
+    return size, messages
+
+
 def write_context(path: Path, megabytes: float) -> tuple[int, int]:
     """A context.jsonl of tool-using turns; returns (bytes, messages)."""
     rng = random.Random(11)
@@ -289,10 +314,6 @@ class Client:
             self.proc.kill()
 
 
-def find_child_python(proc: subprocess.Popen) -> int:
-    return proc.pid
-
-
 def bench_replay(args: argparse.Namespace) -> list[dict]:
     results = []
     for run in range(args.repeat):
@@ -340,10 +361,14 @@ def bench_resume(args: argparse.Namespace) -> list[dict]:
             engine = Engine(args.engine, args.cmd, root, ["text: resumed fine"])
             engine.session_dir.mkdir(parents=True)
             engine.register_work_dir()
-            size, messages = write_context(engine.session_dir / "context.jsonl", args.context_mb)
+            writer = write_media_context if args.shape == "media" else write_context
+            size, messages = writer(engine.session_dir / "context.jsonl", args.context_mb)
             write_wire(engine.session_dir / "wire.jsonl", 12, "1.10" if args.engine == "kimi" else "1.3")
             client = Client(engine)
-            init_s, init = client.request("i1", "initialize", {"protocol_version": "1.10"})
+            hello: dict = {"protocol_version": "1.10"}
+            if args.external_tool:  # the reply then needs the engine: soulwire's lean path cannot answer it
+                hello["external_tools"] = [{"name": "ext_probe", "description": "d", "parameters": {"type": "object"}}]
+            init_s, init = client.request("i1", "initialize", hello)
             init_total = time.perf_counter() - client.t0
             prompt_s, response = client.request("p1", "prompt", {"user_input": "go on"})
             prompt_total = time.perf_counter() - client.t0
@@ -377,6 +402,9 @@ def main() -> None:
     parser.add_argument("--cmd", help="engine command (default: this Python's `-m soulwire`)")
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--context-mb", type=float, default=50)
+    parser.add_argument("--shape", choices=["turns", "media"], default="turns",
+                        help="resume: many small tool-using turns, or few records carrying 1 MiB images")
+    parser.add_argument("--external-tool", action="store_true", help="resume: register a tool in initialize")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()

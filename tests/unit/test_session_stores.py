@@ -118,3 +118,16 @@ def test_open_turn_is_found_far_from_the_end(tmp_path):
         store.record_wire({"type": "ContentPart", "payload": {"type": "text", "text": f"chunk {index}"}})
     assert os.path.getsize(store.dir / "wire.jsonl") > 1 << 17
     assert store.has_open_turn()
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 1 << 20])
+def test_lines_are_split_the_same_whatever_the_chunk_size(tmp_path, chunk_size):
+    from soulwire.sessions.jsonl import iter_lines
+
+    for data in (b"", b"a", b"a\n", b"a\nb", b"\n\n", b"abc\ndef\n" * 5, b"x" * 50 + b"\n" + b"y" * 33):
+        path = tmp_path / "f"
+        path.write_bytes(data)
+        expected = data.split(b"\n")
+        if expected[-1] == b"":
+            expected.pop()
+        assert [line for _, line in iter_lines(path, chunk_size=chunk_size)] == expected

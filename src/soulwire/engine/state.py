@@ -149,7 +149,7 @@ class StateKeeper:
         self.state["custom_title"] = title
 
     def on_event(self, message: WireModel) -> None:
-        """A raw bus sink: titles the session at its first prompt and saves after changes."""
+        """A (merged) bus sink: titles the session at its first prompt, saves after changes."""
         kind = type(message)
         if kind is TurnBegin:
             if self.title is None:

@@ -142,5 +142,5 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     keeper.restore()
     if options.afk:
         soul.state["afk"] = True  # --afk is remembered by the session; print mode's afk is not
-    bus.subscribe(keeper.on_event)
+    bus.subscribe(keeper.on_event, merged=True)
     return Runtime(options, config, session, bus, soul, broker, toolset, keeper)
