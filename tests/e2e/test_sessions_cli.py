@@ -64,3 +64,11 @@ def test_list_show_export_delete(engine, sandbox):
     index = json.loads((sandbox.share / "kimi.json").read_text())
     assert index["work_dirs"][0]["last_session_id"] is None  # the deleted session was the last one
     assert cli(sandbox, "bogus").returncode == 2
+    after = subprocess.run(
+        [sys.executable, "-m", "soulwire", "sessions", "list", "--json", "-w", str(sandbox.work)],
+        capture_output=True,
+        text=True,
+        env=sandbox.env(),
+        timeout=30,
+    )
+    assert [s["id"] for s in json.loads(after.stdout)] == ["aaaa-first"]  # -w after the command

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from soulwire.sessions.conformance import CHECKS, OpenStore
+from soulwire.sessions.jsonl import iter_lines
 from soulwire.sessions.memory import MemoryBackend
 from soulwire.sessions.store import FileSessionStore
 
@@ -122,8 +123,6 @@ def test_open_turn_is_found_far_from_the_end(tmp_path):
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 1 << 20])
 def test_lines_are_split_the_same_whatever_the_chunk_size(tmp_path, chunk_size):
-    from soulwire.sessions.jsonl import iter_lines
-
     for data in (b"", b"a", b"a\n", b"a\nb", b"\n\n", b"abc\ndef\n" * 5, b"x" * 50 + b"\n" + b"y" * 33):
         path = tmp_path / "f"
         path.write_bytes(data)

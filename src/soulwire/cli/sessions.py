@@ -34,16 +34,24 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soulwire sessions", description="Sessions of a work dir (default: the current directory)."
     )
-    parser.add_argument("--work-dir", "-w", metavar="PATH", help="the work dir whose sessions to use")
+    work_dir_help = "the work dir whose sessions to use"
+    parser.add_argument("--work-dir", "-w", metavar="PATH", help=work_dir_help)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    listing = commands.add_parser("list", help="list sessions, most recent first")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        # accepted after the command too; SUPPRESS keeps a value given before it
+        sub.add_argument("--work-dir", "-w", metavar="PATH", default=argparse.SUPPRESS, help=work_dir_help)
+        return sub
+
+    listing = command("list", "list sessions, most recent first")
     listing.add_argument("--json", action="store_true", help="one JSON array")
-    show = commands.add_parser("show", help="details of one session")
+    show = command("show", "details of one session")
     show.add_argument("session", metavar="ID", help="session id or a unique prefix")
     show.add_argument("--json", action="store_true")
-    delete = commands.add_parser("delete", help="delete a session and its files")
+    delete = command("delete", "delete a session and its files")
     delete.add_argument("session", metavar="ID")
-    export = commands.add_parser("export", help="the session's context as Markdown")
+    export = command("export", "the session's context as Markdown")
     export.add_argument("session", metavar="ID")
     export.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     export.add_argument(

@@ -21,7 +21,7 @@ from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.llm.registry import ResolvedModel
 from soulwire.wire.messages import CompactionBegin, CompactionEnd
-from soulwire.wire.types import TextPart, ThinkPart
+from soulwire.wire.types import TextPart
 
 PRESERVED_MESSAGES = 2
 """The most recent user/assistant messages kept verbatim (with everything after them)."""
@@ -92,21 +92,16 @@ async def summarise(model: ResolvedModel, request: ChatRequest, attempts: int) -
     attempt = 1
     while True:
         result = StreamResult()
-        parts: list[Any] = []
+        chunks: list[str] = []
         try:
             async for part in model.provider.stream(request, result):
-                if isinstance(part, TextPart):
-                    if parts and isinstance(parts[-1], TextPart):
-                        parts[-1] = TextPart(text=parts[-1].text + part.text)
-                    else:
-                        parts.append(part)
-                elif not isinstance(part, ThinkPart):
-                    parts.append(part)  # media parts are kept, tool calls are not expected
-            parts = [p for p in parts if isinstance(p, TextPart) and p.text.strip()]
-            if not parts:
+                if isinstance(part, TextPart):  # thinking, media and stray tool calls are dropped
+                    chunks.append(part.text)
+            summary = "".join(chunks).strip()
+            if not summary:
                 raise APIEmptyResponseError("The model returned an empty compaction summary.")
-            tokens = result.usage.output if result.usage else sum(len(p.text) for p in parts) // 4
-            return parts, tokens
+            tokens = result.usage.output if result.usage else len(summary) // 4
+            return [TextPart(text=summary)], tokens
         except ChatProviderError as exc:
             if not exc.retryable or attempt >= attempts:
                 raise
