@@ -29,8 +29,7 @@ import time
 from pathlib import Path
 
 SESSION_ID = "bench-session"
-HERE = Path(__file__).resolve().parent
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
 
 
 def text(rng: random.Random, n: int) -> str:
@@ -113,11 +112,22 @@ def write_media_context(path: Path, megabytes: float) -> tuple[int, int]:
         out.write(json.dumps({"role": "_system_prompt", "content": "benchmark"}) + "\n")
         i = 0
         while size < target:
-            blob = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") for _ in range(1 << 20))
+            blob = "".join(
+                rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+                for _ in range(1 << 20)
+            )
             records = [
                 {"role": "_checkpoint", "id": i},
-                {"role": "user", "content": [{"type": "text", "text": f"what is in image {i}?"},
-                                             {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blob, "id": None}}]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": f"what is in image {i}?"},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": "data:image/png;base64," + blob, "id": None},
+                        },
+                    ],
+                },
                 {"role": "assistant", "content": text(rng, 60)},
             ]
             for record in records:
@@ -329,7 +339,7 @@ def bench_replay(args: argparse.Namespace) -> list[dict]:
             )
             size = (engine.session_dir / "wire.jsonl").stat().st_size
             client = Client(engine)
-            init_s, _ = client.request("i1", "initialize", {"protocol_version": "1.10"})
+            _init_s, _ = client.request("i1", "initialize", {"protocol_version": "1.10"})
             replay_s, response = client.request("r1", "replay")
             rss = client.peak_rss_mib()
             client.close()
@@ -337,6 +347,7 @@ def bench_replay(args: argparse.Namespace) -> list[dict]:
             results.append(
                 {
                     "run": run + 1,
+                    "load1": os.getloadavg()[0],
                     "recorded": recorded,
                     "wire_mib": size / 2**20,
                     "replay_s": replay_s,
@@ -367,8 +378,10 @@ def bench_resume(args: argparse.Namespace) -> list[dict]:
             client = Client(engine)
             hello: dict = {"protocol_version": "1.10"}
             if args.external_tool:  # the reply then needs the engine: soulwire's lean path cannot answer it
-                hello["external_tools"] = [{"name": "ext_probe", "description": "d", "parameters": {"type": "object"}}]
-            init_s, init = client.request("i1", "initialize", hello)
+                hello["external_tools"] = [
+                    {"name": "ext_probe", "description": "d", "parameters": {"type": "object"}}
+                ]
+            _init_s, init = client.request("i1", "initialize", hello)
             init_total = time.perf_counter() - client.t0
             prompt_s, response = client.request("p1", "prompt", {"user_input": "go on"})
             prompt_total = time.perf_counter() - client.t0
@@ -377,6 +390,7 @@ def bench_resume(args: argparse.Namespace) -> list[dict]:
             results.append(
                 {
                     "run": run + 1,
+                    "load1": os.getloadavg()[0],
                     "context_mib": size / 2**20,
                     "messages": messages,
                     "spawn_to_initialize_s": init_total,
@@ -402,8 +416,12 @@ def main() -> None:
     parser.add_argument("--cmd", help="engine command (default: this Python's `-m soulwire`)")
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--context-mb", type=float, default=50)
-    parser.add_argument("--shape", choices=["turns", "media"], default="turns",
-                        help="resume: many small tool-using turns, or few records carrying 1 MiB images")
+    parser.add_argument(
+        "--shape",
+        choices=["turns", "media"],
+        default="turns",
+        help="resume: many small tool-using turns, or few records carrying 1 MiB images",
+    )
     parser.add_argument("--external-tool", action="store_true", help="resume: register a tool in initialize")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
