@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 
 SESSION_ID = "bench-session"
-WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
+WORDS = (
+    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu",
+)  # fmt: skip
 
 
 def text(rng: random.Random, n: int) -> str:
