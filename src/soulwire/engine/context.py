@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Generator, Iterable, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,19 +18,8 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     return sum(len(m.text()) for m in messages) // 4
 
 
-@contextmanager
-def _bulk_allocation() -> Generator[None]:
-    """Building tens of thousands of long-lived objects in one go. With the cyclic GC on,
-    it rescans the growing heap again and again (that tripled the load time of a 50 MB
-    context); afterwards the loaded objects are frozen out of its scans for good."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
+LARGE_HISTORY = 1000
+"""Messages from which a restored history is frozen out of the cyclic GC's scans."""
 
 
 class Context:
@@ -47,8 +35,19 @@ class Context:
         self._uncounted: list[Message] = []
         self._started = False
         self.skipped_records = 0
-        with _bulk_allocation():
+        # Tens of thousands of long-lived objects built in one go: with the cyclic GC on, it
+        # rescans the growing heap again and again (that tripled the load of a 50 MB context).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
             self._restore(store.load_context())
+        finally:
+            if len(self.history) >= LARGE_HISTORY:
+                # They are acyclic (freed by reference counting): later collections need not
+                # walk them again.
+                gc.freeze()
+            if enabled:
+                gc.enable()
 
     @property
     def store(self) -> SessionStore:
