@@ -9,6 +9,7 @@ second call reopens what the first wrote (like a new process opening the same di
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -90,6 +91,9 @@ def check_wire_records_in_order(open_store: OpenStore) -> None:
     for message in messages:
         store.record_wire(message)
     _expect("wire records", list(store.wire_records()), messages)
+    verbatim = list(store.wire_records_verbatim())
+    _expect("verbatim records", [m for m, _ in verbatim], messages)
+    _expect("verbatim texts", [json.loads(t) for _, t in verbatim], messages)
     _expect("has_wire_records()", store.has_wire_records(), True)
     store.close()
     again = open_store("wire")
