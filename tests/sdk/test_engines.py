@@ -233,4 +233,6 @@ async def test_shell_approvals_via_callback_and_stream(any_engine: Engine):
     assert results["s2"].is_error and "use python instead" in results["s2"].message
     approvals = [e for e in events if isinstance(e, sdk.Approval)]
     assert [a.answered_by for a in approvals] == ["callback", "stream"]
-    assert len(decisions) == 2 and result.final_text == "done"
+    # The callback and the stream race for the second request (first answer wins), so
+    # the callback may or may not have seen it by now.
+    assert "first" in decisions[0] and result.final_text == "done"

@@ -106,5 +106,6 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.cli.demo import run_demo
 
         return run_demo(argv)
-    sys.stderr.write(f"soulwire: `{name}` is not available yet\n")
-    return 2
+    from soulwire.cli.sessions import run_sessions
+
+    return run_sessions(argv)

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from soulwire.llm.message import Message
-from soulwire.sessions.store import SessionStore
+from soulwire.sessions.store import SessionStore, warn_stderr
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """A rough token count (characters / 4 of the text) for messages the provider has not
     counted yet."""
     return sum(len(m.text()) for m in messages) // 4
+
+
+LARGE_HISTORY = 1000
+"""Messages from which a restored history is frozen out of the cyclic GC's scans."""
 
 
 class Context:
@@ -29,27 +34,48 @@ class Context:
         self._counted_tokens = 0
         self._uncounted: list[Message] = []
         self._started = False
-        self._restore(store.load_context())
+        self.skipped_records = 0
+        # Tens of thousands of long-lived objects built in one go: with the cyclic GC on, it
+        # rescans the growing heap again and again (that tripled the load of a 50 MB context).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._restore(store.load_context())
+        finally:
+            if len(self.history) >= LARGE_HISTORY:
+                # They are acyclic (freed by reference counting): later collections need not
+                # walk them again.
+                gc.freeze()
+            if enabled:
+                gc.enable()
 
-    def _restore(self, records: list[dict[str, Any]]) -> None:
+    @property
+    def store(self) -> SessionStore:
+        return self._store
+
+    def _restore(self, records: Iterable[dict[str, Any]]) -> None:
+        validate = Message.model_validate
         for record in records:
             role = record.get("role")
             if role == "_system_prompt" and isinstance(record.get("content"), str):
                 self.system_prompt = record["content"]
                 self._started = True
             elif role == "_checkpoint":
-                self._next_checkpoint = int(record.get("id", 0)) + 1
+                self._next_checkpoint = _int(record.get("id")) + 1
                 self._started = True
             elif role == "_usage":
-                self._counted_tokens = int(record.get("token_count", 0))
+                self._counted_tokens = _int(record.get("token_count"))
                 self._uncounted = []
             elif isinstance(role, str) and not role.startswith("_"):
                 try:
-                    message = Message.model_validate(record)
+                    message = validate(record)
                 except ValidationError:
+                    self.skipped_records += 1
                     continue
                 self.history.append(message)
                 self._uncounted.append(message)
+        if self.skipped_records:
+            warn_stderr(f"skipped {self.skipped_records} unreadable context record(s)")
 
     @property
     def token_count(self) -> int:
@@ -83,16 +109,27 @@ class Context:
         self._store.append_context([{"role": "_usage", "token_count": token_count}])
 
     def clear(self) -> None:
-        """Start over: rotate the file and keep only the system prompt."""
-        self._store.rotate_context()
-        self.history = []
+        """Start over: archive the file and keep only the system prompt."""
+        self._rewrite([], token_count=None)
+
+    def replace_history(self, messages: Sequence[Message], *, token_count: int) -> None:
+        """Swap the history for `messages` (compaction): the old file is archived and the new
+        one starts with the system prompt and checkpoint 0."""
+        self._rewrite(list(messages), token_count=token_count)
+
+    def _rewrite(self, messages: list[Message], *, token_count: int | None) -> None:
+        records: list[dict[str, Any]] = [{"role": "_system_prompt", "content": self.system_prompt}]
+        if messages:
+            records.append({"role": "_checkpoint", "id": 0})
+            records.extend(m.to_record() for m in messages)
+        if token_count is not None:
+            records.append({"role": "_usage", "token_count": token_count})
+        self._store.replace_context(records)  # first: if it fails, memory still matches the disk
+        self._started = True
+        self.history = messages
+        self._next_checkpoint = 1 if messages else 0
+        self._counted_tokens = token_count or 0
         self._uncounted = []
-        self._counted_tokens = 0
-        self._next_checkpoint = 0
-        self._started = False
-        records: list[dict[str, Any]] = []
-        self._start(records)
-        self._store.append_context(records)
 
     def for_model(self) -> list[Message]:
         """The history as sent to the model: adjacent user messages merged into one."""
@@ -104,3 +141,10 @@ class Context:
             else:
                 out.append(message)
         return out
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0

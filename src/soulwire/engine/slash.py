@@ -8,7 +8,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from soulwire.engine.agents_md import write_agents_md
 from soulwire.engine.catalog import BUILTIN_SLASH_COMMANDS
+from soulwire.engine.compaction import compact, split_history
+from soulwire.llm.errors import LLMNotSet
 from soulwire.wire.messages import StatusUpdate
 from soulwire.wire.types import TextPart, UserInput, user_input_text
 
@@ -69,7 +72,7 @@ class SlashCommands:
 
 
 def context_status(soul: Any) -> StatusUpdate:
-    """The StatusUpdate that follows a context rewrite (/clear, /compact)."""
+    """The StatusUpdate that follows a context rewrite (/clear, /compact): context fields only."""
     size = soul.max_context_size
     tokens = soul.context.token_count
     return StatusUpdate(
@@ -77,6 +80,23 @@ def context_status(soul: Any) -> StatusUpdate:
         context_tokens=tokens,
         max_context_tokens=size,
     )
+
+
+async def _compact(soul: Any, args: str) -> None:
+    context = soul.context
+    if context.is_empty:
+        soul.bus.emit(TextPart(text="The context is empty."))
+        return
+    if soul.model is None and split_history(context.history)[0]:
+        raise LLMNotSet(soul.model_error or "LLM is not set")
+    attempts = soul.loop_control.max_retries_per_step
+    await compact(context, soul.model, soul.bus, max_attempts=attempts, focus=args or None)
+    soul.bus.emit(TextPart(text="The context has been compacted."))
+    soul.bus.emit(context_status(soul))
+
+
+async def _init(soul: Any, args: str) -> None:
+    await write_agents_md(soul)
 
 
 async def _clear(soul: Any, args: str) -> None:
@@ -96,7 +116,7 @@ async def _yolo(soul: Any, args: str) -> None:
     soul.bus.emit(TextPart(text=text))
 
 
-_HANDLERS: dict[str, Handler] = {"clear": _clear, "yolo": _yolo}
+_HANDLERS: dict[str, Handler] = {"init": _init, "compact": _compact, "clear": _clear, "yolo": _yolo}
 
 
 def default_commands() -> SlashCommands:

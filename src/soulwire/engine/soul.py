@@ -14,6 +14,7 @@ import anyio
 from soulwire.config.model import LoopControl
 from soulwire.engine.bus import EventBus
 from soulwire.engine.chunks import Chunks
+from soulwire.engine.compaction import compact_if_due
 from soulwire.engine.context import Context
 from soulwire.engine.slash import SlashCommands, parse_slash
 from soulwire.llm.errors import (
@@ -224,6 +225,16 @@ class Soul:
             self.bus.emit(TurnEnd())
             self.bus.flush()
 
+    async def run_loop_on(self, context: Context) -> TurnOutcome:
+        """Run an agent loop on another context inside the current turn (used by /init).
+        No nested TurnBegin/TurnEnd: clients such as the Go SDK cannot follow them."""
+        model = self._require_model("")
+        main, self.context = self.context, context
+        try:
+            return await self._agent_loop(model)
+        finally:
+            self.context = main
+
     def _require_model(self, user_input: UserInput) -> ResolvedModel:
         if self.model is None:
             raise LLMNotSet(self.model_error or "LLM is not set")
@@ -240,8 +251,9 @@ class Soul:
             if n > limit:
                 return TurnOutcome("max_steps_reached", steps=limit)
             self.bus.emit(StepBegin(n=n))
-            self.context.checkpoint()
             try:
+                await compact_if_due(self.context, model, self.bus, self.loop_control)
+                self.context.checkpoint()
                 keep_going = await self._step(model, n)
             except (ChatProviderError, LLMNotSupported):
                 self.bus.emit(StepInterrupted())

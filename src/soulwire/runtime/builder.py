@@ -14,6 +14,7 @@ from soulwire.engine.client import ClientChannel, ExternalToolCaller
 from soulwire.engine.context import Context
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
+from soulwire.engine.state import StateKeeper
 from soulwire.llm.env import configuration_hint
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.registry import resolve_model
@@ -24,7 +25,7 @@ from soulwire.tools.builtin import default_tools
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.names import BUILTIN_TOOL_NAMES
 from soulwire.wire import PROTOCOL_VERSION
-from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, envelope
+from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, TurnEnd, envelope
 from soulwire.wire.types import WireModel
 
 _NOT_RECORDED = (ApprovalRequest, ApprovalResponse)  # they travel outside the turn (spec §3.6)
@@ -60,6 +61,7 @@ class Runtime:
     soul: Soul
     broker: ApprovalBroker
     toolset: Toolset
+    state: StateKeeper
     external_names: set[str] = field(default_factory=set)
 
     def attach_client(self, channel: ClientChannel) -> None:
@@ -88,8 +90,14 @@ class Runtime:
             accepted.append(name)
         return accepted, rejected
 
+    def save_state(self) -> None:
+        """Write state.json now if anything in it changed (e.g. after set_plan_mode)."""
+        self.state.save_if_changed()
+
     def close(self, *, exit_ok: bool = True) -> None:
         self.bus.flush()
+        if self.session.store.exists():
+            self.state.save_if_changed()
         self.session.close(exit_ok=exit_ok)
 
 
@@ -111,21 +119,22 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         model, model_error = None, str(exc)
     session = open_session(options, protocol_version=PROTOCOL_VERSION)
     bus = EventBus()
+    if session.store.has_open_turn():
+        # The last process died inside a turn: close it, so a replay is well formed.
+        session.store.record_wire(envelope(TurnEnd()))
 
     def record(message: WireModel) -> None:
         if not isinstance(message, _NOT_RECORDED):
             session.store.record_wire(envelope(message))
+            session.announce()
 
     bus.subscribe(record, merged=True)
-    state = session.store.load_state()
-    approval_state: dict[str, Any] = state.get("approval") or {}
     broker = ApprovalBroker(
         bus,
         channel=channel,
-        yolo=options.yolo or config.default_yolo or bool(approval_state.get("yolo")),
+        yolo=options.yolo or config.default_yolo,
         afk=options.afk or options.print_mode,
         scope=config.approval_scope,
-        rules=[r for r in approval_state.get("auto_approve_actions", []) if isinstance(r, str)],
     )
     toolset = Toolset(default_tools())
     context = Context(session.store, system_prompt(options))
@@ -140,6 +149,11 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         client_tools=ExternalToolCaller(channel, bus) if channel else None,
         slash_commands=default_commands(),
         model_error=model_error,
-        additional_dirs=_workspace_dirs(options, state),
     )
-    return Runtime(options, config, session, bus, soul, broker, toolset)
+    keeper = StateKeeper(session.store, broker, soul.state, add_dirs=[str(d) for d in options.add_dirs])
+    keeper.restore()
+    soul.additional_dirs = _workspace_dirs(options, keeper.state)
+    if options.afk:
+        soul.state["afk"] = True  # --afk is remembered by the session; print mode's afk is not
+    bus.subscribe(keeper.on_event, merged=True)
+    return Runtime(options, config, session, bus, soul, broker, toolset, keeper)

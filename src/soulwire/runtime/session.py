@@ -2,39 +2,49 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 
 from soulwire.config.loader import ConfigError
 from soulwire.runtime.options import SessionOptions
-from soulwire.sessions.paths import normalise_work_dir
-from soulwire.sessions.store import FileSessionStore, last_session_id, update_work_dir_index
+from soulwire.sessions.index import last_session_id, update_work_dir_index
+from soulwire.sessions.paths import is_valid_session_id, normalise_work_dir
+from soulwire.sessions.store import FileSessionStore, new_session_id
 
 
 @dataclass
 class SessionHandle:
+    """One open session on disk, and the share-dir bookkeeping around it."""
+
     store: FileSessionStore
     resumed: bool
+    _announced: bool = False
 
     @property
     def id(self) -> str:
         return self.store.session_id
 
+    def announce(self) -> None:
+        """Make this the work dir's last session as soon as it has content, so that
+        `--continue` finds it even if the process is killed later."""
+        if not self._announced:
+            self._announced = True
+            update_work_dir_index(self.store.share, self.store.work_dir, self.id)
+
     def is_empty(self) -> bool:
-        directory = self.store.dir
-        if (directory / "wire.jsonl").exists() and self.store.has_wire_records():
+        """Nothing worth keeping: no wire records, no title, no model-visible message."""
+        store = self.store
+        if store.has_wire_records() or store.load_state().get("custom_title"):
             return False
-        state = self.store.load_state()
-        return not state.get("custom_title")
+        return not any(not str(r.get("role", "_")).startswith("_") for r in store.load_context())
 
     def close(self, *, exit_ok: bool = True) -> None:
         """Leave the share dir tidy: drop a session nobody used, else remember it as last."""
         self.store.close()
         work_dir = self.store.work_dir
         if self.is_empty():
-            shutil.rmtree(self.store.dir, ignore_errors=True)
-            if last_session_id(self.store.share, work_dir) == self.id:
-                update_work_dir_index(self.store.share, work_dir, None)
+            if self.store.dir.exists():
+                self.store.delete()
+            update_work_dir_index(self.store.share, work_dir, None, only_if=self.id)
         elif exit_ok:
             update_work_dir_index(self.store.share, work_dir, self.id)
 
@@ -46,14 +56,16 @@ def resolve_session_id(options: SessionOptions) -> str | None:
         if found is None:
             raise ConfigError("No previous session found for the working directory")
         return found
+    if options.session_id is not None and not is_valid_session_id(options.session_id):
+        raise ConfigError(f"invalid session id: {options.session_id!r}")
     return options.session_id
 
 
 def open_session(options: SessionOptions, *, protocol_version: str) -> SessionHandle:
-    session_id = resolve_session_id(options) or FileSessionStore.new_id()
+    """Open the session the options name. It counts as resumed when it has wire records
+    (spec §7.2); an unknown id creates a session with exactly that id."""
+    session_id = resolve_session_id(options) or new_session_id()
     store = FileSessionStore(
         options.share_dir, options.work_dir, session_id, protocol_version=protocol_version
     )
-    resumed = store.existed and store.has_wire_records()
-    store.ensure_dir()
-    return SessionHandle(store, resumed)
+    return SessionHandle(store, resumed=store.existed and store.has_wire_records())

@@ -6,6 +6,14 @@ import hashlib
 import os
 from pathlib import Path
 
+from soulwire.sessions.jsonl import ensure_private_dir
+
+CONTEXT_FILE = "context.jsonl"
+WIRE_FILE = "wire.jsonl"
+STATE_FILE = "state.json"
+LEGACY_METADATA_FILE = "metadata.json"
+INDEX_FILE = "kimi.json"
+
 
 def normalise_work_dir(work_dir: str | Path) -> str:
     """Absolute, `.`/`..` resolved, symlinks kept, no trailing slash: the hashed form."""
@@ -24,7 +32,27 @@ def session_dir(share: Path, work_dir: str | Path, session_id: str) -> Path:
     return sessions_root(share, work_dir) / session_id
 
 
-def ensure_private_dir(path: Path) -> Path:
-    """Create a directory (and parents) readable by the user only."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+def is_valid_session_id(session_id: str) -> bool:
+    """A session id names one directory: no separators, no `.`/`..`, nothing hidden."""
+    return (
+        bool(session_id)
+        and "/" not in session_id
+        and "\\" not in session_id
+        and "\x00" not in session_id
+        and not session_id.startswith(".")
+    )
+
+
+__all__ = [
+    "CONTEXT_FILE",
+    "INDEX_FILE",
+    "LEGACY_METADATA_FILE",
+    "STATE_FILE",
+    "WIRE_FILE",
+    "ensure_private_dir",
+    "is_valid_session_id",
+    "normalise_work_dir",
+    "session_dir",
+    "sessions_root",
+    "work_dir_hash",
+]

@@ -1,43 +1,144 @@
-"""The session store: a session's context records, wire record and state."""
+"""The session store: a session's context records, wire record and state.
+
+`SessionStore` is the protocol the engine writes through; `FileSessionStore` keeps the
+on-disk layout existing clients read (spec §7) and `MemorySessionStore` (sessions.memory)
+keeps everything in memory. Both pass `soulwire.sessions.conformance`."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from soulwire.sessions.jsonl import JsonlAppender, read_jsonl
-from soulwire.sessions.paths import ensure_private_dir, normalise_work_dir, session_dir
+from soulwire.sessions.jsonl import (
+    Decoder,
+    JsonlAppender,
+    encode_record,
+    ensure_private_dir,
+    fast_decoder,
+    iter_lines,
+    last_lines,
+    read_jsonl,
+    warn_stderr,
+    write_all,
+)
+from soulwire.sessions.paths import (
+    CONTEXT_FILE,
+    LEGACY_METADATA_FILE,
+    STATE_FILE,
+    WIRE_FILE,
+    normalise_work_dir,
+    session_dir,
+)
 
 WIRE_METADATA_TYPE = "metadata"
+LEGACY_WIRE_VERSION = "1.1"
+"""The version of a wire.jsonl written before the metadata header existed."""
+_TURN_MARKERS = (b'"TurnBegin"', b'"TurnEnd"')
 
 
 class SessionStore(Protocol):
-    """Persistence of one session. Records are plain JSON objects."""
+    """Persistence of one session. Records are plain JSON objects; every write is durable
+    against a killed process once the call returns."""
 
     session_id: str
 
-    def load_context(self) -> list[dict[str, Any]]: ...
+    def exists(self) -> bool:
+        """Whether anything was ever stored for this session (context or wire record)."""
+        ...
+
+    # context.jsonl: the model-visible history
+    def load_context(self) -> Iterator[dict[str, Any]]: ...
 
     def append_context(self, records: list[dict[str, Any]]) -> None: ...
 
-    def rotate_context(self) -> None: ...
+    def replace_context(self, records: list[dict[str, Any]]) -> None:
+        """Archive the current context (context_<k>) and start a new one holding `records`,
+        atomically: a crash leaves either the old context or the new one."""
+        ...
 
-    def record_wire(self, message: dict[str, Any]) -> None: ...
+    def archived_contexts(self) -> int:
+        """How many contexts were archived (by /clear or compaction)."""
+        ...
 
-    def wire_records(self) -> Iterator[dict[str, Any]]: ...
+    def load_archived_context(self, index: int) -> Iterator[dict[str, Any]]:
+        """Records of archived context `index` (1 = the oldest)."""
+        ...
 
+    # wire.jsonl: the merged event record
+    def record_wire(self, message: dict[str, Any]) -> None:
+        """Append one `{type, payload}` message (the header is written first if needed)."""
+        ...
+
+    def wire_records(self) -> Iterator[dict[str, Any]]:
+        """The recorded `{type, payload}` messages in order (header and bad lines skipped)."""
+        ...
+
+    def wire_records_verbatim(self) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """Each recorded message with its JSON text exactly as stored (for fast replay)."""
+        ...
+
+    def has_wire_records(self) -> bool: ...
+
+    def has_open_turn(self) -> bool:
+        """Whether the last recorded turn has a TurnBegin but no TurnEnd (process killed)."""
+        ...
+
+    # state.json
     def load_state(self) -> dict[str, Any]: ...
 
     def save_state(self, state: dict[str, Any]) -> None: ...
 
+    def sync(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def delete(self) -> None:
+        """Remove everything stored for the session."""
+        ...
+
+
+def new_session_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _message_of(record: dict[str, Any]) -> dict[str, Any] | None:
+    message = record.get("message")
+    if record.get("type") == WIRE_METADATA_TYPE or not isinstance(message, dict):
+        return None
+    if not isinstance(message.get("type"), str):  # pyright: ignore[reportUnknownMemberType]
+        return None
+    return message  # pyright: ignore[reportUnknownVariableType]
+
+
+_RECORD_HEAD = b'{"timestamp": '
+_MESSAGE_KEY = b', "message": '
+
+
+def _message_text(line: bytes, record: dict[str, Any]) -> bytes | None:
+    """The `message` value's text inside a valid record line of the recorder's own shape
+    (`{"timestamp": <number>, "message": {...}}`), without re-encoding it; else None."""
+    if len(record) != 2 or not line.startswith(_RECORD_HEAD):
+        return None
+    if not isinstance(record.get("timestamp"), int | float):
+        return None
+    start = line.find(_MESSAGE_KEY, len(_RECORD_HEAD))
+    end = line.rstrip().rfind(b"}")
+    if start < 0 or end < 0:
+        return None
+    # A number holds no `, "message": `, so the first match ends the timestamp.
+    return line[start + len(_MESSAGE_KEY) : end].strip()
+
 
 class FileSessionStore:
-    """The on-disk layout existing clients read (spec §7): context.jsonl, wire.jsonl, state.json."""
+    """The on-disk layout existing clients read (spec §7): context.jsonl, wire.jsonl,
+    state.json in `<share>/sessions/<md5(work dir)>/<id>/`. Nothing is created on disk
+    until the first write, so a session nobody used leaves no trace."""
 
     def __init__(self, share: Path, work_dir: str | Path, session_id: str, *, protocol_version: str) -> None:
         self.share = share
@@ -45,35 +146,59 @@ class FileSessionStore:
         self.session_id = session_id
         self.dir = session_dir(share, work_dir, session_id)
         self.protocol_version = protocol_version
-        self.existed = (self.dir / "context.jsonl").exists() or (self.dir / "wire.jsonl").exists()
-        self._context = JsonlAppender(self.dir / "context.jsonl")
-        self._wire = JsonlAppender(self.dir / "wire.jsonl")
+        self.existed = self.exists()
+        self._context = JsonlAppender(self.dir / CONTEXT_FILE)
+        self._wire = JsonlAppender(self.dir / WIRE_FILE)
         self._wire_has_header: bool | None = None
 
     @classmethod
     def new_id(cls) -> str:
-        return str(uuid.uuid4())
+        return new_session_id()
+
+    def exists(self) -> bool:
+        return (self.dir / CONTEXT_FILE).exists() or (self.dir / WIRE_FILE).exists()
 
     def ensure_dir(self) -> None:
         ensure_private_dir(self.dir)
 
     # context -----------------------------------------------------------
-    def load_context(self) -> list[dict[str, Any]]:
-        return list(read_jsonl(self.dir / "context.jsonl"))
+    def load_context(self, *, decode: Decoder | None = None) -> Iterator[dict[str, Any]]:
+        return read_jsonl(self.dir / CONTEXT_FILE, decode=decode or fast_decoder())
 
     def append_context(self, records: list[dict[str, Any]]) -> None:
         self._context.append_many(records)
 
-    def rotate_context(self) -> None:
-        """Move context.jsonl aside to the next free context_<k>.jsonl."""
-        self._context.close()
-        current = self.dir / "context.jsonl"
-        if not current.exists():
-            return
-        k = 1
-        while (self.dir / f"context_{k}.jsonl").exists():
-            k += 1
-        current.rename(self.dir / f"context_{k}.jsonl")
+    def _archive_path(self, index: int) -> Path:
+        return self.dir / f"context_{index}.jsonl"
+
+    def archived_contexts(self) -> int:
+        count = 0
+        while self._archive_path(count + 1).exists():
+            count += 1
+        return count
+
+    def load_archived_context(self, index: int) -> Iterator[dict[str, Any]]:
+        return read_jsonl(self._archive_path(index), decode=fast_decoder())
+
+    def replace_context(self, records: list[dict[str, Any]]) -> None:
+        self._context.close()  # the next append must open the new file, not the archived inode
+        self.ensure_dir()
+        current = self.dir / CONTEXT_FILE
+        fresh = self.dir / f".{CONTEXT_FILE}.new"
+        fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            write_all(fd, "".join(encode_record(r) + "\n" for r in records).encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if current.exists():
+            archive = self._archive_path(self.archived_contexts() + 1)
+            try:
+                os.link(current, archive)  # the old context stays in place until the swap
+            except OSError:
+                shutil.copy2(current, archive)
+        os.replace(fresh, current)
+        _fsync_dir(self.dir)
 
     # wire record -------------------------------------------------------
     def record_wire(self, message: dict[str, Any]) -> None:
@@ -86,70 +211,116 @@ class FileSessionStore:
         records.append({"timestamp": time.time(), "message": message})
         self._wire.append_many(records)
 
-    def wire_records(self) -> Iterator[dict[str, Any]]:
-        for record in read_jsonl(self.dir / "wire.jsonl"):
-            message = record.get("message")
-            if record.get("type") == WIRE_METADATA_TYPE or not isinstance(message, dict):
+    def wire_records(self, *, decode: Decoder | None = None) -> Iterator[dict[str, Any]]:
+        for record in read_jsonl(self.dir / WIRE_FILE, decode=decode or fast_decoder()):
+            message = _message_of(record)
+            if message is not None:
+                yield message
+
+    def wire_records_verbatim(self) -> Iterator[tuple[dict[str, Any], bytes]]:
+        decode = fast_decoder()
+        for number, line in iter_lines(self.dir / WIRE_FILE):
+            if not line.strip():
                 continue
-            yield message  # pyright: ignore[reportUnknownVariableType]
+            try:
+                record = decode(line)  # validates the whole line: a torn line never gets out
+            except ValueError:
+                warn_stderr(f"skipping malformed line {number} of {self.dir / WIRE_FILE}")
+                continue
+            message = _message_of(record) if isinstance(record, dict) else None
+            if message is not None:
+                yield message, _message_text(line, record) or encode_record(message).encode()
 
     def has_wire_records(self) -> bool:
-        return any(True for _ in self.wire_records())
+        # stdlib json: the lean start-up path asks this before pydantic is loaded
+        return any(True for _ in self.wire_records(decode=json.loads))
+
+    def wire_protocol_version(self) -> str | None:
+        """The version in the metadata header; None when there is no file yet."""
+        for record in read_jsonl(self.dir / WIRE_FILE, warn=lambda _: None):
+            if record.get("type") == WIRE_METADATA_TYPE:
+                return str(record.get("protocol_version", LEGACY_WIRE_VERSION))
+            return LEGACY_WIRE_VERSION
+        return None
+
+    def has_open_turn(self) -> bool:
+        for line in last_lines(self.dir / WIRE_FILE, contains=_TURN_MARKERS):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            message = _message_of(record) if isinstance(record, dict) else None
+            if message is not None and message["type"] in ("TurnBegin", "TurnEnd"):
+                return message["type"] == "TurnBegin"
+        return False
 
     # state -------------------------------------------------------------
     def load_state(self) -> dict[str, Any]:
-        try:
-            value = json.loads((self.dir / "state.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        return read_state(self.dir)
 
     def save_state(self, state: dict[str, Any]) -> None:
         """Atomic replace: a crash leaves the old or the new state, never half of one."""
         self.ensure_dir()
-        tmp = self.dir / f".state.{os.getpid()}.tmp"
+        tmp = self.dir / f".{STATE_FILE}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(state, handle, ensure_ascii=False, indent=2)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, self.dir / "state.json")
+        os.replace(tmp, self.dir / STATE_FILE)
+
+    # lifecycle ---------------------------------------------------------
+    def sync(self) -> None:
+        self._context.sync()
+        self._wire.sync()
 
     def close(self) -> None:
         self._context.close()
         self._wire.close()
 
+    def delete(self) -> None:
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
-def update_work_dir_index(share: Path, work_dir: str, last_session_id: str | None) -> None:
-    """Record the work dir and its last session in `<share>/kimi.json` (read by the Node SDK)."""
-    path = share / "kimi.json"
+
+def read_state(directory: Path) -> dict[str, Any]:
+    """state.json of a session directory ({} when absent or unreadable)."""
+    state = _read_json_object(directory / STATE_FILE)
+    if not state.get("custom_title"):
+        # A legacy metadata.json (written by older engines and SDKs) may hold the title.
+        title = _read_json_object(directory / LEGACY_METADATA_FILE).get("title")
+        if isinstance(title, str) and title:
+            state["custom_title"] = title
+    return state
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    entries: list[Any] = data.get("work_dirs") if isinstance(data.get("work_dirs"), list) else []  # type: ignore[assignment]
-    for entry in entries:
-        if isinstance(entry, dict) and entry.get("path") == work_dir:
-            entry["last_session_id"] = last_session_id
-            break
-    else:
-        entries.append({"path": work_dir, "kaos": "local", "last_session_id": last_session_id})
-    data["work_dirs"] = entries
-    ensure_private_dir(share)
-    tmp = share / f".kimi.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+        return {}
+    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
 
 
-def last_session_id(share: Path, work_dir: str) -> str | None:
+def _fsync_dir(path: Path) -> None:
     try:
-        data = json.loads((share / "kimi.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    for entry in data.get("work_dirs", []) if isinstance(data, dict) else []:
-        if isinstance(entry, dict) and entry.get("path") == work_dir:
-            value = entry.get("last_session_id")
-            return value if isinstance(value, str) else None
-    return None
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+__all__ = [
+    "LEGACY_WIRE_VERSION",
+    "WIRE_METADATA_TYPE",
+    "FileSessionStore",
+    "SessionStore",
+    "new_session_id",
+    "read_state",
+    "warn_stderr",
+]

@@ -14,7 +14,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 from pydantic import ValidationError
 
 from soulwire.engine.client import ClientRequestError
@@ -23,6 +22,7 @@ from soulwire.runtime.builder import Runtime
 from soulwire.ui.wire.handshake import BASELINE_VERSION, ClientHello, initialize_result, parse_initialize
 from soulwire.ui.wire.lines import LineReader
 from soulwire.ui.wire.output import OutputWriter
+from soulwire.ui.wire.replay import ReplayCounts, replay_records
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import RPCError, error_line, request_line, response_line
 from soulwire.wire.messages import EVENT_TYPES, INTRODUCED_IN, REQUEST_TYPES, type_name
@@ -219,28 +219,13 @@ class WireServer:
     async def _run_replay(self, request_id: str) -> None:
         scope = anyio.CancelScope()
         self._scope = scope
-        events = requests = 0
+        counts = ReplayCounts()
         try:
             with scope:
-                for index, message in enumerate(self.runtime.session.store.wire_records()):
-                    if index % 256 == 0:
-                        await anyio.lowlevel.checkpoint()
-                    kind, payload = message.get("type"), message.get("payload")
-                    if not isinstance(kind, str) or not isinstance(payload, dict):
-                        continue
-                    if kind in REQUEST_TYPES or kind == "ApprovalRequest":
-                        self.writer.write(request_line(str(payload.get("id", "")), kind, payload))  # pyright: ignore[reportUnknownArgumentType]
-                        requests += 1
-                    else:
-                        self.writer.write(
-                            (
-                                jsonrpc.encode({"jsonrpc": "2.0", "method": "event", "params": message})
-                                + "\n"
-                            ).encode()
-                        )
-                        events += 1
+                records = self.runtime.session.store.wire_records_verbatim()
+                await replay_records(records, self.writer.write, hidden=self._blocked_names, counts=counts)
             status = "cancelled" if scope.cancelled_caught else "finished"
-            self._reply(request_id, {"status": status, "events": events, "requests": requests})
+            self._reply(request_id, {"status": status, "events": counts.events, "requests": counts.requests})
         except Exception:
             self._error(request_id, RPCError(jsonrpc.INTERNAL_ERROR, "Replay failed"))
         finally:

@@ -1,0 +1,162 @@
+"""`soulwire sessions list|show|delete|export`: the sessions of a work dir, from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+from soulwire.config.loader import share_dir
+from soulwire.sessions.export import context_to_markdown
+from soulwire.sessions.listing import (
+    SessionNotFound,
+    SessionSummary,
+    delete_session,
+    find_session,
+    list_sessions,
+)
+from soulwire.sessions.paths import normalise_work_dir
+from soulwire.sessions.store import FileSessionStore
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"soulwire sessions: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="soulwire sessions", description="Sessions of a work dir (default: the current directory)."
+    )
+    work_dir_help = "the work dir whose sessions to use"
+    parser.add_argument("--work-dir", "-w", metavar="PATH", help=work_dir_help)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        # accepted after the command too; SUPPRESS keeps a value given before it
+        sub.add_argument("--work-dir", "-w", metavar="PATH", default=argparse.SUPPRESS, help=work_dir_help)
+        return sub
+
+    listing = command("list", "list sessions, most recent first")
+    listing.add_argument("--json", action="store_true", help="one JSON array")
+    show = command("show", "details of one session")
+    show.add_argument("session", metavar="ID", help="session id or a unique prefix")
+    show.add_argument("--json", action="store_true")
+    delete = command("delete", "delete a session and its files")
+    delete.add_argument("session", metavar="ID")
+    export = command("export", "the session's context as Markdown")
+    export.add_argument("session", metavar="ID")
+    export.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    export.add_argument(
+        "--full", action="store_true", help="include contexts archived by /clear or compaction"
+    )
+    return parser
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+def _size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def _list(sessions: list[SessionSummary], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([s.to_json() for s in sessions], ensure_ascii=False, indent=2))
+        return
+    if not sessions:
+        print("No sessions for this work dir.")
+        return
+    for s in sessions:
+        mark = "*" if s.is_last else " "
+        title = s.title or "(untitled)"
+        turns = f"{s.turns} turn" + ("" if s.turns == 1 else "s")
+        print(f"{mark} {s.id}  {_when(s.updated)}  {turns:>10}  {_size(s.size):>9}  {title}")
+
+
+def _show(share: Path, work_dir: str, session: SessionSummary, as_json: bool) -> None:
+    store = FileSessionStore(share, work_dir, session.id, protocol_version="")
+    state = store.load_state()
+    details: dict[str, Any] = {
+        **session.to_json(),
+        "work_dir": work_dir,
+        "wire_protocol_version": store.wire_protocol_version(),
+        "archived_contexts": store.archived_contexts(),
+        "messages": sum(1 for r in store.load_context() if not str(r.get("role", "_")).startswith("_")),
+        "state": state,
+    }
+    if as_json:
+        print(json.dumps(details, ensure_ascii=False, indent=2))
+        return
+    print(f"Session   {session.id}{'  (last)' if session.is_last else ''}")
+    print(f"Title     {session.title or '(untitled)'}")
+    print(f"Work dir  {work_dir}")
+    print(f"Files     {session.dir}")
+    print(f"Created   {_when(session.created)}   Updated {_when(session.updated)}")
+    print(f"Turns     {session.turns}   Messages {details['messages']}   Size {_size(session.size)}")
+    print(f"Contexts  1 current + {details['archived_contexts']} archived")
+    approval = state.get("approval") or {}
+    rules = len(approval.get("auto_approve_actions") or [])
+    print(f"Approval  yolo={approval.get('yolo', False)} rules={rules}")
+    todos = state.get("todos") or []
+    if todos:
+        print("Todos")
+        for todo in todos:
+            if isinstance(todo, dict):
+                print(f"  [{todo.get('status', '?')}] {todo.get('title', '')}")
+
+
+def _export(share: Path, work_dir: str, session: SessionSummary, output: str | None, full: bool) -> None:
+    store = FileSessionStore(share, work_dir, session.id, protocol_version="")
+
+    def records() -> Any:
+        if full:
+            for index in range(1, store.archived_contexts() + 1):
+                yield from store.load_archived_context(index)
+        yield from store.load_context()
+
+    text = context_to_markdown(records(), session_id=session.id, title=session.title, work_dir=work_dir)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    Path(output).write_text(text, encoding="utf-8")
+    print(f"Exported {session.id} to {output}", file=sys.stderr)
+
+
+def run_sessions(argv: list[str]) -> int:
+    """Entry point of `soulwire sessions`; returns the exit code."""
+    args = _parser().parse_args(argv)
+    work_dir = normalise_work_dir(Path(args.work_dir or os.getcwd()).expanduser())
+    share = share_dir()
+    try:
+        if args.command == "list":
+            _list(list_sessions(share, work_dir), args.json)
+            return 0
+        session = find_session(share, work_dir, args.session)
+        if args.command == "show":
+            _show(share, work_dir, session, args.json)
+        elif args.command == "delete":
+            delete_session(share, work_dir, session)
+            print(f"Deleted session {session.id}")
+        else:
+            _export(share, work_dir, session, args.output, args.full)
+    except SessionNotFound as exc:
+        sys.stderr.write(f"soulwire sessions: {exc}\n")
+        return 1
+    except OSError as exc:
+        sys.stderr.write(f"soulwire sessions: {exc}\n")
+        return 1
+    return 0

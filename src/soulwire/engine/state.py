@@ -1,0 +1,160 @@
+"""Session state that outlives the process (`state.json`, spec §7.4): approval settings,
+title, plan mode, todos, extra workspace dirs.
+
+The live values stay where they are used (the approvals broker, `soul.state`); the keeper
+restores them on resume and writes a snapshot whenever one of them changed, checked after
+every tool result, step and turn, so a killed process loses nothing that was completed."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from soulwire.engine.approvals import ApprovalBroker
+from soulwire.engine.slash import parse_slash
+from soulwire.sessions.store import SessionStore
+from soulwire.wire.messages import StatusUpdate, ToolResult, TurnBegin, TurnEnd
+from soulwire.wire.types import WireModel, user_input_text
+
+STATE_VERSION = 1
+TITLE_LENGTH = 50
+_SAVE_AFTER = (ToolResult, StatusUpdate, TurnEnd)
+
+
+def default_state() -> dict[str, Any]:
+    """Every key the reference writes, with its default (key order as written)."""
+    return {
+        "version": STATE_VERSION,
+        "approval": {"yolo": False, "afk": False, "auto_approve_actions": []},
+        "additional_dirs": [],
+        "custom_title": None,
+        "title_generated": False,
+        "title_generate_attempts": 0,
+        "plan_mode": False,
+        "plan_session_id": None,
+        "plan_slug": None,
+        "wire_mtime": None,
+        "archived": False,
+        "archived_at": None,
+        "auto_archive_exempt": False,
+        "todos": [],
+    }
+
+
+def title_from(user_input: Any) -> str | None:
+    """The automatic title: the text of the first prompt that is not a slash command."""
+    if parse_slash(user_input) is not None:
+        return None
+    text = " ".join(user_input_text(user_input).split())
+    return text[:TITLE_LENGTH] or None
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready form of what tools keep in soul.state (pydantic models or plain data)."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+class StateKeeper:
+    """Loads, applies and saves one session's state.
+
+    `live` is `soul.state`, the dict tools and slash commands share: `todos` (SetTodoList),
+    `yolo`/`afk` (the persisted toggles of /yolo and /afk — a `--yolo` flag alone is not
+    persisted, as in the reference) and `plan_mode`."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        broker: ApprovalBroker,
+        live: dict[str, Any],
+        *,
+        plan_mode: Callable[[], bool] | None = None,
+        add_dirs: Sequence[str] = (),
+    ) -> None:
+        self._store = store
+        self._broker = broker
+        self._live = live
+        self._plan_mode = plan_mode
+        loaded = store.load_state()
+        self.state = default_state()
+        self.state.update(loaded)
+        approval = self.state.get("approval")
+        self.state["approval"] = {
+            **default_state()["approval"],
+            **(approval if isinstance(approval, dict) else {}),
+        }
+        dirs = [d for d in self.state.get("additional_dirs") or [] if isinstance(d, str)]
+        self.state["additional_dirs"] = dirs + [d for d in add_dirs if d not in dirs]
+        self._saved: dict[str, Any] | None = copy.deepcopy(loaded) if loaded else None
+
+    @property
+    def approval(self) -> dict[str, Any]:
+        return self.state["approval"]
+
+    @property
+    def title(self) -> str | None:
+        title = self.state.get("custom_title")
+        return title if isinstance(title, str) and title else None
+
+    def restore(self) -> None:
+        """Put the persisted values where the live session reads them."""
+        approval = self.approval
+        self._live["yolo"] = bool(approval.get("yolo"))
+        self._live["afk"] = bool(approval.get("afk"))
+        self._live["plan_mode"] = bool(self.state.get("plan_mode"))
+        todos = self.state.get("todos")
+        if isinstance(todos, list) and todos:
+            self._live.setdefault("todos", copy.deepcopy(todos))
+        if self._live["yolo"]:
+            self._broker.yolo = True
+        if self._live["afk"]:
+            self._broker.afk = True
+        rules = approval.get("auto_approve_actions")
+        if isinstance(rules, list):
+            self._broker.rules.update(r for r in rules if isinstance(r, str))  # pyright: ignore[reportUnknownVariableType]
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state as it should be on disk now."""
+        state = copy.deepcopy(self.state)
+        approval = state["approval"]
+        approval["yolo"] = bool(self._live.get("yolo", approval.get("yolo")))
+        approval["afk"] = bool(self._live.get("afk", approval.get("afk")))
+        approval["auto_approve_actions"] = sorted(self._broker.rules)
+        if "todos" in self._live:
+            state["todos"] = _plain(self._live["todos"])
+        if self._plan_mode is not None:
+            state["plan_mode"] = bool(self._plan_mode())
+        elif "plan_mode" in self._live:
+            state["plan_mode"] = bool(self._live["plan_mode"])
+        return state
+
+    def save_if_changed(self) -> bool:
+        """Write state.json when the snapshot differs from what was last written."""
+        snapshot = self.snapshot()
+        if snapshot == self._saved:
+            return False
+        self._store.save_state(snapshot)
+        self._saved = snapshot
+        self.state = copy.deepcopy(snapshot)
+        return True
+
+    def set_title(self, title: str) -> None:
+        self.state["custom_title"] = title
+
+    def on_event(self, message: WireModel) -> None:
+        """A (merged) bus sink: titles the session at its first prompt, saves after changes."""
+        kind = type(message)
+        if kind is TurnBegin:
+            if self.title is None:
+                title = title_from(message.user_input)  # type: ignore[attr-defined]
+                if title:
+                    self.set_title(title)
+        elif kind in _SAVE_AFTER:
+            self.save_if_changed()

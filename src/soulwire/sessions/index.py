@@ -1,0 +1,89 @@
+"""`<share>/kimi.json`: the work dirs seen and each one's last session (spec §7.1), read by
+`--continue` and by the Node SDK's workspace listing."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from soulwire.sessions.jsonl import ensure_private_dir
+from soulwire.sessions.paths import INDEX_FILE
+
+
+@contextmanager
+def _locked(share: Path) -> Generator[None]:
+    """Serialise read-modify-write of the index between engine processes."""
+    ensure_private_dir(share)
+    fd = os.open(share / f".{INDEX_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not POSIX: best effort
+            pass
+        yield
+    finally:
+        os.close(fd)
+
+
+def _read(share: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((share / INDEX_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+
+
+def _entries(data: dict[str, Any]) -> list[Any]:
+    entries = data.get("work_dirs")
+    return entries if isinstance(entries, list) else []  # pyright: ignore[reportUnknownVariableType]
+
+
+def _write(share: Path, data: dict[str, Any]) -> None:
+    tmp = share / f".{INDEX_FILE}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, ensure_ascii=False, indent=2)
+    os.replace(tmp, share / INDEX_FILE)
+
+
+def update_work_dir_index(
+    share: Path, work_dir: str, last_session_id: str | None, *, only_if: str | None = None
+) -> None:
+    """Record the work dir and its last session. With `only_if`, the entry is changed only
+    while it still names that session (used when forgetting a deleted session)."""
+    with _locked(share):
+        data = _read(share)
+        entries = _entries(data)
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("path") == work_dir:
+                if only_if is None or entry.get("last_session_id") == only_if:
+                    entry["last_session_id"] = last_session_id
+                break
+        else:
+            if only_if is not None:
+                return
+            entries.append({"path": work_dir, "kaos": "local", "last_session_id": last_session_id})
+        data["work_dirs"] = entries
+        _write(share, data)
+
+
+def last_session_id(share: Path, work_dir: str) -> str | None:
+    for entry in _entries(_read(share)):
+        if isinstance(entry, dict) and entry.get("path") == work_dir:
+            value = entry.get("last_session_id")
+            return value if isinstance(value, str) and value else None
+    return None
+
+
+def known_work_dirs(share: Path) -> list[str]:
+    return [
+        str(entry["path"])
+        for entry in _entries(_read(share))
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str)
+    ]

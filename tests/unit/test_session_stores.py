@@ -1,0 +1,132 @@
+"""Both session stores pass the shared conformance checks; the file store also survives torn
+writes and keeps the layout other clients read."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from soulwire.sessions.conformance import CHECKS, OpenStore
+from soulwire.sessions.jsonl import iter_lines
+from soulwire.sessions.memory import MemoryBackend
+from soulwire.sessions.store import FileSessionStore
+
+
+def file_stores(tmp_path: Path) -> OpenStore:
+    return lambda session_id: FileSessionStore(
+        tmp_path / "share", tmp_path / "work", session_id, protocol_version="1.3"
+    )
+
+
+def memory_stores(tmp_path: Path) -> OpenStore:
+    backend = MemoryBackend()
+    return backend.open
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("stores", [file_stores, memory_stores], ids=["file", "memory"])
+def test_conformance(stores, check, tmp_path):
+    check(stores(tmp_path))
+
+
+def make_store(tmp_path: Path, session_id: str = "s") -> FileSessionStore:
+    return FileSessionStore(tmp_path / "share", tmp_path / "work", session_id, protocol_version="1.3")
+
+
+def test_a_torn_last_line_is_skipped_and_never_swallows_the_next_record(tmp_path, capsys):
+    store = make_store(tmp_path)
+    store.append_context([{"role": "user", "content": "kept"}])
+    store.record_wire({"type": "TurnBegin", "payload": {"user_input": "kept"}})
+    store.close()
+    with (store.dir / "context.jsonl").open("ab") as handle:
+        handle.write(b'{"role": "assistant", "content": "cut in the mid')  # the process died here
+    with (store.dir / "wire.jsonl").open("ab") as handle:
+        handle.write(b'{"timestamp": 1.0, "message": {"type": "TurnEnd", "payload": {}}')
+
+    again = make_store(tmp_path)
+    assert list(again.load_context()) == [{"role": "user", "content": "kept"}]
+    assert "malformed line 2" in capsys.readouterr().err
+    again.append_context([{"role": "user", "content": "after"}])
+    again.record_wire({"type": "TurnEnd", "payload": {}})
+    assert [r["content"] for r in again.load_context()] == ["kept", "after"]
+    assert [m["type"] for m in again.wire_records()] == ["TurnBegin", "TurnEnd"]
+    assert [m["type"] for m, _ in again.wire_records_verbatim()] == ["TurnBegin", "TurnEnd"]
+
+
+def test_wire_file_layout_and_verbatim_records(tmp_path):
+    store = make_store(tmp_path)
+    message = {"type": "ContentPart", "payload": {"type": "text", "text": 'héllo "quoted" }'}}
+    store.record_wire(message)
+    store.record_wire({"type": "TurnEnd", "payload": {}})
+    lines = (store.dir / "wire.jsonl").read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0]) == {"type": "metadata", "protocol_version": "1.3"}
+    assert lines[1].startswith('{"timestamp": ') and "héllo" in lines[1]  # reference separators, raw UTF-8
+    assert len(lines) == 3  # one header only
+    verbatim = list(store.wire_records_verbatim())
+    assert [json.loads(text) for _, text in verbatim] == [message, {"type": "TurnEnd", "payload": {}}]
+
+
+def test_a_legacy_wire_file_without_header_gets_none(tmp_path):
+    store = make_store(tmp_path)
+    store.ensure_dir()
+    line = json.dumps({"timestamp": 1.0, "message": {"type": "TurnEnd", "payload": {}}})
+    (store.dir / "wire.jsonl").write_text(line + "\n")
+    assert store.wire_protocol_version() == "1.1"
+    store.record_wire({"type": "TurnBegin", "payload": {"user_input": "x"}})
+    assert [m["type"] for m in store.wire_records()] == ["TurnEnd", "TurnBegin"]
+    assert "metadata" not in (store.dir / "wire.jsonl").read_text()
+
+
+def test_replace_context_is_atomic_and_keeps_appending_to_the_new_file(tmp_path):
+    store = make_store(tmp_path)
+    store.append_context([{"role": "user", "content": "old"}])
+    store.replace_context([{"role": "_system_prompt", "content": "p"}])
+    store.append_context([{"role": "user", "content": "new"}])
+    assert [r.get("content") for r in store.load_archived_context(1)] == ["old"]
+    assert [r.get("content") for r in store.load_context()] == ["p", "new"]
+    assert not list(store.dir.glob(".*.new"))
+
+
+def test_nothing_is_created_before_the_first_write_and_modes_are_private(tmp_path):
+    store = make_store(tmp_path)
+    assert not (tmp_path / "share").exists()
+    assert not store.has_wire_records() and not store.has_open_turn()
+    store.append_context([{"role": "user", "content": "x"}])
+    store.save_state({"version": 1})
+    for path in (tmp_path / "share", tmp_path / "share" / "sessions", store.dir.parent, store.dir):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    for name in ("context.jsonl", "state.json"):
+        assert stat.S_IMODE((store.dir / name).stat().st_mode) == 0o600
+
+
+def test_legacy_metadata_title_is_read(tmp_path):
+    store = make_store(tmp_path)
+    store.ensure_dir()
+    (store.dir / "metadata.json").write_text(json.dumps({"title": "From the SDK"}))
+    assert store.load_state()["custom_title"] == "From the SDK"
+    store.save_state({"custom_title": "mine"})
+    assert store.load_state()["custom_title"] == "mine"
+
+
+def test_open_turn_is_found_far_from_the_end(tmp_path):
+    store = make_store(tmp_path)
+    store.record_wire({"type": "TurnBegin", "payload": {"user_input": "long"}})
+    for index in range(3000):
+        store.record_wire({"type": "ContentPart", "payload": {"type": "text", "text": f"chunk {index}"}})
+    assert os.path.getsize(store.dir / "wire.jsonl") > 1 << 17
+    assert store.has_open_turn()
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 1 << 20])
+def test_lines_are_split_the_same_whatever_the_chunk_size(tmp_path, chunk_size):
+    for data in (b"", b"a", b"a\n", b"a\nb", b"\n\n", b"abc\ndef\n" * 5, b"x" * 50 + b"\n" + b"y" * 33):
+        path = tmp_path / "f"
+        path.write_bytes(data)
+        expected = data.split(b"\n")
+        if expected[-1] == b"":
+            expected.pop()
+        assert [line for _, line in iter_lines(path, chunk_size=chunk_size)] == expected
