@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ConfigError) as exc:
         sys.stderr.write(f"soulwire: error: {exc}\nTry 'soulwire --help' for help.\n")
         return 2
+    from soulwire.config.process_env import tune_startup
+
+    tune_startup()
     if args.wire:
         if args.prompt:
             sys.stderr.write("soulwire: --prompt is ignored in --wire mode\n")

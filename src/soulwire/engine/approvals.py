@@ -32,8 +32,7 @@ from pydantic import ValidationError
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ClientRequestError
 from soulwire.tools.base import ApprovalOutcome
-from soulwire.wire.messages import ApprovalRequest, ApprovalResponse
-from soulwire.wire.methods import ApprovalAnswer
+from soulwire.wire.messages import ApprovalAnswer, ApprovalRequest, ApprovalResponse
 
 Scope = Literal["exact", "action"]
 RULE_SEPARATOR = ": "

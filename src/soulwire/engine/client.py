@@ -7,8 +7,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from soulwire.engine.bus import EventBus
-from soulwire.wire.messages import ToolCallRequest
-from soulwire.wire.methods import ToolResultAnswer
+from soulwire.wire.messages import ToolCallRequest, ToolResultAnswer
 from soulwire.wire.types import ToolReturnValue, WireModel, tool_error
 
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import anyio
 import anyio.to_thread
 
+from soulwire.config.process_env import child_environ
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ClientRequestError
 from soulwire.wire.messages import HookRequest, HookResolved, HookTriggered
@@ -171,6 +172,7 @@ def _run_blocking(command: str, data: bytes, timeout: float, cwd: str | None) ->
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=cwd,
+        env=child_environ(),
         start_new_session=True,  # so a timeout can end the hook's whole process group
     ) as proc:
         try:

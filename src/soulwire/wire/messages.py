@@ -18,6 +18,7 @@ from soulwire.wire.types import (
     ToolReturnValue,
     UserInput,
     WireModel,
+    content_part_adapter,
 )
 
 # ---------------------------------------------------------------- events
@@ -194,6 +195,21 @@ class HookResponse(WireModel):
     reason: str = ""
 
 
+class ApprovalAnswer(WireModel):
+    """The client's answer to an ApprovalRequest."""
+
+    request_id: str = ""
+    response: ApprovalKind
+    feedback: str = ""
+
+
+class ToolResultAnswer(WireModel):
+    """The client's answer to a ToolCallRequest (a ToolResult)."""
+
+    tool_call_id: str = ""
+    return_value: ToolReturnValue
+
+
 class UnknownMessage(WireModel):
     """A message whose type this version does not know, kept raw instead of failing."""
 
@@ -265,8 +281,6 @@ def parse_envelope(type_: str, payload: Any) -> WireModel:
     raw: dict[str, Any] = payload if isinstance(payload, dict) else {}
     try:
         if name == "ContentPart":
-            from soulwire.wire.methods import content_part_adapter
-
             return content_part_adapter().validate_python(raw)
         cls = EVENT_TYPES.get(name) or REQUEST_TYPES.get(name)
         if cls is not None:

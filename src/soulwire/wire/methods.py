@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 
-from soulwire.wire.messages import ApprovalKind
-from soulwire.wire.types import ContentPart, ToolReturnValue, UserInput, WireModel
+from soulwire.wire.messages import ApprovalAnswer, ApprovalKind, ToolResultAnswer
+from soulwire.wire.types import UserInput, WireModel, content_part_adapter, user_input_adapter
 
 
 class ClientInfo(WireModel):
@@ -91,26 +90,9 @@ class SetPlanModeResult(WireModel):
     plan_mode: bool
 
 
-class ApprovalAnswer(WireModel):
-    """The client's answer to an ApprovalRequest."""
-
-    request_id: str = ""
-    response: ApprovalKind
-    feedback: str = ""
-
-
-class ToolResultAnswer(WireModel):
-    """The client's answer to a ToolCallRequest (a ToolResult)."""
-
-    tool_call_id: str = ""
-    return_value: ToolReturnValue
-
-
-@cache
-def content_part_adapter() -> TypeAdapter[Any]:
-    return TypeAdapter(ContentPart)
-
-
-@cache
-def user_input_adapter() -> TypeAdapter[Any]:
-    return TypeAdapter(UserInput)
+__all__ = [
+    "ApprovalAnswer", "ApprovalKind", "ClientCapabilities", "ClientInfo", "ExternalToolSpec",
+    "ExternalToolsResult", "HookSubscription", "InitializeParams", "PromptParams", "PromptResult",
+    "RejectedTool", "ReplayResult", "ServerInfo", "SetPlanModeParams", "SetPlanModeResult",
+    "SlashCommandInfo", "SteerParams", "ToolResultAnswer", "content_part_adapter", "user_input_adapter",
+]  # fmt: skip

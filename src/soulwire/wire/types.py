@@ -3,9 +3,10 @@ display blocks and tool return values (spec §3.2)."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
 
 
 class WireModel(BaseModel):
@@ -61,6 +62,18 @@ CONTENT_PART_TYPES: tuple[type[WireModel], ...] = (
     VideoURLPart,
 )
 UserInput = str | list[ContentPart]
+
+
+@cache
+def content_part_adapter() -> TypeAdapter[Any]:
+    """Validates one content part (built on first use)."""
+    return TypeAdapter(ContentPart)
+
+
+@cache
+def user_input_adapter() -> TypeAdapter[Any]:
+    """Validates a user input: a string or a list of content parts."""
+    return TypeAdapter(UserInput)
 
 
 def user_input_text(user_input: str | list[Any]) -> str:

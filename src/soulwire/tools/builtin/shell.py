@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 from functools import cache
 
 from pydantic import BaseModel, Field
 
+from soulwire.config.process_env import child_environ
 from soulwire.tools.base import ToolContext, TypedTool, rejection_result
 from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, cap_lines, clip_middle
 from soulwire.tools.builtin.process import Capture, run_captured
@@ -35,7 +35,7 @@ _NON_INTERACTIVE = {
 
 @cache
 def _environment() -> dict[str, str]:
-    return {**os.environ, **_NON_INTERACTIVE}
+    return child_environ(_NON_INTERACTIVE)
 
 
 @cache

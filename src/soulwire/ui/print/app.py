@@ -98,7 +98,7 @@ def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[U
 
 
 async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
-    from soulwire.wire.methods import user_input_adapter
+    from soulwire.wire.types import user_input_adapter
 
     for user_input in prompts:
         try:

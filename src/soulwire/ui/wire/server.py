@@ -26,9 +26,8 @@ from soulwire.ui.wire.replay import ReplayCounts, replay_records
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import RPCError, error_line, request_line, response_line
 from soulwire.wire.messages import EVENT_TYPES, INTRODUCED_IN, REQUEST_TYPES, type_name
-from soulwire.wire.methods import user_input_adapter
 from soulwire.wire.serde import event_line
-from soulwire.wire.types import WireModel
+from soulwire.wire.types import WireModel, user_input_adapter
 
 SHUTDOWN_GRACE_S = 2.0
 _BUSY = "An agent turn is already in progress"
