@@ -261,14 +261,15 @@ class Soul:
             if not keep_going:
                 return TurnOutcome("finished")
 
-    def _tool_specs(self) -> list[ToolSpec]:
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools offered to the model now (visible ones), with their JSON Schemas."""
         return [ToolSpec(t.name, t.description, t.parameters) for t in self.toolset.visible()]
 
     async def _stream_reply(self, model: ResolvedModel, n: int) -> tuple[_Reply, StreamResult]:
         request = ChatRequest(
             system_prompt=self.context.system_prompt,
             history=self.context.for_model(),
-            tools=self._tool_specs(),
+            tools=self.tool_specs(),
             thinking=model.thinking,
         )
         attempts = self.loop_control.max_retries_per_step

@@ -40,7 +40,7 @@ class _Warmup(threading.Thread):
             builder = importlib.import_module("soulwire.runtime.builder")
             server = importlib.import_module("soulwire.ui.wire.server")
             self.runtime = builder.build_runtime(self.options)
-            server.prewarm()
+            server.prewarm(self.runtime)
         except BaseException as exc:  # surfaced on the main thread
             self.error = exc
 

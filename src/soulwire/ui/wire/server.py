@@ -7,6 +7,7 @@ waiting for a client's answer never blocks the event stream."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import signal
 import sys
 import threading
@@ -275,9 +276,12 @@ class WireServer:
                 future.set_exception(ClientRequestError("client disconnected", closed=True))
 
 
-def prewarm() -> None:
-    """Build the validators and serializers of the hot path now (pydantic builds them on
-    first use), so that the first prompt does not pay for them."""
+def prewarm(runtime: Runtime) -> None:
+    """Do now what the first prompt would otherwise pay for: pydantic builds validators and
+    serializers on first use, anyio loads its event-loop backend on first run, and the tool
+    schemas offered to the model are generated once."""
+    importlib.import_module("anyio._backends._asyncio")
+    runtime.soul.tool_specs()
     from soulwire.engine.soul import tool_message
     from soulwire.llm.message import Message
     from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult, TurnBegin, TurnEnd
