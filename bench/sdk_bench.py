@@ -4,7 +4,7 @@ and once through `soulwire.sdk` (Session → prompt → `async for` over typed e
 the same engine, same scripted config, interleaved run by run.
 
     .venv/bin/python bench/sdk_bench.py --bench-dir /work/shared/bench --cmd .venv/bin/soulwire \
-        --stream-sizes 1000,10000,50000 --repeat 5 --markdown bench/RESULTS-sdk.md
+        --stream-sizes 1000,10000,50000 --repeat 5 --markdown sdk-overhead.md
 
 Also reports the SDK's client-side cost per event without any engine (pre-encoded lines fed
 to the connection, consumed by iterating a Turn): the ceiling the SDK itself imposes."""

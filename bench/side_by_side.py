@@ -16,7 +16,9 @@ HIGHER_IS_BETTER = ("events/s",)
 def main(reference_path: str, ours_path: str) -> int:
     reference = json.load(open(reference_path, encoding="utf-8"))
     ours = json.load(open(ours_path, encoding="utf-8"))
-    print(f"| scenario | metric | {reference.get('label') or 'reference'} | {ours.get('label') or 'soulwire'} | ratio |")
+    print(
+        f"| scenario | metric | {reference.get('label') or 'reference'} | {ours.get('label') or 'soulwire'} | ratio |"
+    )
     print("| --- | --- | ---: | ---: | ---: |")
     for group, metrics in ours["results"].items():
         for metric, stats in metrics.items():
