@@ -83,6 +83,30 @@ def test_auto_compaction_at_step_start_and_the_turn_continues(engine, sandbox):
     assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
 
 
+def test_context_overflow_compacts_once_and_retries_the_step(engine, sandbox):
+    wire = engine(
+        "text: answer one",
+        "text: answer two",
+        "error: 400 This model's maximum context length is 8192 tokens",
+        "text: the summary",
+        "text: answer three",
+        "error: 400 prompt is too long",
+    )
+    wire.prompt("q1")
+    wire.prompt("q2")
+    events, response = wire.prompt("q3")
+    assert response["result"]["status"] == "finished"
+    assert event_types(events) == ["TurnBegin", "StepBegin", "CompactionBegin", "CompactionEnd", "ContentPart",
+                                   "StatusUpdate", "TurnEnd"]  # fmt: skip
+    assert payloads(events, "ContentPart") == [{"type": "text", "text": "answer three"}]
+    # Only the last exchange is left: nothing older to summarise, so the error stands.
+    wire.prompt("/clear")
+    events, response = wire.prompt("q4")
+    assert response["error"]["code"] == -32003
+    assert "prompt is too long" in response["error"]["message"]
+    assert "CompactionBegin" not in event_types(events)
+
+
 def test_failed_compaction_leaves_the_context_intact(engine, sandbox):
     sandbox.config_extra = COMPACTING
     wire = engine(

@@ -4,7 +4,7 @@ for (spec §4.1). Every started turn ends with TurnEnd, whatever ends it."""
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -14,7 +14,7 @@ import anyio
 from soulwire.config.model import LoopControl
 from soulwire.engine.bus import EventBus
 from soulwire.engine.chunks import Chunks
-from soulwire.engine.compaction import compact_if_due
+from soulwire.engine.compaction import compact, compact_if_due, split_history
 from soulwire.engine.context import Context
 from soulwire.engine.slash import SlashCommands, parse_slash
 from soulwire.llm.errors import (
@@ -198,9 +198,6 @@ class Soul:
         self.plan_mode = plan_mode
         self.model_error = model_error
         self.state: dict[str, Any] = {}
-        self.compact_on_overflow: Callable[[], Awaitable[bool]] | None = None
-        """Hook for context compaction (TODO: set it when compaction lands): compact after a
-        provider reported the context too long; True when the step may be tried again."""
         self.additional_dirs: list[Path] = list(additional_dirs)
         """Workspace directories besides the work dir (`--add-dir`), for the file tools."""
 
@@ -322,13 +319,22 @@ class Soul:
             plan_mode=self.plan_mode(),
         )
 
+    async def _compact_after_overflow(self, model: ResolvedModel) -> bool:
+        """Compact when the provider says the context is too long; False when there is
+        nothing older than the last exchange to summarise (retrying could not help)."""
+        older, _ = split_history(self.context.history)
+        if not older:
+            return False
+        await compact(self.context, model, self.bus, max_attempts=self.loop_control.max_retries_per_step)
+        return True
+
     async def _step(self, model: ResolvedModel, n: int) -> bool:
         """One step; True when the loop should run another."""
         try:
             reply, result = await self._stream_reply(model, n)
         except ContextLengthExceededError:
             # One compaction-and-retry when the provider says the context is too long.
-            if self.compact_on_overflow is None or not await self.compact_on_overflow():
+            if not await self._compact_after_overflow(model):
                 raise
             reply, result = await self._stream_reply(model, n)
         parts, calls = reply.finish()

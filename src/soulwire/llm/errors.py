@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 # 529 is Anthropic's "overloaded": transient like a 503, so it is retried too.
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 
@@ -42,6 +44,21 @@ class AuthenticationError(APIStatusError):
 class ContextLengthExceededError(APIStatusError):
     """The request does not fit the model's context window (an HTTP 400 of a known shape).
     The engine may compact the context and try once more."""
+
+
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[_ ]length|context window|maximum context|prompt is too long|too many tokens|"
+    r"input is too long|token limit|exceeds? the (?:model'?s? )?(?:context|maximum)|reduce the length",
+    re.I,
+)
+
+
+def status_error(status_code: int, message: str, *, retry_after: float | None = None) -> APIStatusError:
+    """The error for an HTTP status: a 400/413 that says the context is too long becomes
+    ContextLengthExceededError (the engine compacts and tries once more)."""
+    if status_code in (400, 413) and _CONTEXT_OVERFLOW.search(message):
+        return ContextLengthExceededError(status_code, message)
+    return APIStatusError(status_code, message, retry_after=retry_after)
 
 
 class APIConnectionError(ChatProviderError):

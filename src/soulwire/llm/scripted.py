@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from soulwire.llm.errors import APIConnectionError, APIStatusError, APITimeoutError, ChatProviderError
+from soulwire.llm.errors import APIConnectionError, APITimeoutError, ChatProviderError, status_error
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.wire.types import (
     AudioURLPart,
@@ -130,7 +130,7 @@ def _error(payload: str) -> ChatProviderError:
     if head.lower() == "timeout":
         return APITimeoutError(rest or "Simulated timeout error")
     if head.isdigit():
-        return APIStatusError(int(head), rest or f"Simulated {head} error")
+        return status_error(int(head), rest or f"Simulated {head} error")
     raise ValueError(f"unknown error kind {head!r}")
 
 

@@ -14,12 +14,11 @@ from typing import Any
 
 from soulwire.llm.errors import (
     APIConnectionError,
-    APIStatusError,
     APITimeoutError,
     AuthenticationError,
     ChatProviderError,
-    ContextLengthExceededError,
     MalformedResponseError,
+    status_error,
 )
 
 TIMEOUT_ENV = "SOULWIRE_LLM_TIMEOUT"
@@ -28,11 +27,6 @@ DEFAULT_READ_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 15.0
 
 _SENSITIVE_HEADER = re.compile(r"auth|key|token|secret|cookie|session|signature|password", re.I)
-_CONTEXT_OVERFLOW = re.compile(
-    r"context[_ ]length|context window|maximum context|prompt is too long|too many tokens|"
-    r"input is too long|token limit|exceeds? the (?:model'?s? )?(?:context|maximum)|reduce the length",
-    re.I,
-)
 # Error types some providers send in a 200 stream; mapped to the status they stand for.
 _STREAM_ERROR_STATUS = {
     "overloaded_error": 529,
@@ -181,9 +175,7 @@ class ErrorMapper:
                 oauth=self.oauth,
             )
         text = f"HTTP {status} from {self.label}: {detail}"
-        if status in (400, 413) and _CONTEXT_OVERFLOW.search(detail):
-            return ContextLengthExceededError(status, text)
-        return APIStatusError(status, text, retry_after=retry_after(headers))
+        return status_error(status, text, retry_after=retry_after(headers))
 
     def stream_error(self, body: object, *, fallback: str = "") -> ChatProviderError:
         """An error reported inside a stream that started with HTTP 200."""
