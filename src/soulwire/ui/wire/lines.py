@@ -17,6 +17,29 @@ class LineReader:
         self._scan_from = 0
         self.eof = False
 
+    def feed(self, chunk: bytes | None) -> list[bytes]:
+        """Add bytes read elsewhere (an event loop's reader); returns the complete lines.
+        An empty chunk means end of input (a final unterminated line is returned too); None
+        adds nothing and returns the lines already buffered."""
+        if chunk:
+            self._buffer += chunk
+        elif chunk is not None:
+            self.eof = True
+        lines: list[bytes] = []
+        while True:
+            index = self._buffer.find(b"\n", self._scan_from)
+            if index < 0:
+                self._scan_from = len(self._buffer)
+                break
+            lines.append(bytes(self._buffer[:index]))
+            del self._buffer[: index + 1]
+            self._scan_from = 0
+        if self.eof and self._buffer:
+            lines.append(bytes(self._buffer))
+            self._buffer.clear()
+            self._scan_from = 0
+        return lines
+
     def push_front(self, line: bytes) -> None:
         """Put a line back so that the next read returns it again."""
         self._buffer[0:0] = line + b"\n"

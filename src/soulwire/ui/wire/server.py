@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import signal
+import stat
 import sys
 import threading
 from typing import Any
@@ -238,15 +240,7 @@ class WireServer:
         loop = asyncio.get_running_loop()
         self.writer.bind(loop.call_soon)
         lines: asyncio.Queue[bytes | None] = asyncio.Queue()
-
-        def pump() -> None:
-            while True:
-                line = reader.read_line()
-                loop.call_soon_threadsafe(lines.put_nowait, line)
-                if line is None:
-                    return
-
-        threading.Thread(target=pump, name="wire-stdin", daemon=True).start()
+        _start_reading(reader, loop, lines)
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, lines.put_nowait, None)
@@ -274,6 +268,48 @@ class WireServer:
         for future in list(self._pending.values()):
             if not future.done():
                 future.set_exception(ClientRequestError("client disconnected", closed=True))
+
+
+def _start_reading(
+    reader: LineReader, loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]
+) -> None:
+    """Feed input lines into `lines` (None at the end). A pipe or socket is read by the event
+    loop itself — no thread hand-off on the way to an approval's answer; anything else (a
+    regular file, a terminal) by a thread doing blocking reads."""
+    fd = reader.fd
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        mode = 0
+    if not reader.eof and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        for line in reader.feed(None):  # lines the start-up path read ahead
+            lines.put_nowait(line)
+
+        def readable() -> None:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                chunk = b""
+            for line in reader.feed(chunk):
+                lines.put_nowait(line)
+            if not chunk:
+                loop.remove_reader(fd)
+                lines.put_nowait(None)
+
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, readable)
+        return
+
+    def pump() -> None:
+        while True:
+            line = reader.read_line()
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+            if line is None:
+                return
+
+    threading.Thread(target=pump, name="wire-stdin", daemon=True).start()
 
 
 def prewarm(runtime: Runtime) -> None:
