@@ -19,7 +19,7 @@ REFERENCE = BENCH / "kimi-cli-transcripts.json"
 IN_SCOPE = [
     "handshake", "handshake_other_version", "plain_text", "prompt_without_initialize", "multi_chunk",
     "content_parts_input", "external_tool", "external_tool_conflict", "llm_error", "scripts_exhausted",
-    "usage_and_message_id", "unknown_tool", "bad_tool_args",
+    "usage_and_message_id", "unknown_tool", "bad_tool_args", "steer", "set_plan_mode", "malformed",
 ]  # fmt: skip
 
 _INIT_RESULT = re.compile(r"\[resp (initialize-\d+): \{.*?\]$")
@@ -28,8 +28,9 @@ _INIT_RESULT = re.compile(r"\[resp (initialize-\d+): \{.*?\]$")
 def normalise(step: str) -> str | None:
     # The initialize result names our server and protocol version, not the reference's.
     step = _INIT_RESULT.sub(r"[resp \1: ok]", step)
-    # The recorder declares protocol 1.1: soulwire does not send it the 1.10 StepRetry event.
-    return None if step == "StepRetry" else step
+    # The recorder declares protocol 1.1: soulwire does not send it the 1.10 StepRetry event
+    # nor the 1.5 SteerInput event.
+    return None if step in ("StepRetry", "SteerInput") else step
 
 
 def sequences(path: Path) -> dict[str, list[str]]:
