@@ -6,6 +6,7 @@ HookRequest, and what `initialize` reports about them on both start-up paths."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +200,25 @@ def test_an_unknown_hook_event_is_a_configuration_error(engine, sandbox):
     wire = engine("text: x")
     assert wire.close() == 2
     assert "unknown hook event 'BeforeLunch'" in "".join(wire.stderr_lines)
+
+
+def test_print_mode_runs_hooks_too(sandbox):
+    log, marker = sandbox.root / "print.jsonl", sandbox.work / "ran"
+    sandbox.config_extra = {
+        "hooks": [
+            hook("SessionStart", logging(log)),
+            hook("PreToolUse", logging(log, "exit 2")),
+            hook("SessionEnd", logging(log)),
+        ]
+    }
+    sandbox.scripts = [call("s1", "Shell", {"command": f"touch {marker}"}), "text: blocked, fine"]
+    sandbox.write()
+    argv = sandbox.argv()
+    argv[argv.index("--wire")] = "--print"
+    done = subprocess.run(
+        [*argv, "-p", "go"], env=sandbox.env(), cwd=sandbox.work, capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "blocked, fine" in done.stdout.decode()
+    assert not marker.exists()
+    assert [p["hook_event_name"] for p in recorded(log)] == ["SessionStart", "PreToolUse", "SessionEnd"]

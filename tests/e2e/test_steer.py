@@ -191,3 +191,22 @@ def test_a_client_of_protocol_1_3_is_steered_without_the_event(engine, sandbox):
     assert "SteerInput" not in event_types(after) and event_types(after).count("StepBegin") == 1
     wire.close()
     assert ("user", "psst") in [(r["role"], r.get("content")) for r in context_records(sandbox.share)]
+
+
+def test_a_steer_before_the_first_step_joins_after_it(engine, sandbox):
+    gate = sandbox.work / "go"
+    sandbox.config_extra = {
+        "hooks": [{"event": "UserPromptSubmit", "command": f"while [ ! -f {gate} ]; do sleep 0.02; done"}]
+    }
+    wire = engine("text: one", "text: two")
+    wire.initialize(protocol_version=V110)
+    prompt = wire.request("prompt", {"user_input": "start"})
+    until(wire, is_type("HookTriggered"))
+    wire.until_response(wire.request("steer", {"user_input": "early"}))
+    gate.touch()
+    after, done = wire.until_response(prompt)
+    assert done["result"] == {"status": "finished"}
+    assert event_types(after) == [
+        "HookResolved", "StepBegin", "ContentPart", "StatusUpdate", "SteerInput",
+        "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd",
+    ]  # fmt: skip

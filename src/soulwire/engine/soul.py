@@ -220,7 +220,6 @@ class Soul:
     async def run(self, user_input: UserInput) -> TurnOutcome:
         """Run one turn. Raises LLMNotSet / LLMNotSupported / ChatProviderError after the
         turn has been closed with TurnEnd; cancellation propagates after TurnEnd too."""
-        self._steers = []  # steers that came too late for an earlier turn are void
         self.bus.emit(TurnBegin(user_input=user_input))
         try:
             # UserPromptSubmit runs inside the turn (TurnBegin first, unlike the reference):
@@ -238,6 +237,7 @@ class Soul:
             self.context.append(Message(role="user", content=user_input))
             return await self._run_loops(model)
         finally:
+            self._steers = []  # a steer that came after the last step boundary is void
             self.bus.emit(TurnEnd())
             self.bus.flush()
 

@@ -199,6 +199,7 @@ class WireServer:
             raise jsonrpc.invalid_params("prompt") from None
         if self._busy:
             raise RPCError(jsonrpc.INVALID_STATE, _BUSY)
+        self._prompting = True  # from now on a steer belongs to this turn
         self._start(self._run_prompt, request_id, user_input)
 
     def _on_steer(self, request_id: str, params: Any) -> None:
@@ -237,7 +238,6 @@ class WireServer:
     async def _run_prompt(self, request_id: str, user_input: Any) -> None:
         scope = anyio.CancelScope()
         self._scope = scope
-        self._prompting = True
         try:
             outcome = None
             with scope:
