@@ -6,10 +6,13 @@ HookRequest, and what `initialize` reports about them on both start-up paths."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.tool_calls import call, results
 from tests.wire_client import Sandbox, event_types, payloads
 
@@ -222,3 +225,31 @@ def test_print_mode_runs_hooks_too(sandbox):
     assert "blocked, fine" in done.stdout.decode()
     assert not marker.exists()
     assert [p["hook_event_name"] for p in recorded(log)] == ["SessionStart", "PreToolUse", "SessionEnd"]
+
+
+def test_cancel_during_a_slow_hook_kills_it_and_ends_the_turn(engine, sandbox):
+    pidfile = sandbox.root / "hook.pid"
+    sandbox.config_extra = {
+        "hooks": [hook("PreToolUse", f"echo $$ > {pidfile}; sleep 30", matcher="Shell") | {"timeout": 60}]
+    }
+    wire = engine(call("s1", "Shell", {"command": "echo never"}), "text: next turn", args=("--yolo",))
+    wire.initialize(**V110)
+    prompt = wire.request("prompt", {"user_input": "go"})
+    while (message := wire.recv()) is not None and (message.get("params") or {}).get(
+        "type"
+    ) != "HookTriggered":
+        pass
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    started = time.monotonic()
+    wire.until_response(wire.request("cancel"))
+    _, response = wire.until_response(prompt)
+    assert response["result"] == {"status": "cancelled"}
+    assert time.monotonic() - started < 5  # not the hook's 30 s
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    events, _ = wire.prompt("again")  # the session goes on
+    assert payloads(events, "ContentPart") == [{"type": "text", "text": "next turn"}]

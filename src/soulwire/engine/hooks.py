@@ -9,25 +9,26 @@ allows. Matching hooks of one event run in parallel between `HookTriggered` and
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import secrets
-import signal
-import subprocess
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import anyio.to_thread
 
 from soulwire.config.model import HookConfig
 from soulwire.engine.bus import EventBus
 from soulwire.engine.catalog import describe_hooks
 from soulwire.engine.client import ClientChannel, ClientRequestError
+from soulwire.tools.builtin.process import Capture, run_captured
 from soulwire.wire.hook_events import HOOK_EVENTS
 from soulwire.wire.messages import HookRequest, HookResolved, HookTriggered
 
@@ -182,33 +183,31 @@ class HookEngine:
         return HookDecision()
 
 
-def _run_blocking(command: str, data: bytes, timeout: float, cwd: str | None) -> HookDecision:
-    with subprocess.Popen(
-        ["bash", "-c", command],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        start_new_session=True,  # so a timeout can end the hook's whole process group
-    ) as proc:
-        try:
-            out, err = proc.communicate(data, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return HookDecision()  # fail-open
-    if proc.returncode == 2:
-        reason = (err or out or b"").decode("utf-8", "replace").strip()[:_OUTPUT_CAP]
+async def _run_command(command: str, payload: dict[str, Any], timeout: float, cwd: str) -> HookDecision:
+    """Run a shell hook with the payload on stdin. Its whole process group is killed on
+    timeout or when the turn is cancelled; any failure allows (fail-open)."""
+    # A one-byte tail keeps the pipes drained past the cap, so a chatty hook still finishes.
+    out, err = Capture(_OUTPUT_CAP, 1), Capture(_OUTPUT_CAP, 1)
+    try:
+        with tempfile.TemporaryFile() as stdin:
+            stdin.write(json.dumps(payload, ensure_ascii=False).encode())
+            stdin.seek(0)
+            finished = await run_captured(
+                [_bash(), "-c", command],
+                cwd=Path(cwd) if os.path.isdir(cwd) else Path.cwd(),
+                timeout=timeout,
+                out=out,
+                err=err,
+                stdin=stdin,
+            )
+    except OSError:
+        return HookDecision()
+    if finished.returncode == 2:
+        reason = (bytes(err.head) or bytes(out.head)).decode("utf-8", "replace").strip()
         return HookDecision("block", reason)
     return HookDecision()
 
 
-async def _run_command(command: str, payload: dict[str, Any], timeout: float, cwd: str) -> HookDecision:
-    data = json.dumps(payload, ensure_ascii=False).encode()
-    try:
-        return await anyio.to_thread.run_sync(
-            _run_blocking, command, data, timeout, cwd if os.path.isdir(cwd) else None
-        )
-    except OSError:
-        return HookDecision()  # fail-open
+@cache
+def _bash() -> str:
+    return shutil.which("bash") or "bash"
