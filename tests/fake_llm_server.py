@@ -23,10 +23,18 @@ class Stall:
 
 
 @dataclass
+class Gate:
+    """Hold the rest of the body until the test sets `release` (or the server closes)."""
+
+    release: threading.Event
+    timeout: float = 30.0
+
+
+@dataclass
 class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
-    chunks: list[bytes | Stall] = field(default_factory=list)
+    chunks: list[bytes | Stall | Gate] = field(default_factory=list)
     """Written one by one (flushed), so the client sees a real stream."""
 
 
@@ -123,6 +131,9 @@ class FakeLLMServer:
                 if isinstance(chunk, Stall):
                     self._closing.wait(chunk.seconds)
                     return  # the client gave up (or the test ended): drop the connection
+                if isinstance(chunk, Gate):
+                    chunk.release.wait(chunk.timeout)
+                    continue
                 handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 handler.wfile.flush()
             handler.wfile.write(b"0\r\n\r\n")

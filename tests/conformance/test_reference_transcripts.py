@@ -23,6 +23,7 @@ IN_SCOPE = [
     "shell_approve_for_session", "shell_yolo", "cancel_running_tool", "cancel_pending_approval",
     "prompt_while_running", "replay", "max_steps", "tool_call_part_streaming", "parallel_tool_calls",
     "shell_nonzero_exit", "eof_during_approval",
+    "steer", "set_plan_mode", "malformed",
 ]  # fmt: skip
 
 _STEP = ["StepBegin", "ToolCall", "StatusUpdate"]
@@ -52,8 +53,9 @@ _INIT_RESULT = re.compile(r"\[resp (initialize-\d+): \{.*?\]$")
 def normalise(step: str) -> str | None:
     # The initialize result names our server and protocol version, not the reference's.
     step = _INIT_RESULT.sub(r"[resp \1: ok]", step)
-    # The recorder declares protocol 1.1: soulwire does not send it the 1.10 StepRetry event.
-    return None if step == "StepRetry" else step
+    # The recorder declares protocol 1.1: soulwire does not send it the 1.10 StepRetry event
+    # nor the 1.5 SteerInput event.
+    return None if step in ("StepRetry", "SteerInput") else step
 
 
 def sequences(path: Path) -> dict[str, list[str]]:

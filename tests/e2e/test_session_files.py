@@ -24,7 +24,7 @@ def test_wire_and_context_records(engine, sandbox):
     assert wire.close() == 0
     directory = session_dir(sandbox, "fixed-id")
     lines = (directory / "wire.jsonl").read_text().splitlines()
-    assert json.loads(lines[0]) == {"type": "metadata", "protocol_version": "1.3"}
+    assert json.loads(lines[0]) == {"type": "metadata", "protocol_version": "1.10"}
     records = [json.loads(line) for line in lines[1:]]
     assert all(isinstance(r["timestamp"], float) for r in records)
     assert [r["message"]["type"] for r in records] == ["TurnBegin", "StepBegin", "ContentPart", "ContentPart",

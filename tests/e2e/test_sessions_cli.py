@@ -42,7 +42,7 @@ def test_list_show_export_delete(engine, sandbox):
 
     shown = json.loads(cli(sandbox, "show", "aaaa", "--json").stdout)
     assert shown["id"] == "aaaa-first" and shown["messages"] == 4
-    assert shown["wire_protocol_version"] == "1.3"
+    assert shown["wire_protocol_version"] == "1.10"
     assert json.loads(cli(sandbox, "show", "bbbb", "--json").stdout)["state"]["approval"]["yolo"] is True
 
     markdown = cli(sandbox, "export", "aaaa-first").stdout

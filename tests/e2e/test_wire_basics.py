@@ -22,7 +22,7 @@ def call(call_id: str, name: str, args: dict[str, object] | str) -> str:
 def test_handshake_reports_server_commands_and_session(engine):
     wire = engine("text: hi")
     result = wire.initialize(protocol_version="9.9", client={"name": "t", "version": "1"})["result"]
-    assert result["protocol_version"] == "1.3"
+    assert result["protocol_version"] == "1.10"
     assert result["server"]["name"] == "Soulwire"
     assert all({"name", "description", "aliases"} <= set(c) for c in result["slash_commands"])
     assert "external_tools" not in result

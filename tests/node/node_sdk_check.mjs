@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { z } from "zod";
 import {
+  ProtocolClient,
   createExternalTool,
   createSession,
   listSessions,
@@ -168,6 +169,147 @@ const scenarios = {
     const inputs = history.filter((e) => e.type === "TurnBegin").map((e) => e.payload.user_input);
     assert.deepEqual(inputs, ["remember 42", "what was it?"]);
     return { sessionId, inputs };
+  },
+
+  async steer() {
+    // The external tool steers the turn that called it: the steer lands during a running tool.
+    let turn;
+    const waitTool = createExternalTool({
+      name: "wait_here",
+      description: "Steers the running turn, then returns",
+      parameters: z.object({}),
+      handler: async () => {
+        await turn.steer("also use python");
+        return { output: "waited", message: "" };
+      },
+    });
+    const session = createSession({ ...base, externalTools: [waitTool] });
+    try {
+      turn = session.prompt("start");
+      const { events, result } = await collect(turn);
+      assert.equal(result.status, "finished");
+      const steers = events.filter((e) => e.type === "SteerInput");
+      assert.deepEqual(steers.map((e) => e.payload.user_input), ["also use python"]);
+      const types = events.map((e) => e.type);
+      assert.ok(types.indexOf("SteerInput") > types.indexOf("ToolResult"));
+      assert.equal(types.filter((t) => t === "StepBegin").length, 2);
+      assert.equal(texts(events), "steered reply");
+      return { status: result.status, steers: steers.length };
+    } finally {
+      await session.close();
+    }
+  },
+
+  async plan_mode() {
+    // setPlanMode before and after a turn; then the model writes the plan file and presents it
+    // with ExitPlanMode, and the application approves it through respondQuestion.
+    const sessionId = randomUUID();
+    const planFile = `${process.env.KIMI_SHARE_DIR}/plans/${sessionId}.md`;
+    const write = { path: planFile, content: "1. plan\n" };
+    writeFileSync(
+      process.env.SCRIPTS_FILE,
+      JSON.stringify([
+        "text: warming up",
+        `tool_call: ${JSON.stringify({ id: "w1", name: "WriteFile", arguments: JSON.stringify(write) })}`,
+        `tool_call: ${JSON.stringify({ id: "x1", name: "ExitPlanMode", arguments: "{}" })}`,
+        "text: carrying it out",
+      ]),
+    );
+    const session = createSession({ ...base, sessionId });
+    try {
+      const first = await collect(session.prompt("hi"));
+      assert.equal(first.result.status, "finished");
+      assert.equal(await session.setPlanMode(true), true);
+      assert.equal(session.planMode, true);
+      const questions = [];
+      const turn = session.prompt("plan it");
+      const { events, result } = await collect(turn, async (event) => {
+        if (event.type === "QuestionRequest") {
+          questions.push(event.payload);
+          const q = event.payload.questions[0];
+          await turn.respondQuestion(event.payload.id, event.payload.id, { [q.question]: "Approve" });
+        }
+      });
+      assert.equal(result.status, "finished");
+      assert.equal(questions.length, 1);
+      assert.deepEqual(
+        questions[0].questions[0].options.map((o) => o.label),
+        ["Approve", "Reject", "Reject and Exit"],
+      );
+      const modes = events.filter((e) => e.type === "StatusUpdate").map((e) => e.payload.plan_mode);
+      assert.deepEqual(modes, [true, true, false, false]);
+      assert.equal(texts(events), "carrying it out");
+      assert.equal(await session.setPlanMode(false), false);
+      return { status: result.status, modes };
+    } finally {
+      await session.close();
+    }
+  },
+
+  async question() {
+    const session = createSession(base);
+    try {
+      const turn = session.prompt("ask me");
+      const asked = [];
+      const { events, result } = await collect(turn, async (event) => {
+        if (event.type === "QuestionRequest") {
+          asked.push(event.payload.questions.map((q) => q.question));
+          await turn.respondQuestion(event.payload.id, event.payload.id, {
+            "Which colours?": "red, blue",
+            "Ship it?": "Yes",
+          });
+        }
+      });
+      assert.equal(result.status, "finished");
+      assert.deepEqual(asked, [["Which colours?", "Ship it?"]]);
+      const toolResult = events.find((e) => e.type === "ToolResult").payload.return_value;
+      assert.equal(toolResult.is_error, false);
+      assert.deepEqual(JSON.parse(toolResult.output), {
+        answers: { "Which colours?": "red, blue", "Ship it?": "Yes" },
+      });
+      return { status: result.status, asked };
+    } finally {
+      await session.close();
+    }
+  },
+
+  async hooks() {
+    // Hook subscriptions are a ProtocolClient feature of this SDK version.
+    const client = new ProtocolClient();
+    const seen = [];
+    try {
+      const init = await client.start({
+        workDir,
+        executablePath: executable,
+        yoloMode: true,
+        hooks: [
+          {
+            id: "guard",
+            event: "PreToolUse",
+            matcher: "^Shell$",
+            handler: async (request) => {
+              seen.push(request.input_data.tool_input.command);
+              return { action: "block", reason: "not on my watch" };
+            },
+          },
+        ],
+      });
+      assert.equal(init.hooks.configured.PreToolUse, 1);
+      assert.ok(init.hooks.supported_events.includes("Stop"));
+      const stream = client.sendPrompt("run it");
+      const events = [];
+      for await (const event of stream.events) events.push(event);
+      const result = await stream.result;
+      assert.equal(result.status, "finished");
+      assert.deepEqual(seen, ["echo hi"]);
+      const toolResult = events.find((e) => e.type === "ToolResult").payload.return_value;
+      assert.equal(toolResult.message, "not on my watch");
+      const resolved = events.find((e) => e.type === "HookResolved").payload;
+      assert.equal(resolved.action, "block");
+      return { status: result.status, seen };
+    } finally {
+      await client.stop();
+    }
   },
 
   async one_shot() {

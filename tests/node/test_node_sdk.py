@@ -40,6 +40,26 @@ SCENARIOS: dict[str, list[str]] = {
     "cancel_then_prompt": [call("w1", "wait_forever", {}), "text: second turn"],
     "resume": ["text: noted"],  # the second engine process gets its reply from the script
     "one_shot": ["text: one shot answer"],
+    "steer": [call("w1", "wait_here", {}), "text: steered reply"],
+    "plan_mode": [],  # written by the scenario: the plan file is named after the session
+    "question": [
+        call(
+            "q1",
+            "AskUserQuestion",
+            {
+                "questions": [
+                    {
+                        "question": "Which colours?",
+                        "options": [{"label": "red"}, {"label": "blue"}],
+                        "multi_select": True,
+                    },
+                    {"question": "Ship it?", "options": [{"label": "Yes"}, {"label": "No"}]},
+                ]
+            },
+        ),
+        "text: thanks",
+    ],
+    "hooks": [call("s1", "Shell", {"command": "echo hi"}), "text: blocked then"],
 }
 
 

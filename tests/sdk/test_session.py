@@ -4,12 +4,13 @@ slash-command output, continue, methods the engine lacks, cancelling queued turn
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 import soulwire.sdk as sdk
 from soulwire.wire import PROTOCOL_VERSION
-from soulwire.wire.messages import StepRetry
+from soulwire.wire.messages import SteerInput, StepRetry, ToolResult
 from soulwire.wire.types import TextPart
 
 from .conftest import Engine
@@ -63,13 +64,58 @@ async def test_continue_the_last_session(soulwire: Engine):
         assert (await session.prompt("two")).final_text == "second"
 
 
-async def test_methods_the_engine_lacks_raise_not_supported(soulwire: Engine):
-    async with sdk.Session(**soulwire.options("text: x")) as session:
+async def test_methods_the_engine_lacks_raise_not_supported(fake):
+    async with sdk.Session(**fake("approvals")) as session:
         with pytest.raises(sdk.NotSupportedError, match="`steer` is not supported by this engine") as info:
             await session.steer("more")
         assert info.value.code == -32601
         with pytest.raises(sdk.NotSupportedError, match="set_plan_mode"):
             await session.set_plan_mode(True)
+
+
+async def test_steer_plan_mode_and_questions_on_the_real_engine(soulwire: Engine):
+    """`steer` from inside a running tool, `set_plan_mode`, and a multi-select question
+    answered by the `on_question` callback — against soulwire itself."""
+    holder: list[sdk.Session] = []
+
+    @sdk.tool
+    async def wait_here() -> str:
+        """Blocks while the client steers."""
+        await holder[0].steer("also mention steering")
+        return "waited"
+
+    async def choose(question: sdk.Question) -> dict[str, str]:
+        item = question.questions[0]
+        assert item.multi_select
+        return {item.question: ", ".join(o.label for o in item.options)}
+
+    ask = {
+        "questions": [
+            {"question": "Which?", "options": [{"label": "A"}, {"label": "B"}], "multi_select": True}
+        ]
+    }
+    options = soulwire.options(
+        call("w1", "wait_here", {}),
+        "text: steered answer",
+        call("q1", "AskUserQuestion", ask),
+        "text: asked",
+        tools=[wait_here],
+        on_question=choose,
+        supports_plan_mode=True,
+    )
+    async with sdk.Session(**options) as session:
+        holder.append(session)
+        with pytest.raises(sdk.InvalidStateError, match="No agent turn is in progress"):
+            await session.steer("nobody is listening")
+        turn = session.prompt("go")
+        events = [event async for event in turn]
+        assert [e.user_input for e in events if isinstance(e, SteerInput)] == ["also mention steering"]
+        assert turn.result.final_text == "steered answer" and [s.n for s in turn.result.steps] == [1, 2]
+        assert await session.set_plan_mode(True) is True
+        assert await session.set_plan_mode(False) is False
+        result = await session.prompt("ask")
+        answer = next(e for e in result.steps[0].events if isinstance(e, ToolResult))
+        assert json.loads(answer.return_value.output) == {"answers": {"Which?": "A, B"}}
 
 
 async def test_a_queued_prompt_can_be_cancelled_before_it_is_sent(soulwire: Engine):

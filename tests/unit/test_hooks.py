@@ -59,6 +59,6 @@ def test_describe_and_subscriptions(tmp_path: Path):
     engine, _ = engine_with(Hook("Stop", command="true"), Hook("Bogus", command="true"), tmp=tmp_path)
     engine.subscribe([{"id": "a", "event": "PreToolUse"}, {"id": "b", "event": "NotAnEvent"}])
     info = engine.describe()
-    assert info["configured"] == {"Stop": 1}
+    assert info["configured"] == {"Stop": 1, "PreToolUse": 1}  # configured and subscribed
     assert "PreToolUse" in info["supported_events"] and len(info["supported_events"]) == 13
     assert engine.has("PreToolUse") and not engine.has("SessionEnd")

@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from soulwire.config.loader import ConfigError
+from soulwire.wire.hook_events import HOOK_EVENTS
 
 
 class _Section(BaseModel):
@@ -58,10 +59,20 @@ class LoopControl(_Section):
 
 
 class HookConfig(_Section):
+    """One `[[hooks]]` entry: a shell command run at `event` when `matcher` (a regex on the
+    event's target, e.g. the tool name) matches; exit code 2 blocks (spec §4.12)."""
+
     event: str
-    command: str
+    command: str = Field(min_length=1)
     matcher: str = ""
     timeout: int = Field(default=30, ge=1, le=600)
+
+    @field_validator("event")
+    @classmethod
+    def _known_event(cls, value: str) -> str:
+        if value not in HOOK_EVENTS:
+            raise ValueError(f"unknown hook event {value!r}; one of: {', '.join(HOOK_EVENTS)}")
+        return value
 
 
 class Config(_Section):

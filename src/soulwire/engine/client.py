@@ -12,11 +12,14 @@ from soulwire.wire.types import ToolReturnValue, WireModel, tool_error
 
 
 class ClientRequestError(Exception):
-    """The client answered a request with a JSON-RPC error, or went away (`closed`)."""
+    """The client answered a request with a JSON-RPC error, went away (`closed`), or cannot
+    receive this kind of request at all (`unsupported`: it did not declare the protocol
+    version or capability that introduced it; nothing was sent)."""
 
-    def __init__(self, message: str, *, closed: bool = False) -> None:
+    def __init__(self, message: str, *, closed: bool = False, unsupported: bool = False) -> None:
         super().__init__(message)
         self.closed = closed
+        self.unsupported = unsupported
 
 
 class ClientChannel(Protocol):

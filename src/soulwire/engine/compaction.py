@@ -14,8 +14,10 @@ from typing import Any
 import anyio
 
 from soulwire.config.model import LoopControl
+from soulwire.engine import hook_points
 from soulwire.engine.bus import EventBus
 from soulwire.engine.context import Context, estimate_tokens
+from soulwire.engine.hooks import HookEngine
 from soulwire.llm.errors import APIEmptyResponseError, ChatProviderError, LLMNotSet
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult
@@ -119,11 +121,15 @@ async def compact(
     *,
     max_attempts: int,
     focus: str | None = None,
+    hooks: HookEngine | None = None,
+    trigger: str = "manual",
 ) -> None:
-    """Compact `context`, bracketed by CompactionBegin/CompactionEnd. Without older
-    messages no model call is made; the rewrite still happens. Raises ChatProviderError
-    or LLMNotSet with the context untouched."""
+    """Compact `context`, bracketed by CompactionBegin/CompactionEnd (and the PreCompact /
+    PostCompact hooks, `trigger` being `auto`, `manual` or `manual-with-prompt`). Without
+    older messages no model call is made; the rewrite still happens. Raises
+    ChatProviderError or LLMNotSet with the context untouched."""
     older, preserved = split_history(context.history)
+    await hook_points.compaction(hooks, "Pre", trigger, context.token_count)
     bus.emit(CompactionBegin())
     try:
         summary: list[Message] = []
@@ -137,11 +143,14 @@ async def compact(
         context.replace_history([*summary, *preserved], token_count=tokens + estimate_tokens(preserved))
     finally:
         bus.emit(CompactionEnd())
+    await hook_points.compaction(hooks, "Post", trigger, context.token_count)
 
 
-async def compact_if_due(context: Context, model: ResolvedModel, bus: EventBus, loop: LoopControl) -> bool:
+async def compact_if_due(
+    context: Context, model: ResolvedModel, bus: EventBus, loop: LoopControl, hooks: HookEngine | None = None
+) -> bool:
     """Auto-compaction at the start of a step (after StepBegin, before the checkpoint)."""
     if context.is_empty or not compaction_due(context.token_count, model.max_context_size, loop):
         return False
-    await compact(context, model, bus, max_attempts=loop.max_retries_per_step)
+    await compact(context, model, bus, max_attempts=loop.max_retries_per_step, hooks=hooks, trigger="auto")
     return True

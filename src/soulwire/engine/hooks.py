@@ -9,31 +9,30 @@ allows. Matching hooks of one event run in parallel between `HookTriggered` and
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import secrets
-import signal
-import subprocess
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import anyio.to_thread
 
+from soulwire.config.model import HookConfig
 from soulwire.config.process_env import child_environ
 from soulwire.engine.bus import EventBus
+from soulwire.engine.catalog import describe_hooks
 from soulwire.engine.client import ClientChannel, ClientRequestError
+from soulwire.tools.builtin.process import Capture, run_captured
+from soulwire.wire.hook_events import HOOK_EVENTS
 from soulwire.wire.messages import HookRequest, HookResolved, HookTriggered
 
-HOOK_EVENTS: tuple[str, ...] = (
-    "PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop", "StopFailure",
-    "SessionStart", "SessionEnd", "SubagentStart", "SubagentStop", "PreCompact", "PostCompact",
-    "Notification",
-)  # fmt: skip
 _OUTPUT_CAP = 10_000
 
 Action = Literal["allow", "block"]
@@ -58,6 +57,10 @@ class Hook:
     timeout: float = 30
     command: str | None = None
     subscription_id: str | None = None
+
+    @classmethod
+    def from_config(cls, entry: HookConfig) -> Hook:
+        return cls(event=entry.event, matcher=entry.matcher, timeout=entry.timeout, command=entry.command)
 
     def matches(self, target: str) -> bool:
         if not self.matcher:
@@ -104,24 +107,25 @@ class HookEngine:
             )
 
     def describe(self) -> dict[str, Any]:
-        """The `hooks` entry of the `initialize` result."""
-        configured: dict[str, int] = {}
-        for hook in self._configured:
-            configured[hook.event] = configured.get(hook.event, 0) + 1
-        return {"supported_events": list(HOOK_EVENTS), "configured": configured}
+        """The `hooks` entry of the `initialize` result (configured hooks and subscriptions)."""
+        return describe_hooks(h.event for h in (*self._configured, *self._subscribed))
 
     def has(self, event: str) -> bool:
         return any(h.event == event for h in (*self._configured, *self._subscribed))
 
-    async def run(self, event: str, target: str = "", data: dict[str, Any] | None = None) -> HookDecision:
-        """Run every hook of `event` matching `target`; blocked if any of them blocks."""
-        hooks = [h for h in (*self._configured, *self._subscribed) if h.event == event and h.matches(target)]
+    async def run(
+        self, event: str, target: str = "", data: dict[str, Any] | None = None, *, announce: bool = True
+    ) -> HookDecision:
+        """Run every hook of `event` matching `target`; blocked if any of them blocks.
+        `announce=False` runs them without HookTriggered/HookResolved (outside a turn)."""
+        hooks = self._matching(event, target)
         if not hooks:
             return HookDecision()
-        self._bus.emit(HookTriggered(event=event, target=target, hook_count=len(hooks)))
+        if announce:
+            self._bus.emit(HookTriggered(event=event, target=target, hook_count=len(hooks)))
         started = time.monotonic()
-        payload = {"event": event, "session_id": self._session_id, "cwd": self._work_dir, "target": target,
-                   **(data or {})}  # fmt: skip
+        payload = {"hook_event_name": event, "event": event, "session_id": self._session_id,
+                   "cwd": self._work_dir, "target": target, **(data or {})}  # fmt: skip
         decisions: list[HookDecision] = [HookDecision()] * len(hooks)
 
         async def run_one(index: int, hook: Hook) -> None:
@@ -132,16 +136,31 @@ class HookEngine:
                 group.start_soon(run_one, index, hook)
         blocked = next((d for d in decisions if d.blocked), None)
         decision = blocked or HookDecision()
-        self._bus.emit(
-            HookResolved(
-                event=event,
-                target=target,
-                action=decision.action,
-                reason=decision.reason,
-                duration_ms=int((time.monotonic() - started) * 1000),
+        if announce:
+            self._bus.emit(
+                HookResolved(
+                    event=event,
+                    target=target,
+                    action=decision.action,
+                    reason=decision.reason,
+                    duration_ms=int((time.monotonic() - started) * 1000),
+                )
             )
-        )
         return decision
+
+    def _matching(self, event: str, target: str) -> list[Hook]:
+        """The hooks to run; configured entries with the same command run once."""
+        hooks: list[Hook] = []
+        commands: set[str] = set()
+        for hook in (*self._configured, *self._subscribed):
+            if hook.event != event or not hook.matches(target):
+                continue
+            if hook.command is not None:
+                if hook.command in commands:
+                    continue
+                commands.add(hook.command)
+            hooks.append(hook)
+        return hooks
 
     async def _run_hook(self, hook: Hook, payload: dict[str, Any]) -> HookDecision:
         if hook.command is not None:
@@ -165,34 +184,32 @@ class HookEngine:
         return HookDecision()
 
 
-def _run_blocking(command: str, data: bytes, timeout: float, cwd: str | None) -> HookDecision:
-    with subprocess.Popen(
-        ["bash", "-c", command],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=child_environ(),
-        start_new_session=True,  # so a timeout can end the hook's whole process group
-    ) as proc:
-        try:
-            out, err = proc.communicate(data, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return HookDecision()  # fail-open
-    if proc.returncode == 2:
-        reason = (err or out or b"").decode("utf-8", "replace").strip()[:_OUTPUT_CAP]
+async def _run_command(command: str, payload: dict[str, Any], timeout: float, cwd: str) -> HookDecision:
+    """Run a shell hook with the payload on stdin. Its whole process group is killed on
+    timeout or when the turn is cancelled; any failure allows (fail-open)."""
+    # A one-byte tail keeps the pipes drained past the cap, so a chatty hook still finishes.
+    out, err = Capture(_OUTPUT_CAP, 1), Capture(_OUTPUT_CAP, 1)
+    try:
+        with tempfile.TemporaryFile() as stdin:
+            stdin.write(json.dumps(payload, ensure_ascii=False).encode())
+            stdin.seek(0)
+            finished = await run_captured(
+                [_bash(), "-c", command],
+                cwd=Path(cwd) if os.path.isdir(cwd) else Path.cwd(),
+                timeout=timeout,
+                out=out,
+                err=err,
+                env=child_environ(),
+                stdin=stdin,
+            )
+    except OSError:
+        return HookDecision()
+    if finished.returncode == 2:
+        reason = (bytes(err.head) or bytes(out.head)).decode("utf-8", "replace").strip()
         return HookDecision("block", reason)
     return HookDecision()
 
 
-async def _run_command(command: str, payload: dict[str, Any], timeout: float, cwd: str) -> HookDecision:
-    data = json.dumps(payload, ensure_ascii=False).encode()
-    try:
-        return await anyio.to_thread.run_sync(
-            _run_blocking, command, data, timeout, cwd if os.path.isdir(cwd) else None
-        )
-    except OSError:
-        return HookDecision()  # fail-open
+@cache
+def _bash() -> str:
+    return shutil.which("bash") or "bash"

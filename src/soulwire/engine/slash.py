@@ -11,6 +11,7 @@ from typing import Any
 from soulwire.engine.agents_md import write_agents_md
 from soulwire.engine.catalog import BUILTIN_SLASH_COMMANDS
 from soulwire.engine.compaction import compact, split_history
+from soulwire.engine.plan import plan_command
 from soulwire.llm.errors import LLMNotSet
 from soulwire.wire.messages import StatusUpdate
 from soulwire.wire.types import TextPart, UserInput, user_input_text
@@ -90,7 +91,16 @@ async def _compact(soul: Any, args: str) -> None:
     if soul.model is None and split_history(context.history)[0]:
         raise LLMNotSet(soul.model_error or "LLM is not set")
     attempts = soul.loop_control.max_retries_per_step
-    await compact(context, soul.model, soul.bus, max_attempts=attempts, focus=args or None)
+    trigger = "manual-with-prompt" if args else "manual"
+    await compact(
+        context,
+        soul.model,
+        soul.bus,
+        max_attempts=attempts,
+        focus=args or None,
+        hooks=soul.hooks,
+        trigger=trigger,
+    )
     soul.bus.emit(TextPart(text="The context has been compacted."))
     soul.bus.emit(context_status(soul))
 
@@ -116,7 +126,13 @@ async def _yolo(soul: Any, args: str) -> None:
     soul.bus.emit(TextPart(text=text))
 
 
-_HANDLERS: dict[str, Handler] = {"init": _init, "compact": _compact, "clear": _clear, "yolo": _yolo}
+_HANDLERS: dict[str, Handler] = {
+    "init": _init,
+    "compact": _compact,
+    "clear": _clear,
+    "yolo": _yolo,
+    "plan": plan_command,
+}
 
 
 def default_commands() -> SlashCommands:

@@ -12,10 +12,13 @@ from typing import Any, Literal
 import anyio
 
 from soulwire.config.model import LoopControl
+from soulwire.engine import hook_points
 from soulwire.engine.bus import EventBus
 from soulwire.engine.chunks import Chunks
 from soulwire.engine.compaction import compact, compact_if_due, split_history
 from soulwire.engine.context import Context
+from soulwire.engine.hooks import HookEngine
+from soulwire.engine.plan import PlanMode
 from soulwire.engine.slash import SlashCommands, parse_slash
 from soulwire.llm.errors import (
     APIEmptyResponseError,
@@ -30,6 +33,7 @@ from soulwire.llm.registry import ResolvedModel
 from soulwire.tools.base import Approver, ClientTools, ToolContext, Toolset
 from soulwire.wire.messages import (
     StatusUpdate,
+    SteerInput,
     StepBegin,
     StepInterrupted,
     StepRetry,
@@ -200,6 +204,11 @@ class Soul:
         self.state: dict[str, Any] = {}
         self.additional_dirs: list[Path] = list(additional_dirs)
         """Workspace directories besides the work dir (`--add-dir`), for the file tools."""
+        self.plan: PlanMode | None = None
+        """Plan mode, set by the runtime builder (with `plan_mode` reading it)."""
+        self.hooks: HookEngine | None = None
+        """The session's hooks, set by the runtime builder."""
+        self._steers: list[UserInput] = []
 
     @property
     def max_context_size(self) -> int | None:
@@ -210,6 +219,12 @@ class Soul:
         turn has been closed with TurnEnd; cancellation propagates after TurnEnd too."""
         self.bus.emit(TurnBegin(user_input=user_input))
         try:
+            # UserPromptSubmit runs inside the turn (TurnBegin first, unlike the reference):
+            # clients expect every event of a prompt between TurnBegin and TurnEnd.
+            refusal = await hook_points.prompt_refusal(self.hooks, user_input)
+            if refusal is not None:
+                self.bus.emit(TextPart(text=refusal))
+                return TurnOutcome("finished")
             command = parse_slash(user_input)
             if command is not None:
                 await self.slash_commands.run(self, command)
@@ -217,10 +232,45 @@ class Soul:
             model = self._require_model(user_input)
             self.context.checkpoint()
             self.context.append(Message(role="user", content=user_input))
-            return await self._agent_loop(model)
+            return await self._run_loops(model)
         finally:
+            self._steers = []  # a steer that came after the last step boundary is void
             self.bus.emit(TurnEnd())
             self.bus.flush()
+
+    def steer(self, user_input: UserInput) -> None:
+        """Queue input for the running turn: it joins the context at the next step boundary.
+        Raises LLMNotSupported when the model cannot take it (e.g. an image)."""
+        if self.model is not None:
+            missing = [c for c in required_capabilities(user_input) if c not in self.model.capabilities]
+            if missing:
+                raise LLMNotSupported(self.model.model_name, missing)
+        self._steers.append(user_input)
+
+    def _take_steers(self) -> bool:
+        """Append the queued steers to the context as user messages; True if there were any."""
+        steers, self._steers = self._steers, []
+        for user_input in steers:
+            self.context.append(Message(role="user", content=user_input))
+            self.bus.emit(SteerInput(user_input=user_input))
+        return bool(steers)
+
+    async def _run_loops(self, model: ResolvedModel) -> TurnOutcome:
+        """The agent loop, then the Stop hooks: one that blocks with a reason gets one more
+        loop, with the reason as the user's message."""
+        try:
+            outcome = await self._agent_loop(model)
+            if outcome.status == "finished":
+                reason = await hook_points.stop(self.hooks, active=False)
+                if reason is not None:
+                    self.context.append(Message(role="user", content=reason))
+                    outcome = await self._agent_loop(model)
+                    if outcome.status == "finished":
+                        await hook_points.stop(self.hooks, active=True)
+            return outcome
+        except ChatProviderError as exc:
+            await hook_points.stop_failure(self.hooks, exc)
+            raise
 
     async def run_loop_on(self, context: Context) -> TurnOutcome:
         """Run an agent loop on another context inside the current turn (used by /init).
@@ -249,14 +299,24 @@ class Soul:
                 return TurnOutcome("max_steps_reached", steps=limit)
             self.bus.emit(StepBegin(n=n))
             try:
-                await compact_if_due(self.context, model, self.bus, self.loop_control)
+                await compact_if_due(self.context, model, self.bus, self.loop_control, self.hooks)
                 self.context.checkpoint()
+                self._remind(first_step=n == 1)
                 keep_going = await self._step(model, n)
             except (ChatProviderError, LLMNotSupported):
                 self.bus.emit(StepInterrupted())
                 raise
-            if not keep_going:
+            # Steers join at the step boundary; one that came as the model would stop runs another step.
+            steered = self._take_steers()
+            if not (keep_going or steered):
                 return TurnOutcome("finished")
+
+    def _remind(self, *, first_step: bool) -> None:
+        """Reminders for the model (plan mode) that the wire does not show."""
+        if self.plan is not None:
+            message = self.plan.reminder(first_step)
+            if message is not None:
+                self.context.append(message)
 
     def tool_specs(self) -> list[ToolSpec]:
         """The tools offered to the model now (visible ones), with their JSON Schemas."""
@@ -339,7 +399,10 @@ class Soul:
             reply, result = await self._stream_reply(model, n)
         parts, calls = reply.finish()
         self.bus.emit(self._status(result.usage, result.message_id))
+        plan_mode = self.plan_mode()
         values, contexts = await self._run_tools(calls)
+        if self.plan_mode() != plan_mode:  # EnterPlanMode / ExitPlanMode changed it
+            self.bus.emit(StatusUpdate(plan_mode=self.plan_mode()))
         # Context writes are synchronous: a cancellation cannot split a step's records.
         if result.usage is not None:
             self.context.record_usage(result.usage.input)
@@ -371,7 +434,9 @@ class Soul:
 
         async def run_one(index: int) -> None:
             try:
-                values[index] = await self.toolset.call(calls[index], contexts[index])
+                values[index] = await hook_points.call_tool(
+                    self.hooks, calls[index], self.toolset.call, contexts[index]
+                )
             finally:
                 done[index].set()
 

@@ -20,6 +20,8 @@ from soulwire.wire.types import WireModel, user_input_text
 STATE_VERSION = 1
 TITLE_LENGTH = 50
 _SAVE_AFTER = (ToolResult, StatusUpdate, TurnEnd)
+_PLAN_KEYS = ("plan_slug", "plan_session_id")
+"""Which plan file belongs to the session (engine/plan.py)."""
 
 
 def default_state() -> dict[str, Any]:
@@ -67,7 +69,7 @@ class StateKeeper:
 
     `live` is `soul.state`, the dict tools and slash commands share: `todos` (SetTodoList),
     `yolo`/`afk` (the persisted toggles of /yolo and /afk — a `--yolo` flag alone is not
-    persisted, as in the reference) and `plan_mode`."""
+    persisted, as in the reference), `plan_mode`, `plan_slug` and `plan_session_id`."""
 
     def __init__(
         self,
@@ -109,6 +111,9 @@ class StateKeeper:
         self._live["yolo"] = bool(approval.get("yolo"))
         self._live["afk"] = bool(approval.get("afk"))
         self._live["plan_mode"] = bool(self.state.get("plan_mode"))
+        for key in _PLAN_KEYS:
+            if isinstance(self.state.get(key), str):
+                self._live[key] = self.state[key]
         todos = self.state.get("todos")
         if isinstance(todos, list) and todos:
             self._live.setdefault("todos", copy.deepcopy(todos))
@@ -133,6 +138,9 @@ class StateKeeper:
             state["plan_mode"] = bool(self._plan_mode())
         elif "plan_mode" in self._live:
             state["plan_mode"] = bool(self._live["plan_mode"])
+        for key in _PLAN_KEYS:
+            if key in self._live:
+                state[key] = self._live[key]
         return state
 
     def save_if_changed(self) -> bool:

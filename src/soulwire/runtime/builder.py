@@ -8,10 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from soulwire.config.model import Config, validate_config
+from soulwire.engine import hook_points
 from soulwire.engine.approvals import ApprovalBroker
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ExternalToolCaller
 from soulwire.engine.context import Context
+from soulwire.engine.hooks import Hook, HookEngine
+from soulwire.engine.plan import PlanMode
+from soulwire.engine.plan_tools import EnterPlanMode, ExitPlanMode
+from soulwire.engine.questions import AskUserQuestion, QuestionAsker
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
 from soulwire.engine.state import StateKeeper
@@ -25,10 +30,12 @@ from soulwire.tools.builtin import default_tools
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.names import BUILTIN_TOOL_NAMES
 from soulwire.wire import PROTOCOL_VERSION
-from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, TurnEnd, envelope
+from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, StatusUpdate, TurnEnd, envelope
 from soulwire.wire.types import WireModel
 
 _NOT_RECORDED = (ApprovalRequest, ApprovalResponse)  # they travel outside the turn (spec §3.6)
+QUESTION_TOOLS = frozenset({"AskUserQuestion"})
+PLAN_TOOLS = frozenset({"EnterPlanMode", "ExitPlanMode"})
 
 
 def system_prompt(options: SessionOptions) -> str:
@@ -62,12 +69,42 @@ class Runtime:
     broker: ApprovalBroker
     toolset: Toolset
     state: StateKeeper
+    hooks: HookEngine
+    plan: PlanMode
+    questions: QuestionAsker
     external_names: set[str] = field(default_factory=set)
 
     def attach_client(self, channel: ClientChannel) -> None:
-        """Route approvals and external tool calls to a connected client."""
+        """Route approvals, questions, client hooks and external tool calls to a connected client."""
         self.broker._channel = channel  # pyright: ignore[reportPrivateUsage]
         self.soul.client_tools = ExternalToolCaller(channel, self.bus)
+        self.hooks.channel = channel
+        self.questions.channel = channel
+
+    def apply_client(
+        self, *, supports_question: bool, supports_plan_mode: bool, hook_subscriptions: list[dict[str, Any]]
+    ) -> None:
+        """What a client declared in `initialize`: the tools it cannot serve are hidden from the
+        model (a client that never initialises hides nothing), its hook subscriptions are added."""
+        self.questions.supported = supports_question
+        hidden = set() if supports_question else set(QUESTION_TOOLS)
+        if not supports_plan_mode:
+            hidden |= PLAN_TOOLS
+        self.toolset.set_hidden(hidden)
+        self.hooks.subscribe(hook_subscriptions)
+
+    def set_plan_mode(self, enabled: bool) -> bool:
+        """Switch plan mode (client or command); the StatusUpdate is sent, recorded and saved."""
+        self.plan.set(enabled)
+        self.bus.emit(StatusUpdate(plan_mode=self.plan.enabled))
+        self.bus.flush()
+        return self.plan.enabled
+
+    async def session_started(self) -> None:
+        await hook_points.session_start(self.hooks, "resume" if self.session.resumed else "startup")
+
+    async def session_ended(self, reason: str = "exit") -> None:
+        await hook_points.session_end(self.hooks, reason)
 
     def register_external_tools(self, tools: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
         """Register client tools; returns accepted names and rejected `{name, reason}`."""
@@ -136,8 +173,9 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         afk=options.afk or options.print_mode,
         scope=config.approval_scope,
     )
-    toolset = Toolset(default_tools())
+    questions = QuestionAsker(bus, afk=lambda: broker.afk, channel=channel)
     context = Context(session.store, system_prompt(options))
+    toolset = Toolset()
     soul = Soul(
         bus=bus,
         context=context,
@@ -155,5 +193,24 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     soul.additional_dirs = _workspace_dirs(options, keeper.state)
     if options.afk:
         soul.state["afk"] = True  # --afk is remembered by the session; print mode's afk is not
+    plan = PlanMode(soul.state, plans_dir=options.share_dir / "plans", session_id=session.id)
+    if options.plan or (config.default_plan_mode and not session.resumed):
+        plan.set(True)
+    soul.plan = plan
+    soul.plan_mode = lambda: plan.enabled
+    soul.hooks = HookEngine(
+        [Hook.from_config(h) for h in config.hooks],
+        bus=bus,
+        session_id=session.id,
+        work_dir=str(options.work_dir),
+        channel=channel,
+    )
+    for tool in (
+        AskUserQuestion(questions),
+        *default_tools(),
+        EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
+        ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),
+    ):
+        toolset.add(tool)
     bus.subscribe(keeper.on_event, merged=True)
-    return Runtime(options, config, session, bus, soul, broker, toolset, keeper)
+    return Runtime(options, config, session, bus, soul, broker, toolset, keeper, soul.hooks, plan, questions)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-PROTOCOL_VERSION = "1.3"
+PROTOCOL_VERSION = "1.10"
 """The Wire protocol version this engine implements in full (see `INTRODUCED_IN`)."""
 
 if TYPE_CHECKING:

@@ -242,8 +242,9 @@ INTRODUCED_IN: dict[str, tuple[int, int]] = {
     "TurnEnd": (1, 2),
     "SteerInput": (1, 5),
     "PlanDisplay": (1, 7),
-    "HookTriggered": (1, 8),
-    "HookResolved": (1, 8),
+    # Documented as 1.7 (shipped with the 1.8 bump): the Node SDK declares 1.7 and handles them.
+    "HookTriggered": (1, 7),
+    "HookResolved": (1, 7),
     "BtwBegin": (1, 9),
     "BtwEnd": (1, 9),
     "StepRetry": (1, 10),
@@ -251,7 +252,7 @@ INTRODUCED_IN: dict[str, tuple[int, int]] = {
     "MCPLoadingEnd": (1, 10),
     "Notification": (1, 10),
     "QuestionRequest": (1, 4),
-    "HookRequest": (1, 8),
+    "HookRequest": (1, 7),
 }
 
 

@@ -14,7 +14,15 @@ from pydantic import BaseModel, Field
 
 from soulwire.tools.base import ToolContext, TypedTool, rejection_result
 from soulwire.tools.builtin.diff import diff_blocks
-from soulwire.tools.builtin.paths import EDIT_INSIDE, EDIT_OUTSIDE, Target, resolve, sensitive_refusal
+from soulwire.tools.builtin.paths import (
+    EDIT_INSIDE,
+    EDIT_OUTSIDE,
+    Target,
+    plan_file,
+    plan_mode_refusal,
+    resolve,
+    sensitive_refusal,
+)
 from soulwire.wire.types import DiffDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
 _ENCODING = "utf-8"
@@ -46,21 +54,26 @@ def _diff(target: Target, old: str, new: str) -> list[DiffDisplayBlock]:
 async def _approve_and_write(
     ctx: ToolContext, *, sender: str, verb: str, target: Target, old: str | None, new: str
 ) -> ToolReturnValue | list[DiffDisplayBlock]:
-    """Ask with the diff, re-check the file, write. Returns the diff, or an error result."""
+    """Ask with the diff, re-check the file, write. Returns the diff, or an error result.
+    In plan mode only the plan file may be written, and that needs no approval."""
+    plan = plan_file(ctx)
+    if plan is not None and target.real != plan:
+        return plan_mode_refusal(target, plan)
     if len(old or "") + len(new) > _DIFF_INLINE_CHARS:  # keep the event loop responsive
         blocks = await anyio.to_thread.run_sync(_diff, target, old or "", new, abandon_on_cancel=True)
     else:
         blocks = _diff(target, old or "", new)
-    outcome = await ctx.approver.request(
-        tool_call_id=ctx.tool_call_id,
-        sender=sender,
-        action=EDIT_INSIDE if target.inside else EDIT_OUTSIDE,
-        description=f"{verb} file {target.quoted}",
-        display=blocks,
-        scope_key=str(target.real),
-    )
-    if not outcome.approved:
-        return rejection_result(ctx, outcome.feedback)
+    if plan is None:
+        outcome = await ctx.approver.request(
+            tool_call_id=ctx.tool_call_id,
+            sender=sender,
+            action=EDIT_INSIDE if target.inside else EDIT_OUTSIDE,
+            description=f"{verb} file {target.quoted}",
+            display=blocks,
+            scope_key=str(target.real),
+        )
+        if not outcome.approved:
+            return rejection_result(ctx, outcome.feedback)
     if _read_text(target.real) != old:
         return tool_error(
             f"`{target.path}` changed while waiting for approval; read it again and redo the change.",

@@ -18,6 +18,10 @@ from pathlib import Path, PurePath
 from soulwire.tools.base import ToolContext, rejection_result
 from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error
 
+PLAN_FILE_KEY = "plan_file"
+"""Set in the session state (`ctx.state`) by the engine while plan mode is on: the plan file's
+path, then the only file WriteFile and StrReplaceFile may change (and without asking)."""
+
 EDIT_INSIDE = "edit file"
 EDIT_OUTSIDE = "edit file outside of working directory"
 READ_OUTSIDE = "read file outside of working directory"
@@ -112,11 +116,25 @@ def sensitive_refusal(raw: str) -> ToolReturnValue:
     )
 
 
+def plan_file(ctx: ToolContext) -> Path | None:
+    """The plan file while plan mode is on, else None."""
+    value = ctx.state.get(PLAN_FILE_KEY)
+    return Path(value) if isinstance(value, str) and value else None
+
+
+def plan_mode_refusal(target: Target, plan: Path) -> ToolReturnValue:
+    return tool_error(
+        f"Plan mode is on: {target.quoted} cannot be changed. The only file you may write now is the "
+        f"plan file `{plan}`; the user approves the plan (ExitPlanMode) before anything else changes.",
+        brief="Blocked in plan mode",
+    )
+
+
 async def approve_outside(
     ctx: ToolContext, target: Target, *, sender: str, action: str, description: str
 ) -> ToolReturnValue | None:
     """Ask before touching a path outside the workspace; None when allowed (or inside)."""
-    if target.inside:
+    if target.inside or target.real == plan_file(ctx):
         return None
     outcome = await ctx.approver.request(
         tool_call_id=ctx.tool_call_id,

@@ -174,17 +174,18 @@ async def run_captured(
     out: Capture,
     err: Capture | None = None,
     env: Mapping[str, str] | None = None,
+    stdin: IO[bytes] | None = None,
 ) -> Finished:
-    """Run `argv` with stdin closed; stdout goes to `out`, stderr to `err` (or into `out`
-    when `err` is None). Waits for the output to end and the process to exit, at most
-    `timeout` seconds; stops the process once `out` is full. Cancelling the caller kills
-    the process group.
+    """Run `argv` with stdin closed (or reading the file `stdin`); stdout goes to `out`,
+    stderr to `err` (or into `out` when `err` is None). Waits for the output to end and the
+    process to exit, at most `timeout` seconds; stops the process once `out` is full.
+    Cancelling the caller kills the process group.
 
     Plain `Popen` (vfork + exec) with the pipes and a pidfd watched by the event loop: no
     watcher thread and no transport objects per command, which keeps tool steps cheap."""
     process = subprocess.Popen(
         list(argv),
-        stdin=subprocess.DEVNULL,
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if err is not None else subprocess.STDOUT,
         cwd=cwd,

@@ -98,6 +98,14 @@ def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[U
 
 
 async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
+    await runtime.session_started()
+    try:
+        return await _run_prompts(runtime, prompts, printer)
+    finally:
+        await runtime.session_ended()
+
+
+async def _run_prompts(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
     from soulwire.wire.types import user_input_adapter
 
     for user_input in prompts:

@@ -11,6 +11,7 @@ from soulwire.wire import PROTOCOL_VERSION
 from soulwire.wire.jsonrpc import RPCError, invalid_params
 
 SERVER_NAME = "Soulwire"
+SERVER_CAPABILITIES: dict[str, bool] = {"supports_question": True, "supports_plan_mode": True}
 BASELINE_VERSION = (1, 3)
 """Event types up to this version are sent to every client, declared version or not."""
 
@@ -78,9 +79,11 @@ def initialize_result(
     *,
     slash_commands: list[dict[str, Any]],
     session: dict[str, Any],
+    hooks: dict[str, Any],
     external: tuple[list[str], list[dict[str, str]]] | None = None,
 ) -> dict[str, Any]:
-    """The `initialize` result; `external_tools` only when tools were submitted."""
+    """The `initialize` result (key order as the reference's); `external_tools` only when
+    tools were submitted; `session` is soulwire's own addition."""
     result: dict[str, Any] = {
         "protocol_version": PROTOCOL_VERSION,
         "server": {"name": SERVER_NAME, "version": __version__},
@@ -88,6 +91,8 @@ def initialize_result(
     }
     if external is not None and (external[0] or external[1]):
         result["external_tools"] = {"accepted": external[0], "rejected": external[1]}
+    result["hooks"] = hooks
+    result["capabilities"] = dict(SERVER_CAPABILITIES)
     result["session"] = session
     return result
 

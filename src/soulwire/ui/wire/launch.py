@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from soulwire.config.loader import ConfigError
-from soulwire.engine.catalog import describe_builtin
+from soulwire.engine.catalog import configured_hook_events, describe_builtin, describe_hooks
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import resolve_session_id
 from soulwire.sessions.store import FileSessionStore
@@ -64,7 +64,11 @@ def _early_initialize(line: bytes, options: SessionOptions, writer: OutputWriter
         "resumed": store.existed and store.has_wire_records(),
         "work_dir": str(options.work_dir),
     }
-    result = initialize_result(slash_commands=describe_builtin(), session=session)
+    subscribed = [
+        h["event"] for h in hello.hooks if isinstance(h.get("id"), str) and isinstance(h.get("event"), str)
+    ]
+    hooks = describe_hooks([*configured_hook_events(options.raw_config.get("hooks")), *subscribed])
+    result = initialize_result(slash_commands=describe_builtin(), session=session, hooks=hooks)
     writer.write(jsonrpc.response_line(inbound.id, result))
     return hello
 

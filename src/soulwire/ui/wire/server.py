@@ -22,7 +22,12 @@ from pydantic import ValidationError
 from soulwire.engine.client import ClientRequestError
 from soulwire.llm.errors import AuthenticationError, ChatProviderError, LLMNotSet, LLMNotSupported
 from soulwire.runtime.builder import Runtime
-from soulwire.ui.wire.handshake import BASELINE_VERSION, ClientHello, initialize_result, parse_initialize
+from soulwire.ui.wire.handshake import (
+    BASELINE_VERSION,
+    ClientHello,
+    initialize_result,
+    parse_initialize,
+)
 from soulwire.ui.wire.lines import LineReader
 from soulwire.ui.wire.output import OutputWriter
 from soulwire.ui.wire.replay import ReplayCounts, replay_records
@@ -56,22 +61,32 @@ class WireServer:
         self.writer = writer
         self._pending: dict[str, asyncio.Future[Any]] = {}
         self._busy = False
+        self._prompting = False
         self._scope: anyio.CancelScope | None = None
         self._closing = False
         self._group: anyio.abc.TaskGroup | None = None
         self._blocked: frozenset[type] = frozenset()
         self._blocked_names: frozenset[str] = frozenset()
         self.hello = ClientHello()
-        self._apply_version(BASELINE_VERSION)
+        self._apply_version(None)
         runtime.attach_client(self)
         runtime.bus.subscribe(self._send_event)
 
     # -- outbound -----------------------------------------------------------
-    def _apply_version(self, version: tuple[int, int]) -> None:
-        """Types newer than what the client declared (and the 1.3 baseline) are not sent."""
-        ceiling = max(version, BASELINE_VERSION)
-        names = frozenset(n for n, v in INTRODUCED_IN.items() if v > ceiling)
-        self._blocked_names = names
+    def _apply_version(self, hello: ClientHello | None) -> None:
+        """Types newer than what the client declared (and the 1.3 baseline) are not sent.
+        Capabilities count too: QuestionRequest goes only to a client that declared
+        `supports_question`, and a client that subscribed hooks knows HookRequest."""
+        ceiling = max(hello.protocol_version if hello else BASELINE_VERSION, BASELINE_VERSION)
+        names = {n for n, v in INTRODUCED_IN.items() if v > ceiling}
+        if hello is not None:
+            if hello.supports_question:
+                names.discard("QuestionRequest")
+            else:
+                names.add("QuestionRequest")
+            if hello.hooks:
+                names.discard("HookRequest")
+        self._blocked_names = frozenset(names)
         self._blocked = frozenset(c for n, c in {**EVENT_TYPES, **REQUEST_TYPES}.items() if n in names)
 
     def _send_event(self, message: WireModel) -> None:
@@ -86,7 +101,7 @@ class WireServer:
         if self._closing or self.writer.closed:
             raise ClientRequestError("client disconnected", closed=True)
         if name in self._blocked_names:
-            raise ClientRequestError(f"the client does not support {name}")
+            raise ClientRequestError(f"the client does not support {name}", unsupported=True)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         self.writer.write(request_line(request_id, name, message.model_dump(mode="json")))
@@ -138,12 +153,23 @@ class WireServer:
             self._on_cancel(request_id)
         elif method == "replay":
             self._on_replay(request_id)
+        elif method == "steer":
+            self._on_steer(request_id, params)
+        elif method == "set_plan_mode":
+            self._on_set_plan_mode(request_id, params)
         else:
             raise RPCError(jsonrpc.METHOD_NOT_FOUND, f"Unexpected method received: {method}")
 
     def apply_hello(self, hello: ClientHello) -> None:
+        """Adopt what the client declared in `initialize` (also the one the start-up path
+        answered before the engine was loaded)."""
         self.hello = hello
-        self._apply_version(hello.protocol_version)
+        self._apply_version(hello)
+        self.runtime.apply_client(
+            supports_question=hello.supports_question,
+            supports_plan_mode=hello.supports_plan_mode,
+            hook_subscriptions=hello.hooks,
+        )
 
     def _on_initialize(self, request_id: str, params: Any) -> None:
         hello = parse_initialize(params)
@@ -157,6 +183,7 @@ class WireServer:
             slash_commands=self.runtime.soul.slash_commands.describe(),
             session=session_info(self.runtime),
             external=external,
+            hooks=self.runtime.hooks.describe(),
         )
         self._reply(request_id, result)
 
@@ -174,7 +201,29 @@ class WireServer:
             raise jsonrpc.invalid_params("prompt") from None
         if self._busy:
             raise RPCError(jsonrpc.INVALID_STATE, _BUSY)
+        self._prompting = True  # from now on a steer belongs to this turn
         self._start(self._run_prompt, request_id, user_input)
+
+    def _on_steer(self, request_id: str, params: Any) -> None:
+        if not isinstance(params, dict) or "user_input" not in params:
+            raise jsonrpc.invalid_params("steer")
+        try:
+            user_input = user_input_adapter().validate_python(params["user_input"])
+        except ValidationError:
+            raise jsonrpc.invalid_params("steer") from None
+        if not self._prompting:
+            raise RPCError(jsonrpc.INVALID_STATE, _IDLE)
+        try:
+            self.runtime.soul.steer(user_input)
+        except LLMNotSupported as exc:
+            raise RPCError(jsonrpc.LLM_NOT_SUPPORTED, str(exc)) from None
+        self._reply(request_id, {"status": "steered"})
+
+    def _on_set_plan_mode(self, request_id: str, params: Any) -> None:
+        enabled = params.get("enabled") if isinstance(params, dict) else None
+        if not isinstance(enabled, bool):
+            raise jsonrpc.invalid_params("set_plan_mode")
+        self._reply(request_id, {"status": "ok", "plan_mode": self.runtime.set_plan_mode(enabled)})
 
     def _on_cancel(self, request_id: str) -> None:
         if self._scope is None:
@@ -217,6 +266,7 @@ class WireServer:
         finally:
             self._scope = None
             self._busy = False
+            self._prompting = False
 
     async def _run_replay(self, request_id: str) -> None:
         scope = anyio.CancelScope()
@@ -248,6 +298,7 @@ class WireServer:
                 pass
         async with anyio.create_task_group() as group:
             self._group = group
+            group.start_soon(self.runtime.session_started)
             while True:
                 line = await lines.get()
                 if line is None:
@@ -258,6 +309,7 @@ class WireServer:
                 while self._busy:
                     await anyio.sleep(0.005)
             group.cancel_scope.cancel()
+        await self.runtime.session_ended()
         self.writer.flush()
 
     def _shutdown(self) -> None:
