@@ -201,6 +201,7 @@ class WireProcess:
 
     def initialize(self, **params: Any) -> dict[str, Any]:
         params.setdefault("protocol_version", "1.3")
+        params.setdefault("client", {"name": "soulwire-tests", "version": "1"})
         _, response = self.until_response(self.request("initialize", params))
         return response
 

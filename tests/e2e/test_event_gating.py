@@ -54,7 +54,7 @@ def test_a_client_that_declares_nothing_gets_only_1_3_types(engine, sandbox):
 def test_replay_to_a_1_3_client_skips_newer_types(engine, sandbox):
     sandbox.config_extra = {"hooks": [{"event": "Stop", "command": "exit 0"}]}
     wire = engine("error: 500 boom", "text: fine", args=("--session", "replayed"))
-    wire.initialize(protocol_version="1.10")
+    wire.initialize(protocol_version="1.10", client={"name": "modern"})
     events, _ = wire.prompt("go")
     assert {"StepRetry", "HookTriggered", "HookResolved"} <= set(event_types(events))
     wire.close()
@@ -64,3 +64,23 @@ def test_replay_to_a_1_3_client_skips_newer_types(engine, sandbox):
     assert response["result"]["status"] == "finished"
     kinds = event_types(replayed)
     assert set(kinds) <= TYPES_1_3 and "ContentPart" in kinds and not set(kinds) & NEWER
+
+
+def test_the_go_sdk_handshake_gets_only_1_3_types(engine, sandbox):
+    """The Go SDK copies our version from `info --json` and sends neither `client` nor
+    `capabilities`; it stops reading at an unknown type, so it must be served as 1.3."""
+    sandbox.config_extra = {"hooks": [{"event": "Stop", "command": "exit 0"}]}
+    wire = engine("error: 500 boom", "text: fine", "error: 503 busy", "text: again")
+    from soulwire.wire import PROTOCOL_VERSION
+
+    _, reply = wire.until_response(
+        wire.request("initialize", {"protocol_version": PROTOCOL_VERSION, "external_tools": []})
+    )
+    assert reply["result"]["protocol_version"] == PROTOCOL_VERSION
+    events, response = wire.prompt("go")
+    assert response["result"]["status"] == "finished"
+    assert set(event_types(events)) <= TYPES_1_3
+    # The same version with a client name is a client that knows what it declared.
+    wire.initialize(protocol_version=PROTOCOL_VERSION, client={"name": "modern", "version": "1"})
+    events, _ = wire.prompt("again")
+    assert {"StepRetry", "HookTriggered", "HookResolved"} <= set(event_types(events))

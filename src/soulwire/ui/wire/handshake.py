@@ -36,6 +36,19 @@ class ClientHello:
     supports_plan_mode: bool = False
     external_tools: list[dict[str, Any]] = field(default_factory=list)
     hooks: list[dict[str, Any]] = field(default_factory=list)
+    declared_capabilities: bool = False
+
+    def event_ceiling(self) -> tuple[int, int]:
+        """The newest protocol version whose event types this client may receive.
+
+        A client that only sends our own version back — no `client`, no `capabilities`, no
+        hooks — is treated as a 1.3 client: that is how the Go SDK initialises (it copies
+        `wire_protocol_version` from `info --json`), and it stops reading at the first event
+        type it does not know."""
+        echoed = self.protocol_version == parse_version(PROTOCOL_VERSION)
+        if echoed and self.client is None and not self.declared_capabilities and not self.hooks:
+            return BASELINE_VERSION
+        return max(self.protocol_version, BASELINE_VERSION)
 
 
 def _object_list(value: Any, method: str) -> list[dict[str, Any]]:
@@ -72,6 +85,7 @@ def parse_initialize(params: Any) -> ClientHello:
         supports_plan_mode=bool(capabilities.get("supports_plan_mode")),  # pyright: ignore[reportUnknownMemberType]
         external_tools=tools,
         hooks=hooks,
+        declared_capabilities="capabilities" in raw,
     )
 
 

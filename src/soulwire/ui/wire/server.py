@@ -77,7 +77,7 @@ class WireServer:
         """Types newer than what the client declared (and the 1.3 baseline) are not sent.
         Capabilities count too: QuestionRequest goes only to a client that declared
         `supports_question`, and a client that subscribed hooks knows HookRequest."""
-        ceiling = max(hello.protocol_version if hello else BASELINE_VERSION, BASELINE_VERSION)
+        ceiling = hello.event_ceiling() if hello else BASELINE_VERSION
         names = {n for n, v in INTRODUCED_IN.items() if v > ceiling}
         if hello is not None:
             if hello.supports_question:
