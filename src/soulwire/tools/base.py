@@ -190,7 +190,8 @@ class Toolset:
     async def call(self, call: ToolCall, ctx: ToolContext) -> ToolReturnValue:
         tool = self._tools.get(call.function.name)
         if tool is None or call.function.name in self._hidden:
-            return tool_error(f"Tool `{call.function.name}` not found", brief="Tool not found")
+            message = f"Tool `{call.function.name}` not found"
+            return tool_error(message, brief=message)
         try:
             return await tool.run(call.function.arguments, ctx)
         except Exception as exc:  # a broken tool must not end the turn
