@@ -27,15 +27,8 @@ def parse_config_text(text: str, *, origin: str = "--config") -> dict[str, Any]:
     try:
         value = json.loads(text)
     except ValueError:
-        import tomllib
-
-        try:
-            value = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{origin}: neither valid JSON nor valid TOML ({exc})") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{origin}: the configuration must be a table/object")
-    return value  # pyright: ignore[reportUnknownVariableType]
+        value = _parse_toml(text, origin, "neither valid JSON nor valid TOML")
+    return _table(value, origin)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -50,14 +43,22 @@ def read_config_file(path: Path) -> dict[str, Any]:
         except ValueError as exc:
             raise ConfigError(f"{path}: invalid JSON ({exc})") from None
     else:
-        import tomllib
+        value = _parse_toml(text, str(path), "invalid TOML")
+    return _table(value, str(path))
 
-        try:
-            value = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+
+def _parse_toml(text: str, origin: str, problem: str) -> Any:
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{origin}: {problem} ({exc})") from None
+
+
+def _table(value: Any, origin: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ConfigError(f"{path}: the configuration must be a table/object")
+        raise ConfigError(f"{origin}: the configuration must be a table/object")
     return value  # pyright: ignore[reportUnknownVariableType]
 
 

@@ -4,17 +4,14 @@ at the first request."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from soulwire.config.model import ModelConfig, ProviderConfig
-from soulwire.llm.convert import anthropic_messages, anthropic_system, anthropic_tools, check_media
-from soulwire.llm.env import DEFAULT_BASE_URLS, model_capabilities
-from soulwire.llm.errors import APIConnectionError, MalformedResponseError
+from soulwire.llm.convert import anthropic_messages, anthropic_system, anthropic_tools
+from soulwire.llm.errors import MalformedResponseError
 from soulwire.llm.provider import ChatRequest, StreamResult
-from soulwire.llm.transport import ErrorMapper, LazyClient, Redactor, env_float, provider_label, sdk_timeout
+from soulwire.llm.transport import AdapterSettings, Attempt, SDKAdapter, env_float
 from soulwire.wire.types import (
     FunctionCall,
     TextPart,
@@ -31,31 +28,8 @@ DEFAULT_MAX_TOKENS = 32_000
 MIN_THINKING_BUDGET = 1024  # the API's floor
 
 
-@dataclass
-class AnthropicSettings:
-    provider_name: str
-    model_name: str
-    base_url: str
-    api_key: str
-    headers: dict[str, str]
-    capabilities: frozenset[str]
-    oauth: bool = False
-    env: Mapping[str, str] = field(default_factory=dict[str, str])
-
-
 def anthropic_factory(provider: ProviderConfig, model: ModelConfig, env: dict[str, str]) -> AnthropicProvider:
-    return AnthropicProvider(
-        AnthropicSettings(
-            provider_name=model.provider,
-            model_name=model.model,
-            base_url=provider.base_url or DEFAULT_BASE_URLS["anthropic"],
-            api_key=provider.api_key,
-            headers=dict(provider.custom_headers),
-            capabilities=model_capabilities(model),
-            oauth=provider.oauth is not None,
-            env=env,
-        )
-    )
+    return AnthropicProvider(AdapterSettings.resolve("anthropic", provider, model, env))
 
 
 @dataclass
@@ -95,44 +69,11 @@ class _Blocks:
         self.current_tool: int | None = None
 
 
-class AnthropicProvider:
+class AnthropicProvider(SDKAdapter[AdapterSettings]):
     """A Claude model, streamed."""
 
-    def __init__(self, settings: AnthropicSettings) -> None:
-        self.settings = settings
-        self._client = LazyClient(self._build_client)
-        self._redact = Redactor.for_provider(settings.api_key, settings.headers)
-
-    @property
-    def model_name(self) -> str:
-        return self.settings.model_name
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        return self.settings.capabilities
-
-    def _build_client(self) -> Any:
-        anthropic = importlib.import_module("anthropic")
-        httpx = importlib.import_module("httpx2")
-        s = self.settings
-        return anthropic.AsyncAnthropic(
-            api_key=s.api_key or "EMPTY",
-            base_url=s.base_url,
-            max_retries=0,  # the engine retries, with StepRetry events
-            timeout=sdk_timeout(httpx, s.env),
-            default_headers=s.headers or None,
-        )
-
-    def _errors(self) -> ErrorMapper:
-        s = self.settings
-        return ErrorMapper(
-            label=provider_label(s.provider_name, s.model_name),
-            redact=self._redact,
-            sdk=importlib.import_module("anthropic"),
-            httpx=importlib.import_module("httpx2"),
-            oauth=s.oauth,
-            key_hint="Check the provider's api_key (or ANTHROPIC_API_KEY / SOULWIRE_API_KEY).",
-        )
+    sdk_module = "anthropic"
+    client_class = "AsyncAnthropic"
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         s = self.settings
@@ -153,26 +94,13 @@ class AnthropicProvider:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
         return body
 
-    def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
-        return self._stream(request, result)
-
-    async def _stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
-        s = self.settings
-        check_media(request.history, s.capabilities, s.model_name)
+    def _attempt(self, request: ChatRequest, result: StreamResult) -> Attempt:
         body = self.request_body(request)
         usage, blocks = _Usage(), _Blocks()
-        try:
-            client = self._client.get()
-            stream = await client.messages.create(**body, stream=True)
-            async with stream:
-                async for event in stream:
-                    for part in self._parts(event, usage, blocks, result):
-                        yield part
-        except Exception as exc:
-            error = self._errors()(exc)
-            if isinstance(error, APIConnectionError):
-                await self._client.reset()
-            raise error from None
+        return Attempt(
+            open=lambda client: client.messages.create(**body, stream=True),
+            parts=lambda event: self._parts(event, usage, blocks, result),
+        )
 
     def _parts(self, event: Any, usage: _Usage, blocks: _Blocks, result: StreamResult) -> list[WireModel]:
         kind = getattr(event, "type", "")

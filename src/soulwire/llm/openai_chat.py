@@ -4,25 +4,16 @@ OpenAI-compatible endpoint). The `openai` SDK is imported at the first request."
 
 from __future__ import annotations
 
-import importlib
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from soulwire.config.model import ModelConfig, ProviderConfig
-from soulwire.llm.convert import check_media, openai_chat_messages, openai_chat_tools
-from soulwire.llm.env import DEFAULT_BASE_URLS, KEY_VARIABLES, model_capabilities
-from soulwire.llm.errors import APIConnectionError, MalformedResponseError
+from soulwire.llm.convert import openai_chat_messages, openai_chat_tools
+from soulwire.llm.errors import MalformedResponseError
 from soulwire.llm.provider import ChatRequest, StreamResult
-from soulwire.llm.transport import (
-    ErrorMapper,
-    LazyClient,
-    Redactor,
-    env_float,
-    provider_label,
-    sdk_timeout,
-)
+from soulwire.llm.transport import AdapterSettings, Attempt, SDKAdapter, env_float
 from soulwire.wire.types import (
     FunctionCall,
     TextPart,
@@ -38,41 +29,29 @@ REASONING_EFFORT_ENV = "SOULWIRE_REASONING_EFFORT"
 _AUTO_REASONING_KEYS = ("reasoning_content", "reasoning")
 
 
-@dataclass
-class ChatSettings:
-    """Everything an adapter needs, resolved from configuration and environment."""
+@dataclass(kw_only=True)
+class ChatSettings(AdapterSettings):
+    """The common settings, plus what the OpenAI-style wire formats need."""
 
     flavor: Flavor
-    provider_name: str
-    model_name: str
-    base_url: str
-    api_key: str
-    headers: dict[str, str]
-    capabilities: frozenset[str]
     configured_capabilities: frozenset[str]
     reasoning_key: str | None
     """Where thinking travels: parsed from deltas and sent back in history. None: parsed
     from `reasoning_content`/`reasoning`, never sent back (some servers reject it)."""
-    oauth: bool = False
-    env: Mapping[str, str] = field(default_factory=dict[str, str])
 
 
 def chat_settings(
     flavor: Flavor, provider: ProviderConfig, model: ModelConfig, env: Mapping[str, str]
 ) -> ChatSettings:
     reasoning_key = "reasoning_content" if flavor == "kimi" else provider.reasoning_key
-    return ChatSettings(
+    return ChatSettings.resolve(
+        flavor,
+        provider,
+        model,
+        env,
         flavor=flavor,
-        provider_name=model.provider,
-        model_name=model.model,
-        base_url=provider.base_url or DEFAULT_BASE_URLS[flavor],
-        api_key=provider.api_key,
-        headers=dict(provider.custom_headers),
-        capabilities=model_capabilities(model),
         configured_capabilities=frozenset(model.capabilities),
         reasoning_key=reasoning_key,
-        oauth=provider.oauth is not None,
-        env=env,
     )
 
 
@@ -152,45 +131,11 @@ class _ToolCalls:
         return [ToolCall(id=call_id, function=FunctionCall(name=slot["name"], arguments=args), extras=extras)]
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(SDKAdapter[ChatSettings]):
     """A Chat Completions model, streamed."""
 
-    def __init__(self, settings: ChatSettings) -> None:
-        self.settings = settings
-        self._client = LazyClient(self._build_client)
-        self._redact = Redactor.for_provider(settings.api_key, settings.headers)
-
-    @property
-    def model_name(self) -> str:
-        return self.settings.model_name
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        return self.settings.capabilities
-
-    def _build_client(self) -> Any:
-        openai = importlib.import_module("openai")
-        httpx = importlib.import_module("httpx2")
-        s = self.settings
-        return openai.AsyncOpenAI(
-            api_key=s.api_key or "EMPTY",  # servers without auth still get a well-formed header
-            base_url=s.base_url,
-            max_retries=0,  # the engine retries, with StepRetry events
-            timeout=sdk_timeout(httpx, s.env),
-            default_headers=s.headers or None,
-        )
-
-    def _errors(self) -> ErrorMapper:
-        s = self.settings
-        variable = KEY_VARIABLES.get(s.flavor, "SOULWIRE_API_KEY")
-        return ErrorMapper(
-            label=provider_label(s.provider_name, s.model_name),
-            redact=self._redact,
-            sdk=importlib.import_module("openai"),
-            httpx=importlib.import_module("httpx2"),
-            oauth=s.oauth,
-            key_hint=f"Check the provider's api_key (or {variable} / SOULWIRE_API_KEY).",
-        )
+    sdk_module = "openai"
+    client_class = "AsyncOpenAI"
 
     def request_body(self, request: ChatRequest) -> tuple[dict[str, Any], dict[str, Any]]:
         """(SDK keyword arguments, extra body fields) for one request."""
@@ -233,26 +178,13 @@ class OpenAIChatProvider:
         if max_tokens is not None and max_tokens > 0:
             body["max_completion_tokens"] = int(max_tokens)
 
-    def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
-        return self._stream(request, result)
-
-    async def _stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
-        s = self.settings
-        check_media(request.history, s.capabilities, s.model_name)
+    def _attempt(self, request: ChatRequest, result: StreamResult) -> Attempt:
         body, extra = self.request_body(request)
         calls = _ToolCalls()
-        try:
-            client = self._client.get()
-            stream = await client.chat.completions.create(**body, stream=True, extra_body=extra or None)
-            async with stream:
-                async for chunk in stream:
-                    for part in self._parts(chunk, calls, result):
-                        yield part
-        except Exception as exc:
-            error = self._errors()(exc)
-            if isinstance(error, APIConnectionError):
-                await self._client.reset()
-            raise error from None
+        return Attempt(
+            open=lambda client: client.chat.completions.create(**body, stream=True, extra_body=extra or None),
+            parts=lambda chunk: self._parts(chunk, calls, result),
+        )
 
     def _parts(self, chunk: Any, calls: _ToolCalls, result: StreamResult) -> list[WireModel]:
         if result.message_id is None and isinstance(getattr(chunk, "id", None), str) and chunk.id:

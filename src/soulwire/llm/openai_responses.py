@@ -3,14 +3,14 @@ reasoning comes back as encrypted items that are replayed on the next call."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 from soulwire.config.model import ModelConfig, ProviderConfig
-from soulwire.llm.convert import REASONING_TOKEN_SEP, check_media, responses_input, responses_tools
-from soulwire.llm.errors import APIConnectionError, MalformedResponseError
-from soulwire.llm.openai_chat import REASONING_EFFORT_ENV, ChatSettings, OpenAIChatProvider, chat_settings
+from soulwire.llm.convert import REASONING_TOKEN_SEP, responses_input, responses_tools
+from soulwire.llm.errors import MalformedResponseError
+from soulwire.llm.openai_chat import REASONING_EFFORT_ENV, OpenAIChatProvider, chat_settings
 from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.llm.transport import Attempt
 from soulwire.wire.types import (
     FunctionCall,
     TextPart,
@@ -69,23 +69,13 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
                 body["reasoning"] = {"effort": s.env.get(REASONING_EFFORT_ENV) or "medium", "summary": "auto"}
         return body, {}
 
-    async def _stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
-        s: ChatSettings = self.settings
-        check_media(request.history, s.capabilities, s.model_name)
+    def _attempt(self, request: ChatRequest, result: StreamResult) -> Attempt:
         body, _ = self.request_body(request)
         state = _Events()
-        try:
-            client = self._client.get()
-            stream = await client.responses.create(**body, stream=True)
-            async with stream:
-                async for event in stream:
-                    for part in self._event_parts(event, state, result):
-                        yield part
-        except Exception as exc:
-            error = self._errors()(exc)
-            if isinstance(error, APIConnectionError):
-                await self._client.reset()
-            raise error from None
+        return Attempt(
+            open=lambda client: client.responses.create(**body, stream=True),
+            parts=lambda event: self._event_parts(event, state, result),
+        )
 
     def _event_parts(self, event: Any, state: _Events, result: StreamResult) -> list[WireModel]:
         kind = getattr(event, "type", "")

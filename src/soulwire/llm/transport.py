@@ -1,17 +1,22 @@
-"""What the SDK-backed adapters share: timeouts, headers, secret redaction, and the mapping
-of SDK / HTTP exceptions onto `soulwire.llm.errors` (so the engine's retry loop, not the SDK's,
-decides what happens next). Imports no SDK: the adapter hands its SDK module in."""
+"""What the SDK-backed adapters share: their settings, the client (built lazily, no SDK retries),
+the streaming loop, timeouts, headers, secret redaction, and the mapping of SDK / HTTP exceptions
+onto `soulwire.llm.errors` (so the engine's retry loop, not the SDK's, decides what happens next).
+Imports no SDK at module level: an adapter names its SDK, imported at the first request."""
 
 from __future__ import annotations
 
 import email.utils
+import importlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
+from soulwire.config.model import ModelConfig, ProviderConfig
+from soulwire.llm.convert import check_media
+from soulwire.llm.env import DEFAULT_BASE_URLS, KEY_VARIABLES, model_capabilities
 from soulwire.llm.errors import (
     APIConnectionError,
     APITimeoutError,
@@ -20,6 +25,8 @@ from soulwire.llm.errors import (
     MalformedResponseError,
     status_error,
 )
+from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.wire.types import WireModel
 
 TIMEOUT_ENV = "SOULWIRE_LLM_TIMEOUT"
 DEFAULT_READ_TIMEOUT_S = 300.0
@@ -228,3 +235,113 @@ def env_float(env: Mapping[str, str], *names: str) -> float | None:
         except (KeyError, ValueError):
             continue
     return None
+
+
+@dataclass(kw_only=True)
+class AdapterSettings:
+    """Everything an SDK-backed adapter needs, resolved from configuration and environment."""
+
+    provider_name: str
+    model_name: str
+    base_url: str
+    api_key: str
+    headers: dict[str, str]
+    capabilities: frozenset[str]
+    key_variable: str
+    """The vendor's API-key variable, named in the hint after an authentication failure."""
+    oauth: bool = False
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+
+    @classmethod
+    def resolve(
+        cls, kind: str, provider: ProviderConfig, model: ModelConfig, env: Mapping[str, str], **extra: Any
+    ) -> Self:
+        """Settings for a provider of `kind` (which picks the default base URL and key variable);
+        `extra` fills the fields a subclass adds."""
+        return cls(
+            provider_name=model.provider,
+            model_name=model.model,
+            base_url=provider.base_url or DEFAULT_BASE_URLS[kind],
+            api_key=provider.api_key,
+            headers=dict(provider.custom_headers),
+            capabilities=model_capabilities(model),
+            key_variable=KEY_VARIABLES.get(kind, "SOULWIRE_API_KEY"),
+            oauth=provider.oauth is not None,
+            env=env,
+            **extra,
+        )
+
+
+SettingsT = TypeVar("SettingsT", bound=AdapterSettings)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One streaming request: how to open it on a client, and the parts each SDK event yields."""
+
+    open: Callable[[Any], Awaitable[Any]]
+    parts: Callable[[Any], Iterable[WireModel]]
+
+
+class SDKAdapter(Generic[SettingsT]):
+    """A ChatProvider backed by an official SDK. A subclass names the SDK module and its async
+    client class, and builds an `Attempt` per request; the loop here maps every failure (also
+    one raised while turning events into parts) onto `soulwire.llm.errors`."""
+
+    sdk_module: ClassVar[str]
+    client_class: ClassVar[str]
+
+    def __init__(self, settings: SettingsT) -> None:
+        self.settings = settings
+        self._client = LazyClient(self._build_client)
+        self._redact = Redactor.for_provider(settings.api_key, settings.headers)
+
+    @property
+    def model_name(self) -> str:
+        return self.settings.model_name
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.settings.capabilities
+
+    def _build_client(self) -> Any:
+        sdk = importlib.import_module(self.sdk_module)
+        httpx = importlib.import_module("httpx2")
+        s = self.settings
+        return getattr(sdk, self.client_class)(
+            api_key=s.api_key or "EMPTY",  # servers without auth still get a well-formed header
+            base_url=s.base_url,
+            max_retries=0,  # the engine retries, with StepRetry events
+            timeout=sdk_timeout(httpx, s.env),
+            default_headers=s.headers or None,
+        )
+
+    def _errors(self) -> ErrorMapper:
+        s = self.settings
+        return ErrorMapper(
+            label=provider_label(s.provider_name, s.model_name),
+            redact=self._redact,
+            sdk=importlib.import_module(self.sdk_module),
+            httpx=importlib.import_module("httpx2"),
+            oauth=s.oauth,
+            key_hint=f"Check the provider's api_key (or {s.key_variable} / SOULWIRE_API_KEY).",
+        )
+
+    def _attempt(self, request: ChatRequest, result: StreamResult) -> Attempt:
+        raise NotImplementedError
+
+    async def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
+        s = self.settings
+        check_media(request.history, s.capabilities, s.model_name)
+        attempt = self._attempt(request, result)
+        try:
+            stream = await attempt.open(self._client.get())
+            async with stream:
+                async for event in stream:
+                    for part in attempt.parts(event):
+                        yield part
+        except Exception as exc:
+            error = self._errors()(exc)
+            if isinstance(error, APIConnectionError):
+                await self._client.reset()
+            raise error from None

@@ -11,32 +11,10 @@ Events are the `soulwire.wire` models (TextPart, ThinkPart, ToolCall, ToolResult
 StatusUpdate, …); approvals arrive as `Approval` objects to answer; types this SDK does not
 know arrive as `UnknownMessage`. See docs/sdk.md. Depends on `soulwire.wire` only."""
 
+from soulwire.sdk import errors
 from soulwire.sdk.approvals import Approval, ApprovalDecision, Question
 from soulwire.sdk.ask import ask, ask_result
-from soulwire.sdk.errors import (
-    AuthExpiredError,
-    ChatProviderError,
-    ConfigurationError,
-    EngineBusyError,
-    EngineError,
-    EngineExitedError,
-    EngineNotFoundError,
-    InternalEngineError,
-    InvalidParamsError,
-    InvalidStateError,
-    LLMNotSetError,
-    LLMNotSupportedError,
-    MessageRejectedError,
-    NotSupportedError,
-    ProtocolError,
-    SDKError,
-    SessionClosedError,
-    StartupTimeoutError,
-    ToolDefinitionError,
-    ToolsRejectedError,
-    TurnInProgressError,
-    TurnNotFinishedError,
-)
+from soulwire.sdk.errors import *  # noqa: F403 -- the error types, listed once in errors.__all__
 from soulwire.sdk.session import SDK_PROTOCOL_VERSION, Session, SessionInfo
 from soulwire.sdk.sync import SyncSession
 from soulwire.sdk.tools import Tool, ToolError, tool
@@ -47,41 +25,20 @@ __all__ = [
     "SDK_PROTOCOL_VERSION",
     "Approval",
     "ApprovalDecision",
-    "AuthExpiredError",
-    "ChatProviderError",
-    "ConfigurationError",
-    "EngineBusyError",
-    "EngineError",
-    "EngineExitedError",
-    "EngineNotFoundError",
-    "InternalEngineError",
-    "InvalidParamsError",
-    "InvalidStateError",
-    "LLMNotSetError",
-    "LLMNotSupportedError",
-    "MessageRejectedError",
-    "NotSupportedError",
-    "ProtocolError",
     "Question",
     "Replay",
     "ReplayResult",
-    "SDKError",
     "Session",
-    "SessionClosedError",
     "SessionInfo",
-    "StartupTimeoutError",
     "Step",
     "SyncSession",
     "Tool",
-    "ToolDefinitionError",
     "ToolError",
-    "ToolsRejectedError",
     "Turn",
-    "TurnInProgressError",
-    "TurnNotFinishedError",
     "TurnResult",
     "UnknownMessage",
     "ask",
     "ask_result",
     "tool",
 ]
+__all__ += errors.__all__

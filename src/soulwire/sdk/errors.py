@@ -1,5 +1,6 @@
 """The SDK's exceptions: one root (`SDKError`) with structured subclasses, and the single
-table that maps JSON-RPC error codes from the engine onto them."""
+table that maps JSON-RPC error codes from the engine onto them. `__all__` lists the error
+types, which the package re-exports; `engine_error` is the SDK's own."""
 
 from __future__ import annotations
 
@@ -196,5 +197,4 @@ __all__ = [
     "ToolsRejectedError",
     "TurnInProgressError",
     "TurnNotFinishedError",
-    "engine_error",
 ]

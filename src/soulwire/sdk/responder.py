@@ -100,16 +100,21 @@ class Responder:
             task.add_done_callback(turn.tool_tasks.discard)
 
     # -- approvals and questions ------------------------------------------------------
+    def _register(self, pending: Approval | Question, turn: Turn | None) -> None:
+        """Keep `pending` until it is settled; its turn records it and streams it to the consumer.
+        The timeout starts now."""
+        self.pending[pending.id] = pending
+        if turn is not None:
+            turn.approvals.append(pending)
+            turn._on_event(pending)
+        pending.start_timer(self.timeout)
+
     def _approval(
         self, conn: Connection, request_id: str, request: ApprovalRequest, turn: Turn | None
     ) -> None:
         bound = turn is not None
         approval = Approval(request, request_id, conn.respond, default=self.default, turn_bound=bound)
-        self.pending[request.id] = approval
-        if turn is not None:
-            turn.approvals.append(approval)
-            turn._on_event(approval)
-        approval.start_timer(self.timeout)
+        self._register(approval, turn)
         if self.on_approval is not None:
             self._spawn(self._ask_approval(self.on_approval, approval))
 
@@ -126,11 +131,7 @@ class Responder:
         self, conn: Connection, request_id: str, request: QuestionRequest, turn: Turn | None
     ) -> None:
         question = Question(request, request_id, conn.respond)
-        self.pending[request.id] = question
-        if turn is not None:
-            turn.approvals.append(question)
-            turn._on_event(question)
-        question.start_timer(self.timeout)
+        self._register(question, turn)
         if self.on_question is not None:
             self._spawn(self._ask_question(self.on_question, question))
 

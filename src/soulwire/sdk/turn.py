@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from soulwire.sdk.errors import ProtocolError, SDKError, TurnNotFinishedError
 from soulwire.sdk.jsonutil import as_object
@@ -198,24 +198,61 @@ class TurnResult:
         return ""
 
 
-class Turn(EventStream):
+ResultT = TypeVar("ResultT")
+
+
+class _SessionStream(EventStream, Generic[ResultT]):
+    """What a Turn and a Replay share: the session that started it, and the result it ends with."""
+
+    _running: ClassVar[str]
+    """The error message when `result` is read before the end."""
+
+    def __init__(self, owner: _TurnOwner) -> None:
+        super().__init__()
+        self._owner = owner
+        self._result: ResultT | None = None
+        self.cancel_requested = False
+
+    @property
+    def result(self) -> ResultT:
+        """The result once it ended; raises its error if it failed."""
+        if not self._finished:
+            raise TurnNotFinishedError(self._running)
+        if self._failure is not None:
+            raise self._failure
+        assert self._result is not None
+        return self._result
+
+    async def wait(self) -> ResultT:
+        """Wait for the end (events not read yet are skipped; they stay recorded)."""
+        await self._drain()
+        return self.result
+
+    def __await__(self) -> Generator[Any, None, ResultT]:
+        return self.wait().__await__()
+
+    def _consumer_cancelled(self) -> None:
+        if not self._finished:
+            self._owner._cancel_stream(self, wait_answer=False)
+
+
+class Turn(_SessionStream[TurnResult]):
     """A running prompt. Single consumer: iterate it, iterate `iter_steps()`, or await it."""
 
+    _running = "the turn is still running: iterate it or `await turn` first"
+
     def __init__(self, owner: _TurnOwner, user_input: UserInput | Sequence[Any]) -> None:
-        super().__init__()
+        super().__init__(owner)
         self.user_input = user_input
-        self._owner = owner
         self.steps: list[Step] = []
         """Steps recorded so far (step 0 first, if there is one)."""
         self._current: Step | None = None
         self._step_by_begin: dict[int, Step] = {}
         self._usage = [0, 0, 0, 0]
         self.context_usage: float | None = None
-        self._result: TurnResult | None = None
         self.approvals: list[Approval | Question] = []
         """Approvals and questions the engine asked during this turn."""
         self.tool_tasks: set[asyncio.Task[None]] = set()
-        self.cancel_requested = False
         self.request_params: Any = None
         """The `prompt` params, kept while the turn waits for a cancelled one to end."""
 
@@ -298,25 +335,7 @@ class Turn(EventStream):
         """Why the turn failed (an EngineError, EngineExitedError, …), once it did."""
         return self._failure
 
-    @property
-    def result(self) -> TurnResult:
-        """The result once the turn ended; raises its error if it failed."""
-        if not self._finished:
-            raise TurnNotFinishedError("the turn is still running: iterate it or `await turn` first")
-        if self._failure is not None:
-            raise self._failure
-        assert self._result is not None
-        return self._result
-
-    # -- consumer API -------------------------------------------------------------
-    async def wait(self) -> TurnResult:
-        """Wait for the end (events not read yet are skipped; they stay in `steps`)."""
-        await self._drain()
-        return self.result
-
-    def __await__(self) -> Generator[Any, None, TurnResult]:
-        return self.wait().__await__()
-
+    # -- consumer API (also `result`, `wait()` and `await turn`) -----------------------
     async def iter_steps(self) -> AsyncIterator[Step]:
         """The turn's steps as they start; iterate each for its events. Moving on to the next
         step skips what was left unread of the previous one."""
@@ -360,10 +379,6 @@ class Turn(EventStream):
         """Add input to this running turn (engines with `steer` only)."""
         await self._owner.steer(user_input)
 
-    def _consumer_cancelled(self) -> None:
-        if not self._finished:
-            self._owner._cancel_stream(self, wait_answer=False)
-
 
 @dataclass(frozen=True)
 class ReplayResult:
@@ -373,16 +388,15 @@ class ReplayResult:
     requests: int
 
 
-class Replay(EventStream):
+class Replay(_SessionStream[ReplayResult]):
     """The session's recorded history re-streamed by the engine. Recorded requests come as
     plain wire models (ApprovalRequest, ToolCallRequest): they are history, not questions."""
 
+    _running = "the replay is still running"
+
     def __init__(self, owner: _TurnOwner) -> None:
-        super().__init__()
-        self._owner = owner
+        super().__init__(owner)
         self.events: list[Any] = []
-        self._result: ReplayResult | None = None
-        self.cancel_requested = False
 
     def _on_event(self, event: Any) -> None:
         self.events.append(event)
@@ -397,32 +411,12 @@ class Replay(EventStream):
                 error = ProtocolError(f"malformed replay result: {result!r}")
         self._finish(error)
 
-    @property
-    def result(self) -> ReplayResult:
-        if not self._finished:
-            raise TurnNotFinishedError("the replay is still running")
-        if self._failure is not None:
-            raise self._failure
-        assert self._result is not None
-        return self._result
-
-    async def wait(self) -> ReplayResult:
-        await self._drain()
-        return self.result
-
-    def __await__(self) -> Generator[Any, None, ReplayResult]:
-        return self.wait().__await__()
-
     async def cancel(self) -> None:
         if not self._finished:
             answered = self._owner._cancel_stream(self, wait_answer=True)
             if answered is not None:
                 await answered
             await self._ended.wait()
-
-    def _consumer_cancelled(self) -> None:
-        if not self._finished:
-            self._owner._cancel_stream(self, wait_answer=False)
 
 
 __all__ = ["Replay", "ReplayResult", "Step", "Turn", "TurnResult"]

@@ -38,6 +38,17 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
+def _current_text(target: Target, shown: str) -> ToolReturnValue | str | None:
+    """The file's text (None when it does not exist), or the error result for a directory or a
+    file that cannot be read."""
+    if target.real.is_dir():
+        return tool_error(f"`{shown}` is a directory.", brief="Not a file")
+    try:
+        return _read_text(target.real)
+    except OSError as exc:
+        return tool_error(f"Could not read `{shown}`: {exc.strerror or exc}", brief="Read failed")
+
+
 def _for_display(text: str) -> str:
     """`text` with undecodable bytes shown as U+FFFD (lone surrogates cannot travel as JSON)."""
     try:
@@ -106,17 +117,14 @@ class WriteFile(TypedTool[WriteFileParams]):
 
     async def execute(self, params: WriteFileParams, ctx: ToolContext) -> ToolReturnValue:
         target = resolve(params.path, ctx)
-        if target.real.is_dir():
-            return tool_error(f"`{params.path}` is a directory.", brief="Not a file")
         if not target.real.parent.is_dir():
             return tool_error(
                 f"The parent directory of `{params.path}` does not exist; create it first.",
                 brief="Parent directory not found",
             )
-        try:
-            old = _read_text(target.real)
-        except OSError as exc:
-            return tool_error(f"Could not read `{params.path}`: {exc.strerror or exc}", brief="Read failed")
+        old = _current_text(target, params.path)
+        if isinstance(old, ToolReturnValue):
+            return old
         append = params.mode == "append"
         new = (old or "") + params.content if append else params.content
         written = await _approve_and_write(
@@ -192,12 +200,9 @@ class StrReplaceFile(TypedTool[StrReplaceFileParams]):
         if target.sensitive():
             # Its errors ("not found", "occurs 2 times") would let a model probe the secret.
             return sensitive_refusal(params.path)
-        if target.real.is_dir():
-            return tool_error(f"`{params.path}` is a directory.", brief="Not a file")
-        try:
-            old = _read_text(target.real)
-        except OSError as exc:
-            return tool_error(f"Could not read `{params.path}`: {exc.strerror or exc}", brief="Read failed")
+        old = _current_text(target, params.path)
+        if isinstance(old, ToolReturnValue):
+            return old
         if old is None:
             return tool_error(
                 f"`{params.path}` does not exist (use WriteFile to create it).", brief="File not found"

@@ -44,8 +44,21 @@ class _Slice:
     start: int = 1
     total: int = 0
     lines: list[bytes] = field(default_factory=list[bytes])
+    size: int = 0
     hit_byte_cap: bool = False
     binary: bool = False
+
+    def add(self, line: bytes) -> bool:
+        """Keep `line` unless it would pass MAX_BYTES (the first line is always kept); False
+        once the cap is hit."""
+        if self.hit_byte_cap:
+            return False
+        if self.size + len(line) > MAX_BYTES and self.lines:
+            self.hit_byte_cap = True
+            return False
+        self.lines.append(line)
+        self.size += len(line)
+        return True
 
 
 def _read_slice(path: Path, offset: int, count: int) -> _Slice:
@@ -57,29 +70,19 @@ def _read_slice(path: Path, offset: int, count: int) -> _Slice:
             return result
         if offset > 0:
             result.start = offset
-            size = 0
             for number, line in enumerate(handle, start=1):
-                result.total = number
-                if offset <= number < offset + count and not result.hit_byte_cap:
-                    if size + len(line) > MAX_BYTES and result.lines:
-                        result.hit_byte_cap = True
-                        continue
-                    result.lines.append(line)
-                    size += len(line)
+                result.total = number  # every line is counted, also after the window
+                if offset <= number < offset + count:
+                    result.add(line)
             return result
         tail: deque[bytes] = deque(maxlen=-offset)
         for line in handle:
             result.total += 1
             tail.append(line)
     result.start = result.total - len(tail) + 1
-    picked = list(tail)[:count]
-    size = 0
-    for line in picked:
-        if size + len(line) > MAX_BYTES and result.lines:
-            result.hit_byte_cap = True
+    for line in list(tail)[:count]:
+        if not result.add(line):
             break
-        result.lines.append(line)
-        size += len(line)
     return result
 
 
