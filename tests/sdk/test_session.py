@@ -18,6 +18,19 @@ from .test_engines import call
 pytestmark = pytest.mark.anyio
 
 
+def slow_tool(started: asyncio.Event) -> sdk.Tool:
+    """A tool `slow` that sets `started` and never returns."""
+
+    @sdk.tool
+    async def slow() -> str:
+        """Slow."""
+        started.set()
+        await asyncio.sleep(3600)
+        return ""
+
+    return slow
+
+
 async def test_handshake_exposes_server_session_and_commands(soulwire: Engine):
     async with sdk.Session(**soulwire.options("text: hi")) as session:
         assert session.server is not None and session.server.name == "Soulwire"
@@ -74,13 +87,7 @@ async def test_methods_the_engine_lacks_raise_not_supported(soulwire: Engine):
 
 async def test_a_queued_prompt_can_be_cancelled_before_it_is_sent(soulwire: Engine):
     started = asyncio.Event()
-
-    @sdk.tool
-    async def slow() -> str:
-        """Slow."""
-        started.set()
-        await asyncio.sleep(3600)
-        return ""
+    slow = slow_tool(started)
 
     async with sdk.Session(**soulwire.options(call("s1", "slow", {}), "text: last", tools=[slow])) as session:
         first = session.prompt("one")
@@ -102,13 +109,7 @@ async def test_a_queued_prompt_can_be_cancelled_before_it_is_sent(soulwire: Engi
 
 async def test_session_cancel_and_busy(soulwire: Engine):
     started = asyncio.Event()
-
-    @sdk.tool
-    async def slow() -> str:
-        """Slow."""
-        started.set()
-        await asyncio.sleep(3600)
-        return ""
+    slow = slow_tool(started)
 
     async with sdk.Session(**soulwire.options(call("s1", "slow", {}), tools=[slow])) as session:
         assert not session.busy
