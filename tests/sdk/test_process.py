@@ -21,6 +21,13 @@ from .test_engines import call
 pytestmark = pytest.mark.anyio
 
 
+@sdk.tool
+async def hang() -> str:
+    """Never returns."""
+    await asyncio.sleep(3600)
+    return ""
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -61,12 +68,6 @@ async def test_crash_mid_turn_is_a_clear_error(fake):
 
 
 async def test_real_engine_killed_during_a_tool_call(soulwire: Engine):
-    @sdk.tool
-    async def hang() -> str:
-        """Never returns."""
-        await asyncio.sleep(3600)
-        return ""
-
     async with sdk.Session(**soulwire.options(call("h1", "hang", {}), tools=[hang])) as session:
         turn = session.prompt("go")
         with pytest.raises(sdk.EngineExitedError) as info:
@@ -117,12 +118,6 @@ async def test_engine_ignoring_eof_is_killed_with_its_children(fake, tmp_path: P
 
 
 async def test_close_while_a_turn_runs(soulwire: Engine):
-    @sdk.tool
-    async def hang() -> str:
-        """Never returns."""
-        await asyncio.sleep(3600)
-        return ""
-
     async with sdk.Session(**soulwire.options(call("h1", "hang", {}), tools=[hang])) as session:
         turn = session.prompt("go")
         async for event in turn:

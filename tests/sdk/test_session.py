@@ -19,6 +19,19 @@ from .test_engines import call
 pytestmark = pytest.mark.anyio
 
 
+def slow_tool(started: asyncio.Event) -> sdk.Tool:
+    """A tool `slow` that sets `started` and never returns."""
+
+    @sdk.tool
+    async def slow() -> str:
+        """Slow."""
+        started.set()
+        await asyncio.sleep(3600)
+        return ""
+
+    return slow
+
+
 async def test_handshake_exposes_server_session_and_commands(soulwire: Engine):
     async with sdk.Session(**soulwire.options("text: hi")) as session:
         assert session.server is not None and session.server.name == "Soulwire"
@@ -120,13 +133,7 @@ async def test_steer_plan_mode_and_questions_on_the_real_engine(soulwire: Engine
 
 async def test_a_queued_prompt_can_be_cancelled_before_it_is_sent(soulwire: Engine):
     started = asyncio.Event()
-
-    @sdk.tool
-    async def slow() -> str:
-        """Slow."""
-        started.set()
-        await asyncio.sleep(3600)
-        return ""
+    slow = slow_tool(started)
 
     async with sdk.Session(**soulwire.options(call("s1", "slow", {}), "text: last", tools=[slow])) as session:
         first = session.prompt("one")
@@ -148,13 +155,7 @@ async def test_a_queued_prompt_can_be_cancelled_before_it_is_sent(soulwire: Engi
 
 async def test_session_cancel_and_busy(soulwire: Engine):
     started = asyncio.Event()
-
-    @sdk.tool
-    async def slow() -> str:
-        """Slow."""
-        started.set()
-        await asyncio.sleep(3600)
-        return ""
+    slow = slow_tool(started)
 
     async with sdk.Session(**soulwire.options(call("s1", "slow", {}), tools=[slow])) as session:
         assert not session.busy
