@@ -10,6 +10,7 @@ import importlib
 import json
 import re
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Self, TypeVar
@@ -283,7 +284,7 @@ class Attempt:
     parts: Callable[[Any], Iterable[WireModel]]
 
 
-class SDKAdapter(Generic[SettingsT]):
+class SDKAdapter(ABC, Generic[SettingsT]):
     """A ChatProvider backed by an official SDK. A subclass names the SDK module and its async
     client class, and builds an `Attempt` per request; the loop here maps every failure (also
     one raised while turning events into parts) onto `soulwire.llm.errors`."""
@@ -327,8 +328,9 @@ class SDKAdapter(Generic[SettingsT]):
             key_hint=f"Check the provider's api_key (or {s.key_variable} / SOULWIRE_API_KEY).",
         )
 
+    @abstractmethod
     def _attempt(self, request: ChatRequest, result: StreamResult) -> Attempt:
-        raise NotImplementedError
+        """Build the request body and the per-attempt parsing state."""
 
     async def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
         s = self.settings
