@@ -195,13 +195,6 @@ class ErrorMapper:
         return ChatProviderError(f"{self.label} reported an error while streaming: {detail}")
 
 
-def client_headers(custom: Mapping[str, str], extra: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
-    """Default headers for a client: ours first, the user's `custom_headers` win."""
-    headers = dict(extra)
-    headers.update(custom)
-    return headers
-
-
 class LazyClient:
     """One SDK client per adapter, built at first use (that is when the SDK is imported) and
     rebuilt after a connection failure so a dead keep-alive connection is not reused."""

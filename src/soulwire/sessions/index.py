@@ -79,11 +79,3 @@ def last_session_id(share: Path, work_dir: str) -> str | None:
             value = entry.get("last_session_id")
             return value if isinstance(value, str) and value else None
     return None
-
-
-def known_work_dirs(share: Path) -> list[str]:
-    return [
-        str(entry["path"])
-        for entry in _entries(_read(share))
-        if isinstance(entry, dict) and isinstance(entry.get("path"), str)
-    ]

@@ -265,10 +265,6 @@ def type_name(message: WireModel) -> str:
     return type(message).__name__
 
 
-def is_request(message: WireModel) -> bool:
-    return type(message).__name__ in REQUEST_TYPES
-
-
 def envelope(message: WireModel) -> dict[str, Any]:
     """`{"type", "payload"}` with every field serialised, nulls and defaults included."""
     if isinstance(message, UnknownMessage):
