@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return serve_wire(options)
     if args.print_mode:
+        from soulwire.config.process_env import import_pydantic_plugin_loader
+
+        import_pydantic_plugin_loader()
         from soulwire.ui.print.app import run_print
 
         return run_print(

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from soulwire.engine.bus import EventBus
 from soulwire.engine.plan import PlanMode
 from soulwire.engine.questions import QuestionAsker
-from soulwire.tools.base import ToolContext, TypedTool
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool
 from soulwire.wire.messages import PlanDisplay
 from soulwire.wire.types import (
     BriefDisplayBlock,
@@ -38,7 +38,7 @@ def _brief(text: str) -> list[BriefDisplayBlock]:
     return [BriefDisplayBlock(text=text)]
 
 
-class EnterPlanModeParams(BaseModel):
+class EnterPlanModeParams(ToolParams):
     pass
 
 
@@ -90,12 +90,12 @@ class EnterPlanMode(TypedTool[EnterPlanModeParams]):
         )
 
 
-class PlanOption(BaseModel):
+class PlanOption(ToolParams):
     label: str = Field(min_length=1, description="A short name for this way of carrying out the plan.")
     description: str = Field(default="", description="What it means.")
 
 
-class ExitPlanModeParams(BaseModel):
+class ExitPlanModeParams(ToolParams):
     options: list[PlanOption] | None = Field(
         default=None,
         max_length=3,

@@ -14,11 +14,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ClientRequestError
-from soulwire.tools.base import ToolContext, TypedTool
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool
 from soulwire.wire.messages import QuestionRequest, QuestionResponse
 from soulwire.wire.types import (
     BriefDisplayBlock,
@@ -75,12 +75,12 @@ class QuestionAsker:
 # ---------------------------------------------------------------- the AskUserQuestion tool
 
 
-class _Option(BaseModel):
+class _Option(ToolParams):
     label: str = Field(min_length=1, description="The choice as the user sees it (a few words).")
     description: str = Field(default="", description="What choosing it means.")
 
 
-class _Question(BaseModel):
+class _Question(ToolParams):
     question: str = Field(min_length=1, description="The complete question, ending with a question mark.")
     header: str = Field(
         default="", description="A very short label for the question (at most 12 characters)."
@@ -91,7 +91,7 @@ class _Question(BaseModel):
     multi_select: bool = Field(default=False, description="Let the user choose several options.")
 
 
-class AskUserQuestionParams(BaseModel):
+class AskUserQuestionParams(ToolParams):
     questions: list[_Question] = Field(
         min_length=1, max_length=4, description="1-4 questions asked together."
     )

@@ -320,7 +320,7 @@ class Soul:
 
     def tool_specs(self) -> list[ToolSpec]:
         """The tools offered to the model now (visible ones), with their JSON Schemas."""
-        return [ToolSpec(t.name, t.description, t.parameters) for t in self.toolset.visible()]
+        return [ToolSpec(t.name, t.description, lambda t=t: t.parameters) for t in self.toolset.visible()]
 
     async def _stream_reply(self, model: ResolvedModel, n: int) -> tuple[_Reply, StreamResult]:
         request = ChatRequest(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -10,13 +10,30 @@ from soulwire.llm.message import Message
 from soulwire.wire.types import TokenUsage, WireModel
 
 
-@dataclass(frozen=True)
 class ToolSpec:
-    """A tool as offered to the model."""
+    """A tool as offered to the model.
 
-    name: str
-    description: str
-    parameters: dict[str, Any]
+    `parameters` may be given as a function returning the JSON Schema: generating schemas
+    is a start-up cost (pydantic's schema generator, every tool), so it is paid when an
+    adapter first reads them, and never by a provider that does not send them."""
+
+    __slots__ = ("_parameters", "description", "name")
+
+    def __init__(
+        self, name: str, description: str, parameters: dict[str, Any] | Callable[[], dict[str, Any]]
+    ) -> None:
+        self.name = name
+        self.description = description
+        self._parameters = parameters
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        if callable(self._parameters):
+            self._parameters = self._parameters()
+        return self._parameters
+
+    def __repr__(self) -> str:
+        return f"ToolSpec(name={self.name!r})"
 
 
 @dataclass

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from soulwire.wire.types import ToolCall, ToolReturnValue, tool_error
 
@@ -97,6 +97,13 @@ def parse_arguments(arguments: str | None) -> Any:
 
 def invalid_arguments(kind: str, detail: str) -> ToolReturnValue:
     return tool_error(f"Error {kind} JSON arguments: {detail}", brief="Invalid arguments")
+
+
+class ToolParams(BaseModel):
+    """Base of the models that describe a tool's arguments. Their validators and schemas are
+    built at first use: most sessions call few of the tools they offer."""
+
+    model_config = ConfigDict(defer_build=True)
 
 
 P = TypeVar("P", bound=BaseModel)

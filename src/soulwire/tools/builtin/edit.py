@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import anyio.to_thread
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from soulwire.tools.base import ToolContext, TypedTool, rejection_result
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool, rejection_result
 from soulwire.tools.builtin.diff import diff_blocks
 from soulwire.tools.builtin.paths import (
     EDIT_INSIDE,
@@ -97,7 +97,7 @@ async def _approve_and_write(
     return blocks
 
 
-class WriteFileParams(BaseModel):
+class WriteFileParams(ToolParams):
     path: str = Field(description="The file: absolute, or relative to the working directory.")
     content: str = Field(description="The text to write.")
     mode: Literal["overwrite", "append"] = Field(
@@ -139,7 +139,7 @@ class WriteFile(TypedTool[WriteFileParams]):
         )
 
 
-class Edit(BaseModel):
+class Edit(ToolParams):
     old: str = Field(
         min_length=1, description="The exact text to replace, whitespace and indentation included."
     )
@@ -150,7 +150,7 @@ class Edit(BaseModel):
     )
 
 
-class StrReplaceFileParams(BaseModel):
+class StrReplaceFileParams(ToolParams):
     path: str = Field(description="The file: absolute, or relative to the working directory.")
     edit: Edit | Annotated[list[Edit], Field(min_length=1)] = Field(
         description="One edit, or a list of edits applied in order (each sees the result of the previous)."

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio.to_thread
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
-from soulwire.tools.base import ToolContext, TypedTool
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool
 from soulwire.tools.builtin.output import MAX_LINE_CHARS, cap_line
 from soulwire.tools.builtin.paths import READ_OUTSIDE, approve_outside, resolve, sensitive_refusal
 from soulwire.wire.types import ToolReturnValue, tool_error, tool_ok
@@ -20,7 +20,7 @@ MAX_BYTES = 100 * 1024
 _BINARY_SNIFF_BYTES = 8192
 
 
-class ReadFileParams(BaseModel):
+class ReadFileParams(ToolParams):
     path: str = Field(description="The file: absolute, or relative to the working directory.")
     line_offset: int = Field(
         default=1,

@@ -16,9 +16,9 @@ from pathlib import Path, PurePath
 from typing import Literal
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from soulwire.tools.base import ToolContext, TypedTool
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool
 from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_lines, clip_head
 from soulwire.tools.builtin.paths import (
     SEARCH_OUTSIDE,
@@ -39,7 +39,7 @@ _GREP_CAPTURE_BYTES = 8 * 1024 * 1024
 # ---------------------------------------------------------------- Glob
 
 
-class GlobParams(BaseModel):
+class GlobParams(ToolParams):
     pattern: str = Field(
         description="Glob relative to the directory, e.g. `*.py`, `src/**/*.ts`; `**` matches any depth."
     )
@@ -141,7 +141,7 @@ def ripgrep() -> str | None:
 OutputMode = Literal["content", "files_with_matches", "count_matches"]
 
 
-class GrepParams(BaseModel):
+class GrepParams(ToolParams):
     model_config = ConfigDict(populate_by_name=True)
 
     pattern: str = Field(description="Regular expression (Rust regex syntax, as in ripgrep).")

@@ -6,10 +6,10 @@ import shutil
 import signal
 from functools import cache
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from soulwire.config.process_env import child_environ
-from soulwire.tools.base import ToolContext, TypedTool, rejection_result
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool, rejection_result
 from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, cap_lines, clip_middle
 from soulwire.tools.builtin.process import Capture, run_captured
 from soulwire.wire.types import BriefDisplayBlock, ShellDisplayBlock, ToolReturnValue, tool_error, tool_ok
@@ -44,7 +44,7 @@ def _bash() -> str:
     return shutil.which("bash") or "bash"
 
 
-class ShellParams(BaseModel):
+class ShellParams(ToolParams):
     command: str = Field(min_length=1, description="The bash command line to run.")
     timeout: int = Field(
         default=60,

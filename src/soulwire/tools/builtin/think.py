@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from soulwire.tools.base import ToolContext, TypedTool
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool
 from soulwire.wire.types import ToolReturnValue, tool_ok
 
 
-class ThinkParams(BaseModel):
+class ThinkParams(ToolParams):
     thought: str = Field(description="The reasoning to note down.")
 
 

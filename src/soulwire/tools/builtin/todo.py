@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from soulwire.tools.base import ToolContext, TypedTool
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool
 from soulwire.wire.types import TodoDisplayBlock, TodoItem, ToolReturnValue, tool_ok
 
 TODOS_KEY = "todos"
 """Where the list lives in the session state (`ctx.state`, persisted with the session)."""
 
 
-class Todo(BaseModel):
+class Todo(ToolParams):
     title: str = Field(min_length=1, description="What to do, in a few words.")
     status: Literal["pending", "in_progress", "done"] = Field(description="Where the item stands.")
 
 
-class SetTodoListParams(BaseModel):
+class SetTodoListParams(ToolParams):
     todos: list[Todo] | None = Field(
         default=None,
         description="The complete new list (it replaces the old one). Omit it to get the current list back.",

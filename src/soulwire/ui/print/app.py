@@ -13,6 +13,7 @@ from typing import Any, TextIO
 import anyio
 
 from soulwire.config.loader import ConfigError
+from soulwire.config.process_env import startup_finished
 from soulwire.engine.soul import tool_message
 from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
 from soulwire.llm.message import Message
@@ -139,6 +140,7 @@ def run_print(
     except ConfigError as exc:
         sys.stderr.write(f"soulwire: {exc}\n")
         return 2
+    startup_finished()
     printer = _Printer(sys.stdout, output_format, final_message_only)
     runtime.bus.subscribe(printer.raw)
     runtime.bus.subscribe(printer.merged, merged=True)

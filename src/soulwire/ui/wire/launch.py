@@ -1,10 +1,13 @@
 """Starting the Wire server fast: the lean first path.
 
-Python, asyncio, pydantic and the engine take ~200 ms to import on a small machine, while a
-client waits for its `initialize` reply. So the heavy modules load in a background thread
-from the first millisecond, and meanwhile this module (stdlib + light soulwire modules only)
-reads the first line; when it is a plain `initialize` it is answered at once, from the same
-handshake code the full server uses. Everything after that waits for the engine."""
+Python, asyncio, pydantic and the engine take ~150 ms of CPU to load on a small machine. They
+load in a background thread from the first millisecond while this module (stdlib + light
+soulwire modules only) reads the first line and, when it is a plain `initialize`, prepares the
+reply from the same handshake code the full server uses. The reply is sent as soon as the
+engine is ready — so the client's first prompt is served at once — but never later than
+`HANDSHAKE_WAIT` after the request: a slow machine or a large session to resume costs the
+first prompt some waiting, not the handshake. Everything else waits for the engine.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import threading
 from typing import Any
 
 from soulwire.config.loader import ConfigError
+from soulwire.config.process_env import import_pydantic_plugin_loader, startup_finished
 from soulwire.engine.catalog import configured_hook_events, describe_builtin, describe_hooks
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import resolve_session_id
@@ -23,6 +27,9 @@ from soulwire.ui.wire.handshake import ClientHello, initialize_result, parse_ini
 from soulwire.ui.wire.lines import LineReader
 from soulwire.ui.wire.output import OutputWriter
 from soulwire.wire import PROTOCOL_VERSION, jsonrpc
+
+HANDSHAKE_WAIT = 0.1
+"""Seconds a plain `initialize` reply may wait for the engine to finish loading."""
 
 
 class _Warmup(threading.Thread):
@@ -37,6 +44,7 @@ class _Warmup(threading.Thread):
 
     def run(self) -> None:
         try:
+            import_pydantic_plugin_loader()
             builder = importlib.import_module("soulwire.runtime.builder")
             server = importlib.import_module("soulwire.ui.wire.server")
             self.runtime = builder.build_runtime(self.options)
@@ -45,8 +53,9 @@ class _Warmup(threading.Thread):
             self.error = exc
 
 
-def _early_initialize(line: bytes, options: SessionOptions, writer: OutputWriter) -> ClientHello | None:
-    """Answer `initialize` if the first line is one that needs no engine; else None."""
+def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello, bytes] | None:
+    """The hello and the reply line if the first line is an `initialize` that needs no
+    engine; else None (the full server handles it)."""
     inbound = jsonrpc.classify(line.decode("utf-8", "replace"))
     if inbound.kind != "request" or inbound.method != "initialize":
         return None
@@ -69,8 +78,7 @@ def _early_initialize(line: bytes, options: SessionOptions, writer: OutputWriter
     ]
     hooks = describe_hooks([*configured_hook_events(options.raw_config.get("hooks")), *subscribed])
     result = initialize_result(slash_commands=describe_builtin(), session=session, hooks=hooks)
-    writer.write(jsonrpc.response_line(inbound.id, result))
-    return hello
+    return hello, jsonrpc.response_line(inbound.id, result)
 
 
 def serve_wire(options: SessionOptions) -> int:
@@ -83,23 +91,29 @@ def serve_wire(options: SessionOptions) -> int:
         return 2
     warmup = _Warmup(options)
     previous_interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.0005)  # keep the main thread responsive while the warm-up runs
+    sys.setswitchinterval(0.0005)  # the main thread answers promptly while the warm-up runs
     warmup.start()
     writer = OutputWriter(1)
     reader = LineReader(0)
     first = reader.read_line()
-    hello = _early_initialize(first, options, writer) if first is not None else None
-    if first is not None and hello is None:
+    early = _early_initialize(first, options) if first is not None else None
+    if early is not None:
+        warmup.join(HANDSHAKE_WAIT)
+        if warmup.error is None:
+            writer.write(early[1])
+            writer.flush()
+    elif first is not None:
         reader.push_front(first)
-    writer.flush()
     warmup.join()
     sys.setswitchinterval(previous_interval)
+    startup_finished()
     if isinstance(warmup.error, ConfigError):
         sys.stderr.write(f"soulwire: {warmup.error}\n")
         return 2
     if warmup.error is not None:
         raise warmup.error
     server: Any = sys.modules["soulwire.ui.wire.server"]
+    hello = early[0] if early is not None else None
     code: int = server.run_server(warmup.runtime, writer, reader, hello)
     # Session files are closed and stdout is flushed: skip interpreter teardown (tens of ms
     # of module cleanup) so a client waiting for the exit is not kept waiting.

@@ -366,10 +366,9 @@ def _start_reading(
 
 def prewarm(runtime: Runtime) -> None:
     """Do now what the first prompt would otherwise pay for: pydantic builds validators and
-    serializers on first use, anyio loads its event-loop backend on first run, and the tool
-    schemas offered to the model are generated once."""
+    serializers on first use and anyio loads its event-loop backend on first run. (Tool
+    schemas are not generated here: an adapter generates them when it first sends them.)"""
     importlib.import_module("anyio._backends._asyncio")
-    runtime.soul.tool_specs()
     from soulwire.engine.soul import tool_message
     from soulwire.llm.message import Message
     from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult, TurnBegin, TurnEnd
