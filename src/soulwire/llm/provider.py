@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from soulwire.llm.message import Message
 from soulwire.wire.types import TokenUsage, WireModel
@@ -64,3 +64,11 @@ class ChatProvider(Protocol):
     def capabilities(self) -> frozenset[str]: ...
 
     def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]: ...
+
+
+@runtime_checkable
+class Preloadable(Protocol):
+    """A provider whose first request would wait for a slow import (an official SDK: 0.5 to 1.5 s).
+    `preload` does that import now; it may run in any thread."""
+
+    def preload(self) -> None: ...

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
+import anyio.to_thread
+
 from soulwire.config.model import ModelConfig, ProviderConfig
 from soulwire.llm.convert import check_media
 from soulwire.llm.env import DEFAULT_BASE_URLS, KEY_VARIABLES, model_capabilities
@@ -203,6 +205,10 @@ class LazyClient:
         self._build = build
         self._client: Any = None
 
+    @property
+    def built(self) -> bool:
+        return self._client is not None
+
     def get(self) -> Any:
         if self._client is None:
             self._client = self._build()
@@ -298,6 +304,11 @@ class SDKAdapter(ABC, Generic[SettingsT]):
     def capabilities(self) -> frozenset[str]:
         return self.settings.capabilities
 
+    def preload(self) -> None:
+        """Import the SDK (see `Preloadable`)."""
+        importlib.import_module(self.sdk_module)
+        importlib.import_module("httpx2")
+
     def _build_client(self) -> Any:
         sdk = importlib.import_module(self.sdk_module)
         httpx = importlib.import_module("httpx2")
@@ -330,6 +341,10 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         check_media(request.history, s.capabilities, s.model_name)
         attempt = self._attempt(request, result)
         try:
+            if not self._client.built:
+                # The first import of an SDK takes 0.5 to 1.5 s: in a worker thread the event loop
+                # keeps serving (events go out, a `cancel` is answered) while it runs.
+                await anyio.to_thread.run_sync(self.preload, abandon_on_cancel=True)
             stream = await attempt.open(self._client.get())
             async with stream:
                 async for event in stream:
