@@ -28,7 +28,7 @@ from soulwire.ui.wire.lines import LineReader
 from soulwire.ui.wire.output import OutputWriter
 from soulwire.wire import PROTOCOL_VERSION, jsonrpc
 
-HANDSHAKE_WAIT = 0.1
+HANDSHAKE_WAIT = 0.08
 """Seconds a plain `initialize` reply may wait for the engine to finish loading."""
 
 
