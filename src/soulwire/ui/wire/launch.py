@@ -1,12 +1,14 @@
 """Starting the Wire server fast: the lean first path.
 
-Python, asyncio, pydantic and the engine take ~150 ms of CPU to load on a small machine. They
-load in a background thread from the first millisecond while this module (stdlib + light
-soulwire modules only) reads the first line and, when it is a plain `initialize`, prepares the
-reply from the same handshake code the full server uses. The reply is sent as soon as the
-engine is ready — so the client's first prompt is served at once — but never later than
-`HANDSHAKE_WAIT` after the request: a slow machine or a large session to resume costs the
-first prompt some waiting, not the handshake. Everything else waits for the engine.
+Python, asyncio, pydantic and the engine take ~150 ms of CPU to load on a small machine, while
+a client waits for its `initialize` reply. So the heavy modules load in a background thread
+from the first millisecond, and meanwhile this module (stdlib + light soulwire modules only)
+reads the first line; when it is a plain `initialize` it is answered at once, from the same
+handshake code the full server uses. Everything after that waits for the engine.
+
+(Holding the reply until the engine is ready was measured too: it serves a prompt sent right
+after the handshake in ~2 ms instead of ~150, but it moves the whole load into the handshake,
+~200 ms, which is the one wait every client has. See bench/RESULTS.md.)
 """
 
 from __future__ import annotations
@@ -27,9 +29,6 @@ from soulwire.ui.wire.handshake import ClientHello, initialize_result, parse_ini
 from soulwire.ui.wire.lines import LineReader
 from soulwire.ui.wire.output import OutputWriter
 from soulwire.wire import PROTOCOL_VERSION, jsonrpc
-
-HANDSHAKE_WAIT = 0.08
-"""Seconds a plain `initialize` reply may wait for the engine to finish loading."""
 
 
 class _Warmup(threading.Thread):
@@ -119,10 +118,8 @@ def serve_wire(options: SessionOptions) -> int:
     first = reader.read_line()
     early = _early_initialize(first, options) if first is not None else None
     if early is not None:
-        warmup.join(HANDSHAKE_WAIT)
-        if warmup.error is None:
-            writer.write(early[1])
-            writer.flush()
+        writer.write(early[1])
+        writer.flush()
     elif first is not None:
         reader.push_front(first)
     warmup.join()
