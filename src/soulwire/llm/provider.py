@@ -68,7 +68,7 @@ class ChatProvider(Protocol):
 
 @runtime_checkable
 class Preloadable(Protocol):
-    """A provider whose first request would wait for a slow import (an official SDK: 0.5 to 1.5 s).
-    `preload` does that import now; it may run in any thread."""
+    """A provider whose first request would wait for slow set-up (importing an official SDK
+    and building its client: 0.5 to 1.5 s). `preload` does it now; it may run in any thread."""
 
     def preload(self) -> None: ...

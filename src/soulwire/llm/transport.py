@@ -9,6 +9,7 @@ import email.utils
 import importlib
 import json
 import re
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -199,23 +200,27 @@ class ErrorMapper:
 
 class LazyClient:
     """One SDK client per adapter, built at first use (that is when the SDK is imported) and
-    rebuilt after a connection failure so a dead keep-alive connection is not reused."""
+    rebuilt after a connection failure so a dead keep-alive connection is not reused. It may
+    be built from another thread (a preload) while the event loop waits for it."""
 
     def __init__(self, build: Callable[[], Any]) -> None:
         self._build = build
         self._client: Any = None
+        self._lock = threading.Lock()
 
     @property
     def built(self) -> bool:
         return self._client is not None
 
     def get(self) -> Any:
-        if self._client is None:
-            self._client = self._build()
-        return self._client
+        with self._lock:
+            if self._client is None:
+                self._client = self._build()
+            return self._client
 
     async def reset(self) -> None:
-        client, self._client = self._client, None
+        with self._lock:
+            client, self._client = self._client, None
         if client is not None:
             try:
                 await client.close()
@@ -305,9 +310,9 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         return self.settings.capabilities
 
     def preload(self) -> None:
-        """Import the SDK (see `Preloadable`)."""
-        importlib.import_module(self.sdk_module)
-        importlib.import_module("httpx2")
+        """Import the SDK and build its client: the import, the HTTP stack and the TLS
+        context (it reads the CA bundle) are most of a first request's own cost."""
+        self._client.get()
 
     def _build_client(self) -> Any:
         sdk = importlib.import_module(self.sdk_module)
@@ -344,7 +349,7 @@ class SDKAdapter(ABC, Generic[SettingsT]):
             if not self._client.built:
                 # The first import of an SDK takes 0.5 to 1.5 s: in a worker thread the event loop
                 # keeps serving (events go out, a `cancel` is answered) while it runs.
-                await anyio.to_thread.run_sync(self.preload, abandon_on_cancel=True)
+                await anyio.to_thread.run_sync(self._client.get, abandon_on_cancel=True)
             stream = await attempt.open(self._client.get())
             async with stream:
                 async for event in stream:
