@@ -25,8 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fake_llm_server import FakeLLMServer  # noqa: E402
-from tests.provider_streams import Answer, stream_reply  # noqa: E402
+from tests.fake_llm_server import FakeLLMServer
+from tests.provider_streams import Answer, stream_reply
 
 PATHS = {"openai_legacy": "/v1", "anthropic": ""}
 
@@ -40,7 +40,11 @@ def once(command: str, provider: str, server: FakeLLMServer, think: float) -> fl
         "providers": {"p": {"type": provider, "base_url": server.url + PATHS[provider], "api_key": "k"}},
     }
     (root / "config.json").write_text(json.dumps(config))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_", "OPENAI_", "ANTHROPIC_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("KIMI_", "SOULWIRE_", "OPENAI_", "ANTHROPIC_"))
+    }
     env.update(HOME=str(root), SOULWIRE_SHARE_DIR=str(root / "share"), KIMI_SHARE_DIR=str(root / "kimi"))
     proc = subprocess.Popen(
         [command, "--wire", "--config-file", str(root / "config.json"), "--work-dir", str(root)],
@@ -91,7 +95,9 @@ def once(command: str, provider: str, server: FakeLLMServer, think: float) -> fl
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cmd", action="append", required=True, help="label=command (repeatable)")
     parser.add_argument("--provider", action="append", choices=sorted(PATHS), help="default: both")
     parser.add_argument("--think", default="0,1.5", help="seconds between handshake and prompt")
@@ -105,9 +111,10 @@ def main() -> int:
                     label, _, command = spec.partition("=")
                     once(command, provider, server, think)  # warm page cache and .pyc files
                     samples = [once(command, provider, server, think) for _ in range(args.repeat)]
+                    median, low, high = statistics.median(samples), min(samples), max(samples)
                     print(
                         f"{provider:14s} think {think:3.1f} s  {label:20s} prompt → first ContentPart: "
-                        f"median {statistics.median(samples):7.1f} ms  (min {min(samples):.1f}, max {max(samples):.1f})"
+                        f"median {median:7.1f} ms  (min {low:.1f}, max {high:.1f})"
                     )
     return 0
 

@@ -14,25 +14,26 @@ HIGHER_IS_BETTER = ("events/s",)
 
 
 def main(reference_path: str, ours_path: str) -> int:
-    reference = json.load(open(reference_path, encoding="utf-8"))
-    ours = json.load(open(ours_path, encoding="utf-8"))
-    print(
-        f"| scenario | metric | {reference.get('label') or 'reference'} | {ours.get('label') or 'soulwire'} | ratio |"
-    )
+    with open(reference_path, encoding="utf-8") as file:
+        reference = json.load(file)
+    with open(ours_path, encoding="utf-8") as file:
+        ours = json.load(file)
+    names = (reference.get("label") or "reference", ours.get("label") or "soulwire")
+    print(f"| scenario | metric | {names[0]} | {names[1]} | ratio |")
     print("| --- | --- | ---: | ---: | ---: |")
     for group, metrics in ours["results"].items():
         for metric, stats in metrics.items():
             ref = reference["results"].get(group, {}).get(metric)
             mine = stats["median"]
             if ref is None:
-                print(f"| {group} | {metric} | – | {mine:,.1f} | |")
+                print(f"| {group} | {metric} | - | {mine:,.1f} | |")
                 continue
             theirs = ref["median"]
             if any(k in metric for k in HIGHER_IS_BETTER):
                 ratio = mine / theirs if theirs else float("inf")
             else:
                 ratio = theirs / mine if mine else float("inf")
-            print(f"| {group} | {metric} | {theirs:,.1f} | {mine:,.1f} | {ratio:,.1f}× |")
+            print(f"| {group} | {metric} | {theirs:,.1f} | {mine:,.1f} | {ratio:,.1f}\u00d7 |")
     return 0
 
 

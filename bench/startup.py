@@ -61,7 +61,9 @@ def run_once(command: str, pipelined: bool) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cmd", action="append", required=True, help="label=command (repeatable)")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--json", help="write all samples here")

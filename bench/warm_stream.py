@@ -70,9 +70,8 @@ def main() -> int:
     print("| engine | N | prompt → first ContentPart, ms (median) | events/s over the turn (median) |")
     print("| --- | ---: | ---: | ---: |")
     for (label, n), values in first.items():
-        print(
-            f"| {label} | {n:,} | {statistics.median(values):.1f} | {statistics.median(rate[(label, n)]):,.0f} |"
-        )
+        rate_median = statistics.median(rate[(label, n)])
+        print(f"| {label} | {n:,} | {statistics.median(values):.1f} | {rate_median:,.0f} |")
     return 0
 
 
