@@ -92,13 +92,13 @@ def test_invalid_arguments_become_error_results(engine):
     messages, result = run_turn(wire, answer=None)
     assert result == {"status": "finished"}
     values = results(messages)
-    for key in ("t0", "t1", "t2", "t5"):
+    for key in ("t0", "t1", "t2", "t4", "t5"):
         assert values[key]["is_error"]
         assert values[key]["message"].startswith("Error validating JSON arguments: ")
         assert values[key]["display"] == [{"type": "brief", "text": "Invalid arguments"}]
     assert "timeout" in values["t1"]["message"] and "command" in values["t2"]["message"]
     assert values["t3"]["message"].startswith("Error parsing JSON arguments: ")
-    assert values["t4"]["is_error"] and "Background" in values["t4"]["message"]
+    assert values["t4"]["message"].endswith("description is required when run_in_background is true")
     assert event_types(messages).count("StepBegin") == 7  # every error let the turn go on
 
 

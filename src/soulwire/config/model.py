@@ -58,6 +58,17 @@ class LoopControl(_Section):
     compaction_trigger_ratio: float = Field(default=0.85, ge=0.5, le=0.99)
 
 
+class BackgroundConfig(_Section):
+    """`[background]`: limits of background tasks (spec §8.2); the other reference keys are
+    accepted and ignored."""
+
+    max_running_tasks: int = Field(default=4, ge=1)
+    read_max_bytes: int = Field(default=30_000, ge=1)
+    notification_tail_lines: int = Field(default=20, ge=0)
+    notification_tail_chars: int = Field(default=3_000, ge=0)
+    kill_grace_period_ms: int = Field(default=2_000, ge=0)
+
+
 class HookConfig(_Section):
     """One `[[hooks]]` entry: a shell command run at `event` when `matcher` (a regex on the
     event's target, e.g. the tool name) matches; exit code 2 blocks (spec §4.12)."""
@@ -87,6 +98,7 @@ class Config(_Section):
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     loop_control: LoopControl = Field(default_factory=LoopControl)
     hooks: list[HookConfig] = Field(default_factory=list)
+    background: BackgroundConfig = Field(default_factory=BackgroundConfig)
     mcp: dict[str, Any] = Field(default_factory=dict)
     services: dict[str, Any] = Field(default_factory=dict)
     approval_scope: Literal["exact", "action"] = "exact"

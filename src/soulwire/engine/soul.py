@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -55,6 +55,9 @@ from soulwire.wire.types import (
     VideoURLPart,
     WireModel,
 )
+
+if TYPE_CHECKING:
+    from soulwire.tools.builtin.background import BackgroundTasks
 
 TurnStatus = Literal["finished", "cancelled", "max_steps_reached"]
 
@@ -208,6 +211,8 @@ class Soul:
         """Plan mode, set by the runtime builder (with `plan_mode` reading it)."""
         self.hooks: HookEngine | None = None
         """The session's hooks, set by the runtime builder."""
+        self.background: BackgroundTasks | None = None
+        """Background tasks, set by the runtime builder: their end notices join the context."""
         self._steers: list[UserInput] = []
 
     @property
@@ -312,7 +317,12 @@ class Soul:
                 return TurnOutcome("finished")
 
     def _remind(self, *, first_step: bool) -> None:
-        """Reminders for the model (plan mode) that the wire does not show."""
+        """Notices of ended background tasks, then reminders (plan mode), for the model; the
+        wire shows the notices as `Notification` events only."""
+        if self.background is not None:
+            for notice in self.background.take_notices():
+                self.context.append(Message(role="user", content=notice.text))
+                self.bus.emit(notice.event)
         if self.plan is not None:
             message = self.plan.reminder(first_step)
             if message is not None:

@@ -27,6 +27,7 @@ from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import SessionHandle, open_session
 from soulwire.tools.base import Toolset
 from soulwire.tools.builtin import default_tools
+from soulwire.tools.builtin.background import BackgroundLimits, BackgroundTasks
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.names import BUILTIN_TOOL_NAMES
 from soulwire.wire import PROTOCOL_VERSION
@@ -73,6 +74,7 @@ class Runtime:
     plan: PlanMode
     questions: QuestionAsker
     external_names: set[str] = field(default_factory=set)
+    tasks: BackgroundTasks | None = None
 
     def attach_client(self, channel: ClientChannel) -> None:
         """Route approvals, questions, client hooks and external tool calls to a connected client."""
@@ -132,6 +134,8 @@ class Runtime:
         self.state.save_if_changed()
 
     def close(self, *, exit_ok: bool = True) -> None:
+        if self.tasks is not None:  # no background command outlives the session
+            self.tasks.close()
         self.bus.flush()
         if self.session.store.exists():
             self.state.save_if_changed()
@@ -205,12 +209,31 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         work_dir=str(options.work_dir),
         channel=channel,
     )
+    tasks = _background_tasks(config, session)
+    soul.background = tasks
     for tool in (
         AskUserQuestion(questions),
-        *default_tools(),
+        *default_tools(tasks),
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),
     ):
         toolset.add(tool)
     bus.subscribe(keeper.on_event, merged=True)
-    return Runtime(options, config, session, bus, soul, broker, toolset, keeper, soul.hooks, plan, questions)
+    runtime = Runtime(
+        options, config, session, bus, soul, broker, toolset, keeper, soul.hooks, plan, questions
+    )
+    runtime.tasks = tasks
+    return runtime
+
+
+def _background_tasks(config: Config, session: SessionHandle) -> BackgroundTasks:
+    """The session's background task manager; tasks live under `<session>/tasks/`."""
+    section = config.background
+    limits = BackgroundLimits(
+        max_running_tasks=section.max_running_tasks,
+        read_max_bytes=section.read_max_bytes,
+        notification_tail_lines=section.notification_tail_lines,
+        notification_tail_chars=section.notification_tail_chars,
+        kill_grace_s=section.kill_grace_period_ms / 1000,
+    )
+    return BackgroundTasks(session.store.dir / "tasks", limits)

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from soulwire.tools.base import Tool
 
+if TYPE_CHECKING:
+    from soulwire.tools.builtin.background import BackgroundTasks
 
-def default_tools() -> list[Tool]:
-    """A fresh set of the built-in tools, in the order the model sees them."""
+
+def default_tools(tasks: BackgroundTasks | None = None) -> list[Tool]:
+    """A fresh set of the built-in tools, in the order the model sees them. With `tasks`,
+    Shell can start background tasks and the Task* tools manage them."""
     from soulwire.tools.builtin.edit import StrReplaceFile, WriteFile
     from soulwire.tools.builtin.read import ReadFile
     from soulwire.tools.builtin.search import Glob, Grep
     from soulwire.tools.builtin.shell import Shell
+    from soulwire.tools.builtin.tasks import TaskList, TaskOutput, TaskStop
     from soulwire.tools.builtin.think import Think
     from soulwire.tools.builtin.todo import SetTodoList
 
-    return [SetTodoList(), Shell(), ReadFile(), Glob(), Grep(), WriteFile(), StrReplaceFile(), Think()]
+    task_tools: list[Tool] = [TaskList(tasks), TaskOutput(tasks), TaskStop(tasks)] if tasks else []
+    return [
+        SetTodoList(),
+        Shell(tasks),
+        *task_tools,
+        ReadFile(),
+        Glob(),
+        Grep(),
+        WriteFile(),
+        StrReplaceFile(),
+        Think(),
+    ]

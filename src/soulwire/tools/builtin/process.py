@@ -78,14 +78,14 @@ class Finished:
     """False when reading stopped early because the capture was full."""
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     """Whether a live process is left in the group. Exited orphans stay zombies until their
     new parent reaps them, which some init processes do late or never, so on Linux the
     members' states are looked at rather than trusting `killpg(pgid, 0)` alone."""
@@ -131,12 +131,12 @@ async def terminate_group(process: subprocess.Popen[bytes]) -> None:
     leader. Shielded and bounded, so it also completes while the caller is being cancelled."""
     pgid = process.pid  # the leader of a new session: its pid is the group id
     with anyio.CancelScope(shield=True):
-        _signal_group(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGTERM)
         with anyio.move_on_after(KILL_GRACE_S):
             await wait_exit(process)
-            while _group_alive(pgid):
+            while group_alive(pgid):
                 await anyio.sleep(0.01)
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         with anyio.move_on_after(REAP_LIMIT_S):
             await wait_exit(process)
 

@@ -6,16 +6,19 @@ import shutil
 import signal
 from functools import cache
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from soulwire.config.process_env import child_environ
 from soulwire.tools.base import ToolContext, ToolParams, TypedTool, rejection_result
+from soulwire.tools.builtin.background import BackgroundTasks, TooManyTasks
 from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, cap_lines, clip_middle
 from soulwire.tools.builtin.process import Capture, run_captured
 from soulwire.wire.types import BriefDisplayBlock, ShellDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
 RUN_COMMAND = "run command"
+RUN_BACKGROUND_COMMAND = "run background command"
 MAX_FOREGROUND_TIMEOUT_S = 300
+MAX_BACKGROUND_TIMEOUT_S = 86_400
 _CAPTURE_BYTES = 4 * MAX_OUTPUT_CHARS  # per end; decoding and line caps shrink it further
 _BRIEF_TAIL_LINES = 5
 _BRIEF_LINE_CHARS = 200
@@ -49,13 +52,34 @@ class ShellParams(ToolParams):
     timeout: int = Field(
         default=60,
         ge=1,
-        le=MAX_FOREGROUND_TIMEOUT_S,
-        description="Seconds before the command (and everything it started) is killed.",
+        le=MAX_BACKGROUND_TIMEOUT_S,
+        description=(
+            "Seconds before the command (and everything it started) is killed: at most "
+            f"{MAX_FOREGROUND_TIMEOUT_S} in the foreground, {MAX_BACKGROUND_TIMEOUT_S} in the background."
+        ),
     )
-    description: str = Field(default="", description="A few words on what the command is for.")
+    description: str = Field(
+        default="", description="A few words on what the command is for (required in the background)."
+    )
     run_in_background: bool = Field(
-        default=False, description="Background execution is not available here; leave it false."
+        default=False,
+        description=(
+            "Start the command as a background task and return at once with its task id; you are "
+            "notified when it ends. Use it for servers, watchers and long builds."
+        ),
     )
+
+    @model_validator(mode="after")
+    def _mode_rules(self) -> ShellParams:
+        if self.run_in_background:
+            if not self.description.strip():
+                raise ValueError("description is required when run_in_background is true")
+        elif self.timeout > MAX_FOREGROUND_TIMEOUT_S:
+            raise ValueError(
+                f"timeout must be at most {MAX_FOREGROUND_TIMEOUT_S} seconds for a foreground command; "
+                "use run_in_background for longer ones"
+            )
+        return self
 
 
 def _exit_text(code: int) -> tuple[str, str]:
@@ -80,13 +104,12 @@ class Shell(TypedTool[ShellParams]):
     )
     params = ShellParams
 
+    def __init__(self, tasks: BackgroundTasks | None = None) -> None:
+        self._tasks = tasks
+
     async def execute(self, params: ShellParams, ctx: ToolContext) -> ToolReturnValue:
         if params.run_in_background:
-            return tool_error(
-                "Background commands are not supported; run the command in the foreground "
-                f"(timeout up to {MAX_FOREGROUND_TIMEOUT_S} s).",
-                brief="Background not supported",
-            )
+            return await self._start_background(params, ctx)
         command = params.command
         outcome = await ctx.approver.request(
             tool_call_id=ctx.tool_call_id,
@@ -115,6 +138,57 @@ class Shell(TypedTool[ShellParams]):
             message, headline = _exit_text(code)
             return _failure(message, headline, output, notes)
         return tool_ok(output=output, message=" ".join(["Command executed successfully.", *notes]))
+
+    async def _start_background(self, params: ShellParams, ctx: ToolContext) -> ToolReturnValue:
+        if self._tasks is None:
+            return tool_error(
+                "Background commands are not available in this session; run the command in the "
+                f"foreground (timeout up to {MAX_FOREGROUND_TIMEOUT_S} s).",
+                brief="Background not supported",
+            )
+        command = params.command
+        outcome = await ctx.approver.request(
+            tool_call_id=ctx.tool_call_id,
+            sender=self.name,
+            action=RUN_BACKGROUND_COMMAND,
+            description=f"Run background command `{command}`",
+            display=[ShellDisplayBlock(language="bash", command=command)],
+            scope_key=command,
+        )
+        if not outcome.approved:
+            return rejection_result(ctx, outcome.feedback)
+        try:
+            task = self._tasks.start(
+                command,
+                description=params.description.strip(),
+                cwd=ctx.work_dir,
+                timeout_s=params.timeout,
+                tool_call_id=ctx.tool_call_id,
+                argv=[_bash(), "-c", command],
+                env=_environment(),
+            )
+        except TooManyTasks:
+            limit = self._tasks.limits.max_running_tasks
+            return tool_error(
+                f"Too many background tasks are running ({limit}); wait for one to finish or stop "
+                "one with TaskStop before starting another.",
+                brief="Too many background tasks",
+            )
+        except OSError as exc:
+            return tool_error(f"Failed to start background command: {exc}", brief="Start failed")
+        output = "\n".join(
+            [
+                *task.summary_lines(),
+                "automatic_notification: true",
+                "next_step: You will be automatically notified when it completes.",
+                "next_step: Use TaskOutput with this task_id for a non-blocking status/output snapshot. "
+                "Only set block=true when you intentionally want to wait.",
+                "next_step: Use TaskStop only if the task must be cancelled.",
+            ]
+        )
+        value = tool_ok(output=output, message="Background task started.")
+        value.display = [BriefDisplayBlock(text=f"Started {task.id}"), task.display()]
+        return value
 
 
 def _model_output(capture: Capture) -> tuple[str, list[str]]:
