@@ -95,7 +95,11 @@ def test_start_list_output_and_stop(engine, sandbox):
         call(
             "b",
             "Shell",
-            {"command": f"sleep {duration}", "run_in_background": True, "description": "sleeper"},
+            {
+                "command": f"sleep {duration} & sleep {duration}; wait",
+                "run_in_background": True,
+                "description": "sleeper",
+            },
         ),
     )
     sleeper = field_lines(values["b"]["output"])["task_id"]
@@ -209,6 +213,34 @@ def test_tasks_survive_cancel_and_die_with_the_engine(engine, sandbox):
     assert wait_until_gone(duration) == []
     (runtime,) = (session_dir(sandbox) / "tasks").glob("*/runtime.json")
     assert json.loads(runtime.read_text())["status"] == "killed"
+
+
+def test_a_task_past_its_timeout_is_killed_and_reported(engine, sandbox):
+    duration = unique_sleep()
+    runtime_files = f"{sandbox.share}/sessions/*/*/tasks/*/runtime.json"
+    wire = engine(
+        call(
+            "bg",
+            "Shell",
+            {
+                "command": f"sleep {duration} & sleep {duration}",
+                "run_in_background": True,
+                "description": "slow",
+                "timeout": 1,
+            },
+        ),
+        call("wait", "Shell", {"command": f"until grep -q failed {runtime_files}; do sleep 0.02; done"}),
+        "text: done",
+        args=("--yolo",),
+    )
+    wire.initialize(protocol_version="1.10")
+    messages, result = run_turn(wire, answer=None)
+    assert result == {"status": "finished"}
+    assert wait_until_gone(duration) == []  # the whole group, not only the leader
+    (notice,) = payloads(messages, "Notification")
+    assert notice["type"] == "task.timed_out" and notice["title"] == "Background task timed out: slow"
+    assert notice["payload"]["timed_out"] is True and notice["payload"]["status"] == "failed"
+    assert notice["payload"]["failure_reason"] == "Command timed out after 1s"
 
 
 def test_argument_rules_and_plan_mode(engine):
