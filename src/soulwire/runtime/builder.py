@@ -207,7 +207,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     )
     for tool in (
         AskUserQuestion(questions),
-        *default_tools(),
+        *default_tools(capabilities=model.capabilities if model else frozenset()),
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),
     ):
