@@ -34,8 +34,9 @@ _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 class _Block:
     text: str
     in_content: bool
-    tight: bool
-    """List items and table rows: joined to their neighbours of the same sort by one line break."""
+    group: str
+    """`list` (items) or `table` (rows): such blocks join their neighbours of the same group
+    with one line break; other blocks are paragraphs."""
 
 
 class _Extractor(HTMLParser):
@@ -53,6 +54,8 @@ class _Extractor(HTMLParser):
         self._pre: list[str] | None = None
         self._in_title = False
         self._quote_depth = 0
+        self._cells = False
+        """The text being gathered is a table row."""
 
     # ------------------------------------------------------------ tags
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -91,6 +94,7 @@ class _Extractor(HTMLParser):
         elif tag == "br":
             self._buffer.append("\n")
         elif tag in ("td", "th"):
+            self._cells = True
             if "".join(self._buffer).strip():
                 self._buffer.append(" | ")
         elif tag == "code":
@@ -130,7 +134,10 @@ class _Extractor(HTMLParser):
             self._flush()
             self._quote_depth = max(0, self._quote_depth - 1)
         elif tag == "code":
-            self._buffer.append("`")
+            if self._buffer and self._buffer[-1] == "`":
+                self._buffer.pop()  # an empty code element leaves nothing
+            else:
+                self._buffer.append("`")
         elif tag in _BLOCKS:
             self._flush()
 
@@ -156,16 +163,17 @@ class _Extractor(HTMLParser):
     def _flush(self) -> None:
         lines = ("".join(self._buffer)).split("\n")
         text = "\n".join(line for line in (_SPACES.sub(" ", ln).strip() for ln in lines) if line)
-        text = text.replace("``", "")  # an empty inline code span
         self._buffer.clear()
         prefix, self._prefix = self._prefix, ""
         if text:
-            self._emit(prefix + text, tight=bool(self._lists) or " | " in text)
+            group = "list" if self._lists else "table" if self._cells else ""
+            self._emit(prefix + text, group=group)
+        self._cells = False
 
-    def _emit(self, text: str, *, tight: bool = False) -> None:
+    def _emit(self, text: str, *, group: str = "") -> None:
         if self._quote_depth:
             text = "\n".join("> " * self._quote_depth + line for line in text.split("\n"))
-        self.blocks.append(_Block(text, self._content_depth > 0, tight))
+        self.blocks.append(_Block(text, self._content_depth > 0, group))
 
     def finish(self) -> None:
         self.close()
@@ -191,6 +199,7 @@ def html_to_text(html: str) -> PageText:
     pieces: list[str] = []
     for index, block in enumerate(chosen):
         if index:
-            pieces.append("\n" if block.tight and chosen[index - 1].tight else "\n\n")
+            same = block.group and block.group == chosen[index - 1].group
+            pieces.append("\n" if same else "\n\n")
         pieces.append(block.text)
     return PageText(_SPACES.sub(" ", parser.title).strip(), "".join(pieces))
