@@ -111,6 +111,24 @@ CASES: dict[str, Case] = {
         ],
         tools=[READ],
     ),
+    "tool_media": Case(  # what ReadMediaFile returns, as the engine hands it to the model
+        [
+            Message(role="user", content="look at shot.png"),
+            Message(
+                role="assistant",
+                content="",
+                tool_calls=[call("call_4", "ReadMediaFile", '{"path": "shot.png"}')],
+            ),
+            tool(
+                "call_4",
+                TextPart(text="<system>Loaded image file `/w/shot.png` (image/png, 70 bytes).</system>"),
+                TextPart(text='<image path="/w/shot.png">'),
+                ImageURLPart(image_url=MediaURL(url=PNG)),
+                TextPart(text="</image>"),
+            ),
+        ],
+        tools=[READ],
+    ),
     "system_note_and_generation_env": Case(
         [
             Message(role="user", content="hi"),

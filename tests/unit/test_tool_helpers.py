@@ -65,7 +65,9 @@ def test_output_caps():
 
 
 def test_parameter_schemas_are_clean_and_names_are_reserved():
-    tools = default_tools()
+    tools = default_tools(capabilities=frozenset({"image_in", "video_in"}))
+    assert "ReadMediaFile" in [t.name for t in tools]
+    assert "ReadMediaFile" not in [t.name for t in default_tools()]
     names = [t.name for t in tools]
     assert len(set(names)) == len(names) and set(names) <= set(BUILTIN_TOOL_NAMES)
     for tool in tools:

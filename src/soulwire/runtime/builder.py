@@ -213,7 +213,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     soul.background = tasks
     for tool in (
         AskUserQuestion(questions),
-        *default_tools(tasks),
+        *default_tools(tasks, capabilities=model.capabilities if model else frozenset()),
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),
     ):

@@ -10,10 +10,15 @@ if TYPE_CHECKING:
     from soulwire.tools.builtin.background import BackgroundTasks
 
 
-def default_tools(tasks: BackgroundTasks | None = None) -> list[Tool]:
+def default_tools(
+    tasks: BackgroundTasks | None = None, *, capabilities: frozenset[str] = frozenset()
+) -> list[Tool]:
     """A fresh set of the built-in tools, in the order the model sees them. With `tasks`,
-    Shell can start background tasks and the Task* tools manage them."""
+    Shell can start background tasks and the Task* tools manage them. `capabilities` are the
+    model's: ReadMediaFile is offered only to a model that takes images or videos."""
     from soulwire.tools.builtin.edit import StrReplaceFile, WriteFile
+    from soulwire.tools.builtin.fetch import FetchURL
+    from soulwire.tools.builtin.media import MEDIA_CAPABILITIES, ReadMediaFile
     from soulwire.tools.builtin.read import ReadFile
     from soulwire.tools.builtin.search import Glob, Grep
     from soulwire.tools.builtin.shell import Shell
@@ -22,14 +27,17 @@ def default_tools(tasks: BackgroundTasks | None = None) -> list[Tool]:
     from soulwire.tools.builtin.todo import SetTodoList
 
     task_tools: list[Tool] = [TaskList(tasks), TaskOutput(tasks), TaskStop(tasks)] if tasks else []
+    media: list[Tool] = [ReadMediaFile(capabilities)] if capabilities & MEDIA_CAPABILITIES else []
     return [
         SetTodoList(),
         Shell(tasks),
         *task_tools,
         ReadFile(),
+        *media,
         Glob(),
         Grep(),
         WriteFile(),
         StrReplaceFile(),
+        FetchURL(),
         Think(),
     ]
