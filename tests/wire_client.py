@@ -137,7 +137,9 @@ class WireProcess:
     def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
-            self._inbox.put(json.loads(raw))
+            if not raw.endswith(b"\n"):
+                break  # the engine was killed in the middle of a line: nothing more will come
+            self._inbox.put(json.loads(raw))  # a complete line must be valid JSON
         self._inbox.put(None)
 
     def _read_stderr(self) -> None:
