@@ -53,6 +53,9 @@ def test_a_session_with_a_real_provider_loads_its_sdk_only_at_the_first_prompt(t
     modules = loaded_after(statement)
     assert {"soulwire.llm.openai_chat", "soulwire.llm.openai_responses", "soulwire.llm.anthropic"} <= modules
     assert not [m for m in PROVIDER_SDKS if m in modules]
+    # FetchURL's HTML reduction and ReadMediaFile (no media capability here) load at first use.
+    assert "soulwire.tools.builtin.fetch" in modules
+    assert not {"html.parser", "soulwire.tools.builtin.htmltext", "soulwire.tools.builtin.media"} & modules
 
 
 def test_wire_mode_preloads_a_real_providers_sdk_in_the_background(tmp_path: Path):

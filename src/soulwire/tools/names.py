@@ -21,3 +21,6 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = (
     "EnterPlanMode",
     "ExitPlanMode",
 )
+
+MEDIA_CAPABILITIES = frozenset({"image_in", "video_in"})
+"""Model capabilities that make ReadMediaFile available."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from soulwire.tools.base import Tool
+from soulwire.tools.names import MEDIA_CAPABILITIES
 
 if TYPE_CHECKING:
     from soulwire.tools.builtin.background import BackgroundTasks
@@ -18,7 +19,6 @@ def default_tools(
     model's: ReadMediaFile is offered only to a model that takes images or videos."""
     from soulwire.tools.builtin.edit import StrReplaceFile, WriteFile
     from soulwire.tools.builtin.fetch import FetchURL
-    from soulwire.tools.builtin.media import MEDIA_CAPABILITIES, ReadMediaFile
     from soulwire.tools.builtin.read import ReadFile
     from soulwire.tools.builtin.search import Glob, Grep
     from soulwire.tools.builtin.shell import Shell
@@ -27,7 +27,11 @@ def default_tools(
     from soulwire.tools.builtin.todo import SetTodoList
 
     task_tools: list[Tool] = [TaskList(tasks), TaskOutput(tasks), TaskStop(tasks)] if tasks else []
-    media: list[Tool] = [ReadMediaFile(capabilities)] if capabilities & MEDIA_CAPABILITIES else []
+    media: list[Tool] = []
+    if capabilities & MEDIA_CAPABILITIES:  # the module is loaded only for such a model
+        from soulwire.tools.builtin.media import ReadMediaFile
+
+        media.append(ReadMediaFile(capabilities))
     return [
         SetTodoList(),
         Shell(tasks),

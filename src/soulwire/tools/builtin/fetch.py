@@ -17,8 +17,6 @@ from pydantic import Field
 
 from soulwire import __version__
 from soulwire.tools.base import ToolContext, ToolParams, TypedTool
-from soulwire.tools.builtin.htmltext import html_to_text
-from soulwire.tools.builtin.mediatypes import looks_like_text
 from soulwire.tools.builtin.output import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, cap_lines, clip_head
 from soulwire.wire.types import ToolReturnValue, tool_error, tool_ok
 
@@ -171,6 +169,8 @@ def _page_result(url: str, page: _Page) -> ToolReturnValue:
     text = _decode(page)
     notes: list[str] = []
     if kind == "html":
+        from soulwire.tools.builtin.htmltext import html_to_text  # html.parser: at first use only
+
         extracted = html_to_text(text)
         if not extracted.text.strip():
             return tool_error(NO_CONTENT, brief="No content extracted")
@@ -196,6 +196,8 @@ def _page_result(url: str, page: _Page) -> ToolReturnValue:
 
 def _kind(page: _Page) -> str | None:
     """ "html", "text", or None for content that is not text."""
+    from soulwire.tools.builtin.mediatypes import looks_like_text  # at first use only
+
     ctype = page.content_type
     head = page.body[:4096]
     if ctype in _HTML:

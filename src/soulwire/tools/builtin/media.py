@@ -22,6 +22,7 @@ from soulwire.tools.builtin.mediatypes import (
     sniff,
 )
 from soulwire.tools.builtin.paths import READ_OUTSIDE, approve_outside, resolve, sensitive_refusal
+from soulwire.tools.names import MEDIA_CAPABILITIES
 from soulwire.wire.types import (
     ImageURLPart,
     MediaURL,
@@ -34,7 +35,6 @@ from soulwire.wire.types import (
 
 MAX_MEDIA_BYTES = 100 * 1024 * 1024
 """The reference's limit: larger files are refused before anything is read."""
-MEDIA_CAPABILITIES = frozenset({"image_in", "video_in"})
 _CAPABILITY = {"image": "image_in", "video": "video_in"}
 
 
