@@ -139,6 +139,21 @@ def test_external_tool_round_trip_and_rejections(engine):
     }
 
 
+def test_client_tools_conflict_only_with_tools_the_session_offers(engine):
+    """As in the reference: a name conflicts with a built-in tool this session loaded (and with
+    `Agent`, which its default agent always loads); `SearchWeb` without its service, `Think`
+    (not in the default agent) and `ReadMediaFile` for a text-only model are free."""
+    wire = engine("text: ok")
+    names = ["SearchWeb", "Think", "ReadMediaFile", "Shell", "FetchURL", "TaskList", "Agent"]
+    tools = [{"name": n, "description": f"client {n}", "parameters": {"type": "object"}} for n in names]
+    result = wire.initialize(external_tools=tools)["result"]["external_tools"]
+    assert result["accepted"] == ["SearchWeb", "Think", "ReadMediaFile"]
+    assert {r["name"]: r["reason"] for r in result["rejected"]} == {
+        n: "conflicts with builtin tool" for n in ("Shell", "FetchURL", "TaskList", "Agent")
+    }
+    assert wire.close() == 0
+
+
 def test_unknown_tool_and_bad_json_arguments_continue_the_turn(engine):
     wire = engine(call("t1", "NoSuchTool", {}), call("t2", "ext_ok", "{not json"), "text: fine")
     wire.initialize(external_tools=[EXT_TOOL])

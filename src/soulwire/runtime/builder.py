@@ -29,7 +29,7 @@ from soulwire.tools.base import Toolset
 from soulwire.tools.builtin import default_tools
 from soulwire.tools.builtin.background import BackgroundLimits, BackgroundTasks
 from soulwire.tools.external import ExternalTool, schema_problem
-from soulwire.tools.names import BUILTIN_TOOL_NAMES
+from soulwire.tools.names import ALWAYS_RESERVED_TOOL_NAMES
 from soulwire.wire import PROTOCOL_VERSION
 from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, StatusUpdate, TurnEnd, envelope
 from soulwire.wire.types import WireModel
@@ -115,7 +115,7 @@ class Runtime:
         for spec in tools:
             name = str(spec.get("name", ""))
             parameters = spec.get("parameters")
-            if name in BUILTIN_TOOL_NAMES or (
+            if name in ALWAYS_RESERVED_TOOL_NAMES or (
                 self.toolset.get(name) is not None and name not in self.external_names
             ):
                 rejected.append({"name": name, "reason": "conflicts with builtin tool"})

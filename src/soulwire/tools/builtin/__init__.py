@@ -23,7 +23,6 @@ def default_tools(
     from soulwire.tools.builtin.search import Glob, Grep
     from soulwire.tools.builtin.shell import Shell
     from soulwire.tools.builtin.tasks import TaskList, TaskOutput, TaskStop
-    from soulwire.tools.builtin.think import Think
     from soulwire.tools.builtin.todo import SetTodoList
 
     task_tools: list[Tool] = [TaskList(tasks), TaskOutput(tasks), TaskStop(tasks)] if tasks else []
@@ -43,5 +42,4 @@ def default_tools(
         WriteFile(),
         StrReplaceFile(),
         FetchURL(),
-        Think(),
     ]
