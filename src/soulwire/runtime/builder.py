@@ -214,8 +214,8 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     for tool in (
         AskUserQuestion(questions),
         *default_tools(tasks, capabilities=model.capabilities if model else frozenset()),
+        ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),  # the reference's order
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
-        ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),
     ):
         toolset.add(tool)
     bus.subscribe(keeper.on_event, merged=True)
