@@ -239,7 +239,7 @@ def test_str_replace_file_edits_and_clear_errors(engine, sandbox):
     assert values["emptyold"]["message"].startswith("Error validating JSON arguments")
 
 
-def test_todo_list_and_think(engine):
+def test_todo_list_and_no_think_tool(engine):
     todos = [{"title": "write tests", "status": "done"}, {"title": "ship", "status": "in_progress"}]
     wire = engine(
         *one_step_each(
@@ -263,6 +263,7 @@ def test_todo_list_and_think(engine):
     assert values["get"]["output"] == "Current todo list:\n- [done] write tests\n- [in_progress] ship"
     assert values["get"]["display"] == []
     assert values["bad"]["message"].startswith("Error validating JSON arguments: todos.0.status")
-    assert values["think"]["message"] == "Thought logged" and values["think"]["output"] == ""
+    # Think is not in the default agent (as in the reference): the model gets "not found".
+    assert values["think"]["is_error"] and values["think"]["message"] == "Tool `Think` not found"
     calls = payloads(messages, "ToolCall")
     assert len(calls) == 5

@@ -21,7 +21,7 @@ from soulwire.tools.builtin.mediatypes import (
     looks_like_text,
     sniff,
 )
-from soulwire.tools.builtin.paths import READ_OUTSIDE, approve_outside, resolve, sensitive_refusal
+from soulwire.tools.builtin.paths import Target, file_to_read
 from soulwire.tools.names import MEDIA_CAPABILITIES
 from soulwire.wire.types import (
     ImageURLPart,
@@ -87,20 +87,14 @@ class ReadMediaFile(TypedTool[ReadMediaFileParams]):
         self.description = _describe(capabilities)  # pyright: ignore[reportAttributeAccessIssue]
 
     async def execute(self, params: ReadMediaFileParams, ctx: ToolContext) -> ToolReturnValue:
-        target = resolve(params.path, ctx)
-        if target.sensitive():
-            return sensitive_refusal(params.path)
-        if not target.real.exists():
-            return tool_error(f"`{params.path}` does not exist.", brief="File not found")
-        if not target.real.is_file():
-            return tool_error(
-                f"`{params.path}` is not a file (list directories with Glob).", brief="Invalid path"
-            )
-        refused = await approve_outside(
-            ctx, target, sender=self.name, action=READ_OUTSIDE, description=f"Read file {target.quoted}"
+        target = await file_to_read(
+            params.path,
+            ctx,
+            sender=self.name,
+            not_a_file=(f"`{params.path}` is not a file (list directories with Glob).", "Invalid path"),
         )
-        if refused is not None:
-            return refused
+        if not isinstance(target, Target):
+            return target
         try:
             size = target.real.stat().st_size
             if size == 0:

@@ -145,3 +145,22 @@ async def approve_outside(
         scope_key=str(target.real),
     )
     return None if outcome.approved else rejection_result(ctx, outcome.feedback)
+
+
+async def file_to_read(
+    raw: str, ctx: ToolContext, *, sender: str, not_a_file: tuple[str, str]
+) -> Target | ToolReturnValue:
+    """The checks every reading tool makes, in order: secrets refused, the file must exist and
+    be a regular file (`not_a_file` is the tool's (message, brief) otherwise), and a path
+    outside the workspace needs approval. Returns the target, or the error result."""
+    target = resolve(raw, ctx)
+    if target.sensitive():
+        return sensitive_refusal(raw)
+    if not target.real.exists():
+        return tool_error(f"`{raw}` does not exist.", brief="File not found")
+    if not target.real.is_file():
+        return tool_error(not_a_file[0], brief=not_a_file[1])
+    refused = await approve_outside(
+        ctx, target, sender=sender, action=READ_OUTSIDE, description=f"Read file {target.quoted}"
+    )
+    return target if refused is None else refused

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 
 from soulwire.tools.base import ToolContext, ToolParams, TypedTool
 from soulwire.tools.builtin.output import MAX_LINE_CHARS, cap_line
-from soulwire.tools.builtin.paths import READ_OUTSIDE, approve_outside, resolve, sensitive_refusal
+from soulwire.tools.builtin.paths import Target, file_to_read
 from soulwire.wire.types import ToolReturnValue, tool_error, tool_ok
 
 MAX_LINES = 1000
@@ -98,20 +98,17 @@ class ReadFile(TypedTool[ReadFileParams]):
     params = ReadFileParams
 
     async def execute(self, params: ReadFileParams, ctx: ToolContext) -> ToolReturnValue:
-        target = resolve(params.path, ctx)
-        if target.sensitive():
-            return sensitive_refusal(params.path)
-        if not target.real.exists():
-            return tool_error(f"`{params.path}` does not exist.", brief="File not found")
-        if not target.real.is_file():
-            return tool_error(
-                f"`{params.path}` is not a regular file (use Glob to list a directory).", brief="Not a file"
-            )
-        refused = await approve_outside(
-            ctx, target, sender=self.name, action=READ_OUTSIDE, description=f"Read file {target.quoted}"
+        target = await file_to_read(
+            params.path,
+            ctx,
+            sender=self.name,
+            not_a_file=(
+                f"`{params.path}` is not a regular file (use Glob to list a directory).",
+                "Not a file",
+            ),
         )
-        if refused is not None:
-            return refused
+        if not isinstance(target, Target):
+            return target
         count = min(params.n_lines, MAX_LINES)
         try:
             piece = await anyio.to_thread.run_sync(

@@ -111,16 +111,9 @@ class Shell(TypedTool[ShellParams]):
         if params.run_in_background:
             return await self._start_background(params, ctx)
         command = params.command
-        outcome = await ctx.approver.request(
-            tool_call_id=ctx.tool_call_id,
-            sender=self.name,
-            action=RUN_COMMAND,
-            description=f"Run command `{command}`",
-            display=[ShellDisplayBlock(language="bash", command=command)],
-            scope_key=command,
-        )
-        if not outcome.approved:
-            return rejection_result(ctx, outcome.feedback)
+        refused = await self._approve(ctx, RUN_COMMAND, f"Run command `{command}`", command)
+        if refused is not None:
+            return refused
         capture = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
         finished = await run_captured(
             [_bash(), "-c", command],
@@ -139,6 +132,20 @@ class Shell(TypedTool[ShellParams]):
             return _failure(message, headline, output, notes)
         return tool_ok(output=output, message=" ".join(["Command executed successfully.", *notes]))
 
+    async def _approve(
+        self, ctx: ToolContext, action: str, description: str, command: str
+    ) -> ToolReturnValue | None:
+        """Ask for the command (the user sees it exactly); None when approved."""
+        outcome = await ctx.approver.request(
+            tool_call_id=ctx.tool_call_id,
+            sender=self.name,
+            action=action,
+            description=description,
+            display=[ShellDisplayBlock(language="bash", command=command)],
+            scope_key=command,
+        )
+        return None if outcome.approved else rejection_result(ctx, outcome.feedback)
+
     async def _start_background(self, params: ShellParams, ctx: ToolContext) -> ToolReturnValue:
         if self._tasks is None:
             return tool_error(
@@ -147,16 +154,11 @@ class Shell(TypedTool[ShellParams]):
                 brief="Background not supported",
             )
         command = params.command
-        outcome = await ctx.approver.request(
-            tool_call_id=ctx.tool_call_id,
-            sender=self.name,
-            action=RUN_BACKGROUND_COMMAND,
-            description=f"Run background command `{command}`",
-            display=[ShellDisplayBlock(language="bash", command=command)],
-            scope_key=command,
+        refused = await self._approve(
+            ctx, RUN_BACKGROUND_COMMAND, f"Run background command `{command}`", command
         )
-        if not outcome.approved:
-            return rejection_result(ctx, outcome.feedback)
+        if refused is not None:
+            return refused
         try:
             task = self._tasks.start(
                 command,
