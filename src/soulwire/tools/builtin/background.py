@@ -90,13 +90,18 @@ class BackgroundTask:
 
     def summary_lines(self) -> list[str]:
         """`key: value` lines the task tools show the model."""
-        lines = [
+        return [
             f"task_id: {self.id}",
             f"kind: {KIND}",
             f"status: {self.status}",
             f"description: {self.description}",
             f"command: {self.command}",
+            *self.outcome_lines(),
         ]
+
+    def outcome_lines(self) -> list[str]:
+        """`exit_code` and `reason`, for the lines that exist yet."""
+        lines: list[str] = []
         if self.exit_code is not None:
             lines.append(f"exit_code: {self.exit_code}")
         if self.failure_reason:

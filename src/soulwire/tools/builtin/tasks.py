@@ -92,11 +92,8 @@ class TaskOutput(TypedTool[TaskOutputParams]):
             f"interrupted: {str(task.interrupted).lower()}",
             f"timed_out: {str(task.timed_out).lower()}",
             f"terminal_reason: {task.terminal_reason}",
+            *task.outcome_lines(),
         ]
-        if task.exit_code is not None:
-            lines.append(f"exit_code: {task.exit_code}")
-        if task.failure_reason:
-            lines.append(f"reason: {task.failure_reason}")
         size = task.output_size()
         text, preview, truncated = task.read_tail(self._tasks.limits.read_max_bytes)
         path = task.output_path
