@@ -58,6 +58,7 @@ from soulwire.wire.types import (
 
 if TYPE_CHECKING:
     from soulwire.tools.builtin.background import BackgroundTasks
+    from soulwire.tools.mcp_client import MCPManager
 
 TurnStatus = Literal["finished", "cancelled", "max_steps_reached"]
 
@@ -214,6 +215,8 @@ class Soul:
         self.background: BackgroundTasks | None = None
         """Background tasks, set by the runtime builder: their end notices join the context."""
         self._steers: list[UserInput] = []
+        self.mcp: MCPManager | None = None
+        """The session's MCP servers (set by the runtime builder when any is configured)."""
 
     @property
     def max_context_size(self) -> int | None:
@@ -263,6 +266,8 @@ class Soul:
     async def _run_loops(self, model: ResolvedModel) -> TurnOutcome:
         """The agent loop, then the Stop hooks: one that blocks with a reason gets one more
         loop, with the reason as the user's message."""
+        if self.mcp is not None:  # servers still connecting are waited for (spec §4 step 3)
+            await self.mcp.settle(self.bus.emit)
         try:
             outcome = await self._agent_loop(model)
             if outcome.status == "finished":

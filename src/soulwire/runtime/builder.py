@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soulwire.config.model import Config, validate_config
 from soulwire.engine import hook_points
@@ -29,10 +29,14 @@ from soulwire.tools.base import Toolset
 from soulwire.tools.builtin import default_tools
 from soulwire.tools.builtin.background import BackgroundLimits, BackgroundTasks
 from soulwire.tools.external import ExternalTool, schema_problem
+from soulwire.tools.mcp_config import load_mcp_servers, tool_call_timeout_s
 from soulwire.tools.names import ALWAYS_RESERVED_TOOL_NAMES
 from soulwire.wire import PROTOCOL_VERSION
 from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, StatusUpdate, TurnEnd, envelope
 from soulwire.wire.types import WireModel
+
+if TYPE_CHECKING:
+    from soulwire.tools.mcp_client import MCPManager
 
 _NOT_RECORDED = (ApprovalRequest, ApprovalResponse)  # they travel outside the turn (spec §3.6)
 QUESTION_TOOLS = frozenset({"AskUserQuestion"})
@@ -75,6 +79,7 @@ class Runtime:
     questions: QuestionAsker
     external_names: set[str] = field(default_factory=set)
     tasks: BackgroundTasks | None = None
+    mcp: MCPManager | None = None
 
     def attach_client(self, channel: ClientChannel) -> None:
         """Route approvals, questions, client hooks and external tool calls to a connected client."""
@@ -103,10 +108,16 @@ class Runtime:
         return self.plan.enabled
 
     async def session_started(self) -> None:
+        if self.mcp is not None:  # connects in the background; the first turn waits for it
+            self.mcp.start()
         await hook_points.session_start(self.hooks, "resume" if self.session.resumed else "startup")
 
     async def session_ended(self, reason: str = "exit") -> None:
-        await hook_points.session_end(self.hooks, reason)
+        try:
+            await hook_points.session_end(self.hooks, reason)
+        finally:
+            if self.mcp is not None:  # no server process outlives the session
+                await self.mcp.aclose()
 
     def register_external_tools(self, tools: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
         """Register client tools; returns accepted names and rejected `{name, reason}`."""
@@ -223,7 +234,18 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         options, config, session, bus, soul, broker, toolset, keeper, soul.hooks, plan, questions
     )
     runtime.tasks = tasks
+    runtime.mcp = soul.mcp = _mcp_manager(options, config, toolset)
     return runtime
+
+
+def _mcp_manager(options: SessionOptions, config: Config, toolset: Toolset) -> MCPManager | None:
+    """The session's MCP servers, or None (and no import of the SDK) when none is configured."""
+    servers = load_mcp_servers(options.mcp_config_files, options.mcp_configs, options.share_dir)
+    if not servers:
+        return None
+    from soulwire.tools.mcp_client import MCPManager
+
+    return MCPManager(servers, toolset, call_timeout_s=tool_call_timeout_s(config.mcp))
 
 
 def _background_tasks(config: Config, session: SessionHandle) -> BackgroundTasks:

@@ -1,0 +1,314 @@
+"""A session's MCP servers: connected in the background through the official `mcp` SDK (imported
+here, at the first connection only), their tools offered to the model, the state reported in
+`StatusUpdate.mcp_status` (spec §3.2, §4 step 3, §9)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any, Literal
+
+from soulwire.tools.base import ToolContext, Toolset, rejection_result
+from soulwire.tools.mcp_config import MCPServerConfig
+from soulwire.wire.messages import MCPLoadingBegin, MCPLoadingEnd, StatusUpdate
+from soulwire.wire.types import (
+    ImageURLPart,
+    MCPServerStatus,
+    MCPStatusSnapshot,
+    MediaURL,
+    TextPart,
+    ToolReturnValue,
+    WireModel,
+    tool_error,
+)
+
+MAX_OUTPUT_CHARS = 100_000
+CONNECT_TIMEOUT_S = 30.0
+"""A server that has not listed its tools by then counts as failed: a turn never waits forever."""
+STOP_TIMEOUT_S = 5.0
+
+Status = Literal["pending", "connecting", "connected", "failed", "unauthorized"]
+
+
+class _Server:
+    """One configured server and its live connection (a task that holds the SDK session open)."""
+
+    def __init__(self, config: MCPServerConfig) -> None:
+        self.config = config
+        self.status: Status = "pending"
+        self.error = ""
+        self.tools: list[str] = []
+        self.session: Any = None
+        self.ready = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+
+class MCPManager:
+    """Connects the configured servers once the session runs and registers their tools."""
+
+    def __init__(self, servers: list[MCPServerConfig], toolset: Toolset, *, call_timeout_s: float) -> None:
+        self._servers = [_Server(s) for s in servers]
+        self._toolset = toolset
+        self._call_timeout_s = call_timeout_s
+        self._stop: asyncio.Event | None = None
+
+    @property
+    def loading(self) -> bool:
+        return any(s.status in ("pending", "connecting") for s in self._servers)
+
+    def snapshot(self) -> MCPStatusSnapshot:
+        servers = [
+            MCPServerStatus(name=s.config.name, status=s.status, tools=list(s.tools)) for s in self._servers
+        ]
+        return MCPStatusSnapshot(
+            loading=self.loading,
+            connected=sum(s.status == "connected" for s in self._servers),
+            total=len(self._servers),
+            tools=sum(len(s.tools) for s in self._servers),
+            servers=servers,
+        )
+
+    def start(self) -> None:
+        """Start connecting every server (idempotent); needs a running event loop."""
+        if self._stop is not None:
+            return
+        self._stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for server in self._servers:
+            server.task = loop.create_task(self._hold(server), name=f"mcp:{server.config.name}")
+
+    async def settle(self, emit: Callable[[WireModel], None]) -> None:
+        """At a turn's start: wait for servers still connecting, bracketed by the loading
+        events (nothing is emitted when every server has settled)."""
+        self.start()
+        if not self.loading:
+            return
+        emit(StatusUpdate(mcp_status=self.snapshot()))
+        emit(MCPLoadingBegin())
+        try:
+            await asyncio.gather(*(s.ready.wait() for s in self._servers))
+        finally:
+            emit(StatusUpdate(mcp_status=self.snapshot()))
+            emit(MCPLoadingEnd())
+
+    async def aclose(self) -> None:
+        """Close every connection; the SDK ends each stdio server (stdin closed, then signals)."""
+        if self._stop is None:
+            return
+        self._stop.set()
+        tasks = [s.task for s in self._servers if s.task is not None]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=STOP_TIMEOUT_S)
+
+    async def _hold(self, server: _Server) -> None:
+        server.status = "connecting"
+        try:
+            # The SDK's first import takes a while: a thread does it, the event loop keeps serving.
+            await asyncio.to_thread(_import_sdk)
+            async with AsyncExitStack() as stack:
+                # asyncio.timeout, not wait_for: the SDK's task groups must stay in this task.
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    session = await self._connect(server.config, stack)
+                    listing = await _list_tools(session)
+                server.session = session
+                for tool in listing:
+                    self._register(server, tool)
+                server.status = "connected"
+                server.ready.set()
+                assert self._stop is not None
+                await self._stop.wait()
+        except Exception as exc:
+            server.error = _describe(exc)
+            _log(f"MCP server `{server.config.name}` failed: {server.error}")
+            server.status = "failed"
+        finally:
+            server.session = None
+            if not server.ready.is_set():
+                server.status = "failed"
+            server.ready.set()
+
+    async def _connect(self, config: MCPServerConfig, stack: AsyncExitStack) -> Any:
+        from mcp.client.session import ClientSession
+
+        if config.command is not None:
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            params = StdioServerParameters(
+                command=config.command, args=config.args, env=config.env, cwd=config.cwd
+            )
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+        else:
+            read, write = await stack.enter_async_context(_http_transport(config, stack))
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        return session
+
+    def _register(self, server: _Server, tool: Any) -> None:
+        name = str(tool.name)
+        existing = self._toolset.get(name)
+        if existing is not None and not isinstance(existing, MCPTool):
+            _log(f"MCP tool `{name}` of `{server.config.name}` is ignored: the name is taken")
+            return
+        schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
+        description = tool.description or "No description provided."
+        self._toolset.add(MCPTool(self, server, name, description, schema))
+        server.tools.append(name)
+
+    async def call(self, server: _Server, name: str, arguments: dict[str, Any]) -> ToolReturnValue:
+        session = server.session
+        if session is None:
+            why = f": {server.error}" if server.error else ""
+            message = f"MCP server `{server.config.name}` is not connected{why}"
+            return tool_error(message, brief="MCP server unavailable")
+        try:
+            async with asyncio.timeout(self._call_timeout_s):
+                result = await session.call_tool(name, arguments)
+        except TimeoutError:
+            message = (
+                f"Timeout while calling MCP tool `{name}` ({self._call_timeout_s:g} s); "
+                "the call was abandoned."
+            )
+            return tool_error(message, brief="Timeout")
+        except Exception as exc:
+            return tool_error(f"Error calling MCP tool `{name}`: {_describe(exc)}", brief="MCP tool error")
+        return convert_result(result)
+
+
+class MCPTool:
+    """A tool of an MCP server, offered under the server's own name for it."""
+
+    def __init__(
+        self, manager: MCPManager, server: _Server, name: str, description: str, schema: dict[str, Any]
+    ) -> None:
+        self._manager = manager
+        self._server = server
+        self._name = name
+        self._description = f"This is an MCP tool from MCP server `{server.config.name}`.\n\n{description}"
+        self._parameters = schema
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
+
+    async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
+        from soulwire.tools.base import invalid_arguments, parse_arguments
+
+        try:
+            value = parse_arguments(arguments)
+        except ValueError as exc:
+            return invalid_arguments("parsing", str(exc))
+        if not isinstance(value, dict):
+            return invalid_arguments("validating", "the arguments must be a JSON object")
+        outcome = await ctx.approver.request(
+            tool_call_id=ctx.tool_call_id,
+            sender=self._name,
+            action=f"mcp:{self._name}",
+            description=f"Call MCP tool `{self._name}`.",
+            display=(),
+        )
+        if not outcome.approved:
+            return rejection_result(ctx, outcome.feedback)
+        return await self._manager.call(self._server, self._name, value)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def convert_result(result: Any) -> ToolReturnValue:
+    """An SDK CallToolResult as a tool result: text stays text, simple images become image
+    parts, other content is described; the text is capped at MAX_OUTPUT_CHARS."""
+    parts: list[TextPart | ImageURLPart] = []
+    budget = MAX_OUTPUT_CHARS
+    truncated = False
+    for item in getattr(result, "content", None) or []:
+        kind = getattr(item, "type", "")
+        if kind == "text":
+            text = str(item.text)
+        elif kind == "image" and getattr(item, "data", None):
+            url = f"data:{item.mime_type};base64,{item.data}"
+            parts.append(ImageURLPart(image_url=MediaURL(url=url)))
+            continue
+        else:
+            text = f"[{kind or 'unknown'} content]"
+        if len(text) > budget:
+            text, truncated = text[:budget], True
+        budget -= len(text)
+        if text:
+            parts.append(TextPart(text=text))
+    if not parts and getattr(result, "structured_content", None) is not None:
+        import json
+
+        parts.append(TextPart(text=json.dumps(result.structured_content)[:MAX_OUTPUT_CHARS]))
+    output: str | list[Any]
+    if all(isinstance(p, TextPart) for p in parts):
+        output = "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    else:
+        output = parts
+    note = f"Output is truncated to fit in {MAX_OUTPUT_CHARS} characters." if truncated else ""
+    if getattr(result, "is_error", False):
+        return tool_error(
+            "Tool returned an error. " + note if note else "Tool returned an error.", output=output
+        )
+    return ToolReturnValue(is_error=False, output=output, message=note)
+
+
+def _import_sdk() -> None:
+    import mcp.client.session
+    import mcp.client.stdio  # noqa: F401
+
+
+async def _list_tools(session: Any) -> list[Any]:
+    tools: list[Any] = []
+    cursor: str | None = None
+    while True:
+        if cursor is None:
+            page = await session.list_tools()
+        else:
+            from mcp import types
+
+            page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+        tools.extend(page.tools)
+        cursor = getattr(page, "next_cursor", None)
+        if not cursor:
+            return tools
+
+
+def _http_transport(config: MCPServerConfig, stack: AsyncExitStack) -> Any:
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client  # pyright: ignore[reportPrivateImportUsage]
+
+    assert config.url is not None
+    if config.transport == "sse":
+        from mcp.client.sse import sse_client
+
+        return sse_client(config.url, headers=config.headers or None)
+    client = create_mcp_http_client(headers=config.headers or None)
+    stack.push_async_callback(client.aclose)
+    return streamable_http_client(config.url, http_client=client)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # pyright: ignore[reportUnknownMemberType]
+        return _describe(exc.exceptions[0])  # pyright: ignore[reportUnknownMemberType]
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
+def _log(line: str) -> None:
+    try:
+        sys.stderr.write(f"soulwire: {line}\n")
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,229 @@
+"""MCP servers in the real engine: a real stdio server (tests/mcp_servers/tiny_server.py, built
+with the official SDK) connected in the background, its tools called by a scripted model,
+approvals, loading events, a failing server, name conflicts and shutdown."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.tool_calls import answering, call, requests, results, run_turn
+from tests.wire_client import event_types, payloads
+
+SERVER = str(Path(__file__).resolve().parents[1] / "mcp_servers" / "tiny_server.py")
+
+
+def servers(pidfile: Path | None = None, **extra: dict[str, Any]) -> str:
+    args = [SERVER, "tiny"] + ([str(pidfile)] if pidfile else [])
+    entries: dict[str, Any] = {"tiny": {"command": sys.executable, "args": args}}
+    entries.update(extra)
+    return json.dumps({"mcpServers": entries})
+
+
+def pids(pidfile: Path) -> list[int]:
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [int(p) for p in pidfile.read_text().split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_an_mcp_tool_is_called_after_approval_and_its_text_comes_back(engine, sandbox):
+    config = sandbox.root / "mcp.json"
+    config.write_text(servers())
+    wire = engine(
+        call("c1", "shout", {"text": "hello"}),
+        "text: done",
+        "text: again",
+        args=("--mcp-config-file", str(config)),
+    )
+    wire.initialize(protocol_version="1.10")
+    messages, result = run_turn(wire)
+    assert result["status"] == "finished"
+    types = event_types(messages)
+    assert types[:5] == ["TurnBegin", "StatusUpdate", "MCPLoadingBegin", "StatusUpdate", "MCPLoadingEnd"]
+    before, after = (s["mcp_status"] for s in payloads(messages, "StatusUpdate")[:2])
+    assert before["loading"] is True and before["total"] == 1 and before["servers"][0]["name"] == "tiny"
+    assert after["loading"] is False and after["connected"] == 1
+    assert after["servers"][0]["status"] == "connected" and "shout" in after["servers"][0]["tools"]
+    [approval] = requests(messages)
+    assert approval["sender"] == "shout"
+    assert approval["action"] == "mcp:shout"
+    assert approval["description"] == "Call MCP tool `shout`."
+    assert approval["display"] == []
+    value = results(messages)["c1"]
+    assert value["is_error"] is False and value["output"] == "HELLO"
+    # The next turn does not wait again.
+    wire2_messages, _ = run_turn(wire)
+    assert "MCPLoadingBegin" not in event_types(wire2_messages)
+    assert wire.close() == 0
+
+
+def test_errors_rejections_images_and_the_output_cap(engine, sandbox):
+    script = "\n".join(
+        [
+            call("e1", "explode", {"reason": "on purpose"}),
+            call("b1", "big", {"n": 150_000}),
+            call("p1", "pixel", {}),
+            call("r1", "shout", {"text": "no"}),
+        ]
+    )
+    wire = engine(script, "text: done", args=("--mcp-config", servers()))
+    wire.initialize()
+
+    def answer(message: dict[str, Any]) -> dict[str, Any]:
+        verdict = "reject" if message["params"]["payload"]["sender"] == "shout" else "approve"
+        return answering(verdict, "not now" if verdict == "reject" else "")(message)
+
+    messages, _ = run_turn(wire, answer=answer)
+    found = results(messages)
+    assert (
+        found["e1"]["is_error"] is True and "explode" in found["e1"]["output"]
+    )  # the SDK hides the exception text
+    assert found["b1"]["is_error"] is False and len(found["b1"]["output"]) == 100_000
+    assert "truncated" in found["b1"]["message"]
+    [image] = found["p1"]["output"]
+    assert image["type"] == "image_url" and image["image_url"]["url"].startswith("data:image/png;base64,")
+    assert found["r1"]["is_error"] is True and "not now" in found["r1"]["message"]
+
+
+def test_a_server_that_cannot_start_fails_without_hurting_the_session(engine, sandbox):
+    broken = {"command": str(sandbox.root / "no-such-server")}
+    crashing = {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]}
+    wire = engine(
+        call("c1", "shout", {"text": "still here"}),
+        "text: done",
+        args=("--mcp-config", servers(broken=broken, crashing=crashing), "--yolo"),
+    )
+    wire.initialize()
+    messages, result = run_turn(wire)
+    assert result["status"] == "finished"
+    final = payloads(messages, "StatusUpdate")[1]["mcp_status"]
+    states = {s["name"]: s["status"] for s in final["servers"]}
+    assert states == {"tiny": "connected", "broken": "failed", "crashing": "failed"}
+    assert final["connected"] == 1 and final["total"] == 3
+    assert results(messages)["c1"]["output"] == "STILL HERE"
+
+
+def test_a_client_tool_cannot_take_an_mcp_tool_name(engine):
+    wire = engine("text: hi", args=("--mcp-config", servers()))
+    wire.initialize()
+    run_turn(wire)  # the servers are connected once a turn has started
+    tool = {"name": "client_clash", "description": "", "parameters": {"type": "object"}}
+    other = {"name": "mine", "description": "", "parameters": {"type": "object"}}
+    response = wire.initialize(external_tools=[tool, other])["result"]
+    assert response["external_tools"]["rejected"] == [
+        {"name": "client_clash", "reason": "conflicts with builtin tool"}
+    ]
+    assert response["external_tools"]["accepted"] == ["mine"]
+
+
+def test_a_client_of_an_older_protocol_gets_the_status_but_not_the_loading_events(engine):
+    """MCPLoadingBegin/End came after 1.3 (spec §0.2): version gating keeps them from a 1.3 client."""
+    wire = engine("text: hi", args=("--mcp-config", servers()))
+    wire.initialize(protocol_version="1.3")
+    messages, _ = run_turn(wire)
+    types = event_types(messages)
+    assert types[:3] == ["TurnBegin", "StatusUpdate", "StatusUpdate"]
+    assert "MCPLoadingBegin" not in types
+
+
+def test_no_server_process_outlives_the_session(engine, sandbox):
+    pidfile = sandbox.root / "pids"
+    wire = engine("text: hi", args=("--mcp-config", servers(pidfile)))
+    wire.initialize()
+    run_turn(wire)
+    [pid] = pids(pidfile)
+    assert alive(pid)
+    assert wire.close() == 0
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(pid)
+
+
+def test_sigterm_ends_the_servers_too(engine, sandbox):
+    pidfile = sandbox.root / "pids"
+    wire = engine("text: hi", args=("--mcp-config", servers(pidfile)))
+    wire.initialize()
+    [pid] = pids(pidfile)  # connecting starts without a prompt
+    deadline = time.monotonic() + 10
+    while not alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    wire.proc.terminate()
+    wire.proc.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(pid)
+
+
+def test_without_mcp_servers_a_turn_has_no_loading_events(engine):
+    wire = engine("text: hi")
+    wire.initialize()
+    messages, _ = run_turn(wire)
+    assert "MCPLoadingBegin" not in event_types(messages)
+    assert all(s["mcp_status"] is None for s in payloads(messages, "StatusUpdate"))
+
+
+def test_a_malformed_mcp_config_is_a_usage_error(engine, sandbox):
+    wire = engine("text: hi", args=("--mcp-config", '{"mcpServers": {"x": {"args": []}}}'))
+    assert wire.close() == 2
+    assert "Invalid MCP server `x` in --mcp-config" in "".join(wire.stderr_lines)
+
+
+def test_a_server_over_streamable_http(engine, tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, SERVER, "web", "", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the HTTP MCP server did not start"
+                time.sleep(0.05)
+        config = json.dumps({"mcpServers": {"web": {"url": f"http://127.0.0.1:{port}/mcp"}}})
+        wire = engine(
+            call("h1", "shout", {"text": "over http"}), "text: done", args=("--mcp-config", config, "--yolo")
+        )
+        wire.initialize()
+        messages, _ = run_turn(wire)
+        assert results(messages)["h1"]["output"] == "OVER HTTP"
+        assert wire.close() == 0
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_a_call_past_the_configured_timeout_is_an_error(engine, sandbox):
+    sandbox.config_extra = {"mcp": {"client": {"tool_call_timeout_ms": 300}}}
+    wire = engine(
+        call("s1", "slow", {"seconds": 20}),
+        call("s2", "shout", {"text": "after"}),
+        "text: done",
+        args=("--mcp-config", servers(), "--yolo"),
+    )
+    wire.initialize()
+    messages, _ = run_turn(wire)
+    found = results(messages)
+    assert found["s1"]["is_error"] is True and "Timeout" in found["s1"]["message"]
+    assert found["s2"]["output"] == "AFTER"  # the connection still serves
+    assert wire.close() == 0
