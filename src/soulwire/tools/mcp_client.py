@@ -265,8 +265,10 @@ def convert_result(result: Any) -> ToolReturnValue:
 
 
 def _import_sdk() -> None:
-    import mcp.client.session
-    import mcp.client.stdio  # noqa: F401
+    import importlib
+
+    for module in ("mcp.client.session", "mcp.client.stdio"):
+        importlib.import_module(module)
 
 
 async def _list_tools(session: Any) -> list[Any]:
