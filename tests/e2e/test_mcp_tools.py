@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.fake_llm_server import FakeLLMServer, json_reply
 from tests.tool_calls import answering, call, requests, results, run_turn
-from tests.wire_client import event_types, payloads
+from tests.wire_client import WireProcess, event_types, payloads
 
 SERVER = str(Path(__file__).resolve().parents[1] / "mcp_servers" / "tiny_server.py")
 
@@ -64,7 +65,13 @@ def test_an_mcp_tool_is_called_after_approval_and_its_text_comes_back(engine, sa
     assert approval["description"] == "Call MCP tool `shout`."
     assert approval["display"] == []
     value = results(messages)["c1"]
-    assert value["is_error"] is False and value["output"] == "HELLO"
+    assert value == {
+        "is_error": False,
+        "output": [{"type": "text", "text": "HELLO"}],
+        "message": "",
+        "display": [],
+        "extras": None,
+    }
     # The next turn does not wait again.
     wire2_messages, _ = run_turn(wire)
     assert "MCPLoadingBegin" not in event_types(wire2_messages)
@@ -89,11 +96,19 @@ def test_errors_rejections_images_and_the_output_cap(engine, sandbox):
 
     messages, _ = run_turn(wire, answer=answer)
     found = results(messages)
+    # The SDK's server hides the exception's text; the reference's message for isError results.
+    assert found["e1"]["is_error"] is True
+    assert found["e1"]["output"] == [{"type": "text", "text": "Error executing tool explode"}]
     assert (
-        found["e1"]["is_error"] is True and "explode" in found["e1"]["output"]
-    )  # the SDK hides the exception text
-    assert found["b1"]["is_error"] is False and len(found["b1"]["output"]) == 100_000
-    assert "truncated" in found["b1"]["message"]
+        found["e1"]["message"]
+        == "Tool returned an error. The output may be error message or incomplete output"
+    )
+    text, notice = found["b1"]["output"]
+    assert found["b1"]["is_error"] is False and text == {"type": "text", "text": "x" * 100_000}
+    assert notice["text"] == (
+        "\n\n[Output truncated: exceeded 100000 character limit. "
+        "Use pagination or more specific queries to get remaining content.]"
+    )
     [image] = found["p1"]["output"]
     assert image["type"] == "image_url" and image["image_url"]["url"].startswith("data:image/png;base64,")
     assert found["r1"]["is_error"] is True and "not now" in found["r1"]["message"]
@@ -114,20 +129,45 @@ def test_a_server_that_cannot_start_fails_without_hurting_the_session(engine, sa
     states = {s["name"]: s["status"] for s in final["servers"]}
     assert states == {"tiny": "connected", "broken": "failed", "crashing": "failed"}
     assert final["connected"] == 1 and final["total"] == 3
-    assert results(messages)["c1"]["output"] == "STILL HERE"
+    assert results(messages)["c1"]["output"] == [{"type": "text", "text": "STILL HERE"}]
 
 
-def test_a_client_tool_cannot_take_an_mcp_tool_name(engine):
-    wire = engine("text: hi", args=("--mcp-config", servers()))
-    wire.initialize()
-    run_turn(wire)  # the servers are connected once a turn has started
-    tool = {"name": "client_clash", "description": "", "parameters": {"type": "object"}}
-    other = {"name": "mine", "description": "", "parameters": {"type": "object"}}
-    response = wire.initialize(external_tools=[tool, other])["result"]
-    assert response["external_tools"]["rejected"] == [
-        {"name": "client_clash", "reason": "conflicts with builtin tool"}
-    ]
-    assert response["external_tools"]["accepted"] == ["mine"]
+def test_an_mcp_tool_takes_over_a_client_tool_of_the_same_name(engine, sandbox):
+    """As in the reference: a client tool registered before the servers connect is replaced by
+    the MCP tool of that name, which then counts as built-in for later registrations."""
+    with FakeLLMServer() as llm:
+        llm.queue(json_reply(400, {"error": {"message": "enough"}}))
+        sandbox.write()
+        config = {
+            "default_model": "m",
+            "models": {"m": {"provider": "p", "model": "gpt", "max_context_size": 100000}},
+            "providers": {"p": {"type": "openai_legacy", "base_url": llm.url, "api_key": "k"}},
+        }
+        sandbox.config_path.write_text(json.dumps(config))
+        wire = WireProcess(sandbox.argv("--mcp-config", servers()), sandbox.env(), sandbox.work)
+        try:
+            clash = {"name": "client_clash", "description": "mine", "parameters": {"type": "object"}}
+            other = {"name": "mine", "description": "", "parameters": {"type": "object"}}
+            first = wire.initialize(protocol_version="1.10", external_tools=[clash])["result"]
+            assert first["external_tools"] == {"accepted": ["client_clash"], "rejected": []}
+            wire.prompt("go")
+            tools = {t["function"]["name"]: t["function"] for t in llm.bodies()[0]["tools"]}
+            assert list(tools)[-6:] == ["client_clash", "shout", "explode", "slow", "big", "pixel"]
+            assert tools["client_clash"]["description"].startswith(
+                "This is an MCP (Model Context Protocol) tool"
+            )
+            assert tools["shout"]["description"] == (
+                "This is an MCP (Model Context Protocol) tool from MCP server `tiny`.\n\n"
+                "Echo the text back, upper-cased."
+            )
+            assert tools["shout"]["parameters"]["required"] == ["text"]
+            again = wire.initialize(protocol_version="1.10", external_tools=[clash, other])["result"]
+            assert again["external_tools"] == {
+                "accepted": ["mine"],
+                "rejected": [{"name": "client_clash", "reason": "conflicts with builtin tool"}],
+            }
+        finally:
+            wire.close()
 
 
 def test_a_client_of_an_older_protocol_gets_the_status_but_not_the_loading_events(engine):
@@ -206,7 +246,7 @@ def test_a_server_over_streamable_http(engine, tmp_path):
         )
         wire.initialize()
         messages, _ = run_turn(wire)
-        assert results(messages)["h1"]["output"] == "OVER HTTP"
+        assert results(messages)["h1"]["output"] == [{"type": "text", "text": "OVER HTTP"}]
         assert wire.close() == 0
     finally:
         server.terminate()
@@ -225,5 +265,5 @@ def test_a_call_past_the_configured_timeout_is_an_error(engine, sandbox):
     messages, _ = run_turn(wire)
     found = results(messages)
     assert found["s1"]["is_error"] is True and "Timeout" in found["s1"]["message"]
-    assert found["s2"]["output"] == "AFTER"  # the connection still serves
+    assert found["s2"]["output"] == [{"type": "text", "text": "AFTER"}]  # the connection still serves
     assert wire.close() == 0

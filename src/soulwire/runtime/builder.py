@@ -126,8 +126,11 @@ class Runtime:
         for spec in tools:
             name = str(spec.get("name", ""))
             parameters = spec.get("parameters")
+            existing = self.toolset.get(name)
+            # An MCP tool that took over a client tool's name counts as built-in from then on.
             if name in ALWAYS_RESERVED_TOOL_NAMES or (
-                self.toolset.get(name) is not None and name not in self.external_names
+                existing is not None
+                and not (name in self.external_names and isinstance(existing, ExternalTool))
             ):
                 rejected.append({"name": name, "reason": "conflicts with builtin tool"})
                 continue

@@ -11,6 +11,7 @@ from contextlib import AsyncExitStack
 from typing import Any, Literal
 
 from soulwire.tools.base import ToolContext, Toolset, rejection_result
+from soulwire.tools.external import ExternalTool
 from soulwire.tools.mcp_config import MCPServerConfig
 from soulwire.wire.messages import MCPLoadingBegin, MCPLoadingEnd, StatusUpdate
 from soulwire.wire.types import (
@@ -25,6 +26,11 @@ from soulwire.wire.types import (
 )
 
 MAX_OUTPUT_CHARS = 100_000
+TRUNCATION_NOTICE = (
+    f"\n\n[Output truncated: exceeded {MAX_OUTPUT_CHARS} character limit. "
+    "Use pagination or more specific queries to get remaining content.]"
+)
+ERROR_MESSAGE = "Tool returned an error. The output may be error message or incomplete output"
 CONNECT_TIMEOUT_S = 30.0
 """A server that has not listed its tools by then counts as failed: a turn never waits forever."""
 STOP_TIMEOUT_S = 5.0
@@ -153,7 +159,9 @@ class MCPManager:
     def _register(self, server: _Server, tool: Any) -> None:
         name = str(tool.name)
         existing = self._toolset.get(name)
-        if existing is not None and not isinstance(existing, MCPTool):
+        # Like the reference: an MCP tool replaces a client tool of the same name (in its place),
+        # never a built-in one.
+        if existing is not None and not isinstance(existing, MCPTool | ExternalTool):
             _log(f"MCP tool `{name}` of `{server.config.name}` is ignored: the name is taken")
             return
         schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
@@ -190,7 +198,8 @@ class MCPTool:
         self._manager = manager
         self._server = server
         self._name = name
-        self._description = f"This is an MCP tool from MCP server `{server.config.name}`.\n\n{description}"
+        origin = f"This is an MCP (Model Context Protocol) tool from MCP server `{server.config.name}`."
+        self._description = f"{origin}\n\n{description}"
         self._parameters = schema
 
     @property
@@ -227,21 +236,21 @@ class MCPTool:
 
 
 def convert_result(result: Any) -> ToolReturnValue:
-    """An SDK CallToolResult as a tool result: text stays text, simple images become image
-    parts, other content is described; the text is capped at MAX_OUTPUT_CHARS."""
+    """An SDK CallToolResult as a tool result, a list of content parts as the reference sends:
+    text stays text, images become image parts, other content is described; the text is capped
+    at MAX_OUTPUT_CHARS with a notice for the model."""
     parts: list[TextPart | ImageURLPart] = []
     budget = MAX_OUTPUT_CHARS
     truncated = False
     for item in getattr(result, "content", None) or []:
         kind = getattr(item, "type", "")
-        if kind == "text":
-            text = str(item.text)
-        elif kind == "image" and getattr(item, "data", None):
+        if kind == "image" and getattr(item, "data", None):
             url = f"data:{item.mime_type};base64,{item.data}"
             parts.append(ImageURLPart(image_url=MediaURL(url=url)))
             continue
-        else:
-            text = f"[{kind or 'unknown'} content]"
+        text = str(item.text) if kind == "text" else f"[{kind or 'unknown'} content]"
+        if truncated:
+            continue
         if len(text) > budget:
             text, truncated = text[:budget], True
         budget -= len(text)
@@ -251,17 +260,11 @@ def convert_result(result: Any) -> ToolReturnValue:
         import json
 
         parts.append(TextPart(text=json.dumps(result.structured_content)[:MAX_OUTPUT_CHARS]))
-    output: str | list[Any]
-    if all(isinstance(p, TextPart) for p in parts):
-        output = "\n".join(p.text for p in parts if isinstance(p, TextPart))
-    else:
-        output = parts
-    note = f"Output is truncated to fit in {MAX_OUTPUT_CHARS} characters." if truncated else ""
+    if truncated:
+        parts.append(TextPart(text=TRUNCATION_NOTICE))
     if getattr(result, "is_error", False):
-        return tool_error(
-            "Tool returned an error. " + note if note else "Tool returned an error.", output=output
-        )
-    return ToolReturnValue(is_error=False, output=output, message=note)
+        return ToolReturnValue(is_error=True, output=list(parts), message=ERROR_MESSAGE)
+    return ToolReturnValue(is_error=False, output=list(parts), message="")
 
 
 def _import_sdk() -> None:
