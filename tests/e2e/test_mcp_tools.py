@@ -152,7 +152,7 @@ def test_an_mcp_tool_takes_over_a_client_tool_of_the_same_name(engine, sandbox):
             assert first["external_tools"] == {"accepted": ["client_clash"], "rejected": []}
             wire.prompt("go")
             tools = {t["function"]["name"]: t["function"] for t in llm.bodies()[0]["tools"]}
-            assert list(tools)[-6:] == ["client_clash", "shout", "explode", "slow", "big", "pixel"]
+            assert list(tools)[-7:] == ["client_clash", "shout", "explode", "slow", "big", "pixel", "die"]
             assert tools["client_clash"]["description"].startswith(
                 "This is an MCP (Model Context Protocol) tool"
             )
@@ -266,4 +266,22 @@ def test_a_call_past_the_configured_timeout_is_an_error(engine, sandbox):
     found = results(messages)
     assert found["s1"]["is_error"] is True and "Timeout" in found["s1"]["message"]
     assert found["s2"]["output"] == [{"type": "text", "text": "AFTER"}]  # the connection still serves
+    assert wire.close() == 0
+
+
+def test_a_server_that_dies_mid_session_turns_its_tools_into_errors(engine):
+    wire = engine(
+        call("d1", "die", {}),
+        call("s1", "shout", {"text": "anyone?"}),
+        "text: done",
+        args=("--mcp-config", servers(), "--yolo"),
+    )
+    wire.initialize()
+    messages, result = run_turn(wire)
+    assert result["status"] == "finished"
+    found = results(messages)
+    assert found["d1"]["is_error"] is True
+    assert found["s1"]["is_error"] is True
+    assert found["s1"]["message"] == "Error calling MCP tool `shout` of server `tiny`: Connection closed"
+    # The session keeps serving.
     assert wire.close() == 0

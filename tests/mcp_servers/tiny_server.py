@@ -50,6 +50,11 @@ def pixel() -> Image:
     return Image(data=png, format="png")
 
 
+@server.tool(description="End the server process at once.")
+def die() -> str:
+    os._exit(1)
+
+
 @server.tool(description="A tool whose name clashes with a client tool.")
 def client_clash() -> str:
     return "mcp side"

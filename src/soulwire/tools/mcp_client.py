@@ -185,7 +185,8 @@ class MCPManager:
             )
             return tool_error(message, brief="Timeout")
         except Exception as exc:
-            return tool_error(f"Error calling MCP tool `{name}`: {_describe(exc)}", brief="MCP tool error")
+            where = f"MCP tool `{name}` of server `{server.config.name}`"
+            return tool_error(f"Error calling {where}: {_describe(exc)}", brief="MCP tool error")
         return convert_result(result)
 
 
