@@ -88,6 +88,28 @@ class Tool(Protocol):
     async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue: ...
 
 
+class DescribedTool:
+    """Base of a tool whose name, description and JSON Schema arrive at run time (from the
+    client, or from an MCP server) rather than from a parameters model."""
+
+    def __init__(self, name: str, description: str, parameters: dict[str, Any]) -> None:
+        self._name = name
+        self._description = description
+        self._parameters = parameters
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
+
+
 def parse_arguments(arguments: str | None) -> Any:
     """Decode the model's JSON argument string (null/empty → {}); raises ValueError."""
     if arguments is None or not arguments.strip():

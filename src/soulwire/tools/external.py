@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from soulwire.tools.base import ToolContext, invalid_arguments, parse_arguments
+from soulwire.tools.base import DescribedTool, ToolContext, invalid_arguments, parse_arguments
 from soulwire.wire.types import ToolReturnValue, tool_error
 
 
@@ -36,25 +36,11 @@ def schema_problem(parameters: Any) -> str | None:
     return None
 
 
-class ExternalTool:
+class ExternalTool(DescribedTool):
     """A client tool: arguments are validated here, then the client runs it."""
 
     def __init__(self, name: str, description: str, parameters: dict[str, Any]) -> None:
-        self._name = name
-        self._description = description or "No description provided."
-        self._parameters = parameters
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def description(self) -> str:
-        return self._description
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
+        super().__init__(name, description or "No description provided.", parameters)
 
     async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
         import json

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
-from soulwire.tools.base import ToolContext, Toolset, rejection_result
+from soulwire.tools.base import DescribedTool, ToolContext, Toolset, rejection_result
 from soulwire.tools.external import ExternalTool
 from soulwire.tools.mcp_config import MCPServerConfig
 from soulwire.wire.messages import MCPLoadingBegin, MCPLoadingEnd, StatusUpdate
@@ -190,30 +190,16 @@ class MCPManager:
         return convert_result(result)
 
 
-class MCPTool:
+class MCPTool(DescribedTool):
     """A tool of an MCP server, offered under the server's own name for it."""
 
     def __init__(
         self, manager: MCPManager, server: _Server, name: str, description: str, schema: dict[str, Any]
     ) -> None:
+        origin = f"This is an MCP (Model Context Protocol) tool from MCP server `{server.config.name}`."
+        super().__init__(name, f"{origin}\n\n{description}", schema)
         self._manager = manager
         self._server = server
-        self._name = name
-        origin = f"This is an MCP (Model Context Protocol) tool from MCP server `{server.config.name}`."
-        self._description = f"{origin}\n\n{description}"
-        self._parameters = schema
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def description(self) -> str:
-        return self._description
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
 
     async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
         from soulwire.tools.base import invalid_arguments, parse_arguments
