@@ -81,9 +81,9 @@ def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello
 
 
 def _preload_provider(runtime: Any) -> None:
-    """Import a real provider's SDK in the background while the client composes its first
-    prompt, instead of during that prompt. A prompt that comes first waits for the same
-    import (Python's import lock), as it would have without this."""
+    """Set up a real provider's SDK (its import and its client) in the background while the
+    client composes its first prompt, instead of during that prompt. A prompt that comes
+    first waits for the same work (the import lock, the client's lock), as it would anyway."""
     from soulwire.llm.provider import Preloadable  # loaded by now; kept off the lean path
 
     model = runtime.soul.model
@@ -96,7 +96,7 @@ def _preload_provider(runtime: Any) -> None:
         try:
             preload()
         except Exception:
-            pass  # the first request imports again and reports the error to the client
+            pass  # the first request tries again and reports the error to the client
 
     threading.Thread(target=run, name="soulwire-preload", daemon=True).start()
 
