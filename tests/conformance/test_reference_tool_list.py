@@ -20,7 +20,7 @@ from tests.provider_streams import Answer, stream_reply
 from tests.wire_client import WireProcess, engine_env
 
 RECORDED = json.loads((Path(__file__).parent / "reference_tools.json").read_text())["tools"]
-NOT_YET = {"Agent"}  # sub-agents are not built yet
+NOT_YET: set[str] = set()
 
 
 def offered_tools(tmp_path: Path, capabilities: list[str]) -> list[dict[str, Any]]:

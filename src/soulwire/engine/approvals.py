@@ -102,7 +102,10 @@ class ApprovalBroker:
         description: str,
         display: Sequence[Any] = (),
         scope_key: str | None = None,
+        agent_id: str | None = None,
+        subagent_type: str | None = None,
     ) -> ApprovalOutcome:
+        """`agent_id`/`subagent_type` name the sub-agent asking, if any (spec §4.11)."""
         if self.bypassed or self.allows(action, scope_key):
             return ApprovalOutcome(approved=True)
         request = ApprovalRequest(
@@ -113,6 +116,8 @@ class ApprovalBroker:
             description=description,
             source_kind="foreground_turn",
             source_id=self.source_id,
+            agent_id=agent_id,
+            subagent_type=subagent_type,
             display=list(display),
         )
         pending = _Pending(action, scope_key)

@@ -20,6 +20,7 @@ from soulwire.engine.questions import AskUserQuestion, QuestionAsker
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
 from soulwire.engine.state import StateKeeper
+from soulwire.engine.subagents import AgentTool
 from soulwire.llm.env import configuration_hint
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.registry import resolve_model
@@ -226,6 +227,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     tasks = _background_tasks(config, session)
     soul.background = tasks
     for tool in (
+        AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION),
         AskUserQuestion(questions),
         *default_tools(tasks, capabilities=model.capabilities if model else frozenset()),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),  # the reference's order

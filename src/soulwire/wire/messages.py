@@ -92,6 +92,18 @@ class SubagentEvent(WireModel):
     event: dict[str, Any]
 
 
+SUBAGENT_FIELDS_SINCE: tuple[int, int] = (1, 6)
+"""Before 1.6 a SubagentEvent carried only `task_tool_call_id` and `event`."""
+
+
+def legacy_subagent_envelope(message: SubagentEvent) -> dict[str, Any]:
+    """A SubagentEvent as a client of protocol 1.5 or older knows it."""
+    return {
+        "type": "SubagentEvent",
+        "payload": {"task_tool_call_id": message.parent_tool_call_id or "", "event": message.event},
+    }
+
+
 class SteerInput(WireModel):
     user_input: UserInput
 
@@ -321,6 +333,7 @@ __all__ = [
     "TurnEnd",
     "UnknownMessage",
     "envelope",
+    "legacy_subagent_envelope",
     "parse_envelope",
     "type_name",
 ]

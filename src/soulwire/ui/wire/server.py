@@ -33,7 +33,15 @@ from soulwire.ui.wire.output import OutputWriter
 from soulwire.ui.wire.replay import ReplayCounts, replay_records
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import RPCError, error_line, request_line, response_line
-from soulwire.wire.messages import EVENT_TYPES, INTRODUCED_IN, REQUEST_TYPES, type_name
+from soulwire.wire.messages import (
+    EVENT_TYPES,
+    INTRODUCED_IN,
+    REQUEST_TYPES,
+    SUBAGENT_FIELDS_SINCE,
+    SubagentEvent,
+    legacy_subagent_envelope,
+    type_name,
+)
 from soulwire.wire.serde import event_line
 from soulwire.wire.types import WireModel, user_input_adapter
 
@@ -77,7 +85,8 @@ class WireServer:
         """Types newer than what the client declared (and the 1.3 baseline) are not sent.
         Capabilities count too: QuestionRequest goes only to a client that declared
         `supports_question`, and a client that subscribed hooks knows HookRequest."""
-        ceiling = hello.event_ceiling() if hello else BASELINE_VERSION
+        ceiling: tuple[int, int] = hello.event_ceiling() if hello else BASELINE_VERSION
+        self._legacy_subagent_events = ceiling < SUBAGENT_FIELDS_SINCE
         names = {n for n, v in INTRODUCED_IN.items() if v > ceiling}
         if hello is not None:
             if hello.supports_question:
@@ -92,7 +101,21 @@ class WireServer:
     def _send_event(self, message: WireModel) -> None:
         if type(message) in self._blocked:
             return
+        if type(message) is SubagentEvent:
+            self._send_subagent_event(message)
+            return
         self.writer.write(event_line(message))
+
+    def _send_subagent_event(self, message: SubagentEvent) -> None:
+        """A sub-agent's event, in the shape the client's version knows; an inner event the
+        client does not know is not sent at all."""
+        if message.event.get("type") in self._blocked_names:
+            return
+        if not self._legacy_subagent_events:
+            self.writer.write(event_line(message))
+            return
+        body = {"jsonrpc": "2.0", "method": "event", "params": legacy_subagent_envelope(message)}
+        self.writer.write((jsonrpc.encode(body) + "\n").encode())
 
     async def request(self, message: WireModel) -> Any:
         """Send a request (JSON-RPC id = payload id) and wait for the client's answer."""

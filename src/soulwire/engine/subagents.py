@@ -1,0 +1,310 @@
+"""The `Agent` tool: runs a sub-agent (a nested soul with its own context) inside a tool
+call of the parent turn (spec §4.11).
+
+A sub-agent lives in `<session>/subagents/<agent_id>/` (meta.json, context.jsonl, wire.jsonl,
+prompt.txt, output). Its merged events reach the parent's channel wrapped in SubagentEvent;
+its approvals go through the session's broker, tagged with its id and type, and travel
+unwrapped. Whatever goes wrong inside it becomes an error result of the Agent call; only a
+cancellation of the parent turn passes through (and ends the sub-agent with it)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic import Field
+
+from soulwire.engine.bus import EventBus
+from soulwire.engine.context import Context
+from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
+from soulwire.sessions.jsonl import JsonlAppender
+from soulwire.sessions.store import FileSessionStore
+from soulwire.tools.base import ApprovalOutcome, ToolContext, ToolParams, Toolset, TypedTool
+from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, SubagentEvent, envelope
+from soulwire.wire.types import TextPart, ToolReturnValue, WireModel, tool_error, tool_ok
+
+if TYPE_CHECKING:
+    from soulwire.engine.approvals import ApprovalBroker
+    from soulwire.engine.soul import Soul
+
+SUBAGENT_TYPES = ("coder", "explore", "plan")
+READ_ONLY_TOOLS = frozenset({"ReadFile", "ReadMediaFile", "Glob", "Grep", "FetchURL"})
+# Tools a sub-agent never gets: it cannot start sub-agents, ask the user or switch plan mode.
+PARENT_ONLY_TOOLS = frozenset({"Agent", "AskUserQuestion", "EnterPlanMode", "ExitPlanMode"})
+BRIEF_SUMMARY_CHARS = 200
+"""A final answer shorter than this gets one follow-up asking for a fuller summary (as the
+reference does: 85 characters are re-asked, 200 are not)."""
+MORE_SUMMARY_REQUEST = (
+    "Your previous response was too brief. Please provide a more comprehensive summary that includes:\n\n"
+    "1. Specific technical details and implementations\n"
+    "2. Detailed findings and analysis\n"
+    "3. All important information that the parent agent should know"
+)
+
+_ROLE_PROMPTS = {
+    "coder": "You may read, search, edit files and run commands to complete the task.",
+    "explore": "Explore the code base read-only: read, search and fetch; do not change anything.",
+    "plan": "Study the code read-only and produce a concrete, step-by-step implementation plan.",
+}
+
+DESCRIPTION = """\
+Start a sub-agent to work on a self-contained task, or resume one by its agent id.
+
+The sub-agent has its own context: it sees only the prompt you give it, so state the task, \
+the relevant files and what you want back. Its final message is returned to you.
+
+Types: `coder` (default; can edit files and run commands), `explore` (read-only search and \
+reading), `plan` (read-only; returns an implementation plan). Use `resume` with an agent id \
+from an earlier result to continue that sub-agent with a new prompt."""
+
+
+class AgentParams(ToolParams):
+    description: str = Field(description="A short (3-5 words) description of the task.")
+    prompt: str = Field(description="The task for the sub-agent, with all the context it needs.")
+    subagent_type: str = Field(default="coder", description="`coder`, `explore` or `plan`.")
+    model: str | None = Field(
+        default=None, description="Model alias for the sub-agent (default: the current one)."
+    )
+    resume: str | None = Field(default=None, description="The agent id of a sub-agent to continue.")
+    run_in_background: bool = Field(default=False, description="Run the sub-agent in the background.")
+    timeout: int | None = Field(
+        default=None, ge=30, le=3600, description="Seconds before the sub-agent is stopped."
+    )
+
+
+def system_prompt(subagent_type: str, work_dir: Path) -> str:
+    return (
+        "You are a Soulwire sub-agent working in a software project for a parent agent.\n"
+        f"The working directory is {work_dir}.\n"
+        f"{_ROLE_PROMPTS[subagent_type]}\n"
+        "The parent sees only your last message: end with a complete, exact report of what you found or did."
+    )
+
+
+class _SubagentStore(FileSessionStore):
+    """A session store rooted at a sub-agent's directory instead of a session's."""
+
+    def __init__(self, directory: Path, *, protocol_version: str) -> None:  # pyright: ignore[reportMissingSuperCall]
+        self.dir = directory
+        self.protocol_version = protocol_version
+        self.existed = self.exists()
+        self._context = JsonlAppender(directory / "context.jsonl")
+        self._wire = JsonlAppender(directory / "wire.jsonl")
+        self._wire_has_header = None
+
+
+class _TaggedApprover:
+    """The broker, with the sub-agent named in every ApprovalRequest it sends."""
+
+    def __init__(self, broker: ApprovalBroker, agent_id: str, subagent_type: str) -> None:
+        self._broker = broker
+        self._agent_id = agent_id
+        self._subagent_type = subagent_type
+
+    async def request(
+        self,
+        *,
+        tool_call_id: str,
+        sender: str,
+        action: str,
+        description: str,
+        display: Sequence[Any] = (),
+        scope_key: str | None = None,
+    ) -> ApprovalOutcome:
+        return await self._broker.request(
+            tool_call_id=tool_call_id,
+            sender=sender,
+            action=action,
+            description=description,
+            display=display,
+            scope_key=scope_key,
+            agent_id=self._agent_id,
+            subagent_type=self._subagent_type,
+        )
+
+
+@dataclass
+class _Instance:
+    agent_id: str
+    subagent_type: str
+    directory: Path
+    resumed: bool
+
+
+class AgentTool(TypedTool[AgentParams]):
+    """Runs or resumes a sub-agent of the parent soul."""
+
+    name = "Agent"
+    description = DESCRIPTION
+    params = AgentParams
+
+    def __init__(self, soul: Soul, broker: ApprovalBroker, session_dir: Path, protocol_version: str) -> None:
+        self._soul = soul
+        self._broker = broker
+        self._root = session_dir / "subagents"
+        self._protocol_version = protocol_version
+        self._running: set[str] = set()
+
+    async def execute(self, params: AgentParams, ctx: ToolContext) -> ToolReturnValue:
+        if params.run_in_background:
+            return tool_error(
+                "Running a sub-agent in the background is not supported yet; run it in the foreground.",
+                brief="Background sub-agents not supported",
+            )
+        instance = self._instance(params)
+        if isinstance(instance, ToolReturnValue):
+            return instance
+        if instance.agent_id in self._running:
+            return tool_error(f"Sub-agent `{instance.agent_id}` is already running.", brief="Sub-agent busy")
+        self._running.add(instance.agent_id)
+        try:
+            return await self._run(instance, params, ctx.tool_call_id)
+        finally:
+            self._running.discard(instance.agent_id)
+
+    def _instance(self, params: AgentParams) -> _Instance | ToolReturnValue:
+        if params.resume is not None:
+            directory = self._root / params.resume
+            meta = _read_meta(directory) if params.resume and "/" not in params.resume else None
+            if meta is None:
+                message = (
+                    f"Sub-agent `{params.resume}` not found: resume takes an agent id from an earlier result."
+                )
+                return tool_error(message, brief="Sub-agent not found")
+            kind = str(meta.get("subagent_type") or "coder")
+            return _Instance(params.resume, kind if kind in SUBAGENT_TYPES else "coder", directory, True)
+        if params.subagent_type not in SUBAGENT_TYPES:
+            message = (
+                f"Unknown subagent_type `{params.subagent_type}`: use one of {', '.join(SUBAGENT_TYPES)}."
+            )
+            return tool_error(message, brief="Unknown sub-agent type")
+        agent_id = "a" + uuid.uuid4().hex[:8]
+        return _Instance(agent_id, params.subagent_type, self._root / agent_id, False)
+
+    def _toolset(self, subagent_type: str) -> Toolset:
+        offered = [t for t in self._soul.toolset.visible() if t.name not in PARENT_ONLY_TOOLS]
+        if subagent_type != "coder":
+            offered = [t for t in offered if t.name in READ_ONLY_TOOLS]
+        return Toolset(offered)
+
+    async def _run(self, instance: _Instance, params: AgentParams, parent_call_id: str) -> ToolReturnValue:
+        from soulwire.engine.soul import Soul  # the soul module imports nothing of ours
+
+        parent = self._soul
+        directory = instance.directory
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_meta(directory, instance, params.description)
+        (directory / "prompt.txt").write_text(params.prompt, encoding="utf-8")
+        store = _SubagentStore(directory, protocol_version=self._protocol_version)
+        bus = EventBus()
+
+        def forward(message: WireModel) -> None:
+            if isinstance(message, ApprovalRequest | ApprovalResponse):
+                return  # the broker sends these to the client itself, unwrapped
+            store.record_wire(envelope(message))
+            parent.bus.emit(
+                SubagentEvent(
+                    parent_tool_call_id=parent_call_id,
+                    agent_id=instance.agent_id,
+                    subagent_type=instance.subagent_type,
+                    event=envelope(message),
+                )
+            )
+
+        bus.subscribe(forward, merged=True)
+        soul = Soul(
+            bus=bus,
+            context=Context(store, system_prompt(instance.subagent_type, parent.work_dir)),
+            toolset=self._toolset(instance.subagent_type),
+            approver=_TaggedApprover(self._broker, instance.agent_id, instance.subagent_type),
+            model=parent.model,
+            loop_control=parent.loop_control,
+            work_dir=parent.work_dir,
+            client_tools=parent.client_tools,
+            model_error=parent.model_error,
+            additional_dirs=parent.additional_dirs,
+        )
+        hooks = parent.hooks
+        try:
+            if hooks is not None and hooks.has("SubagentStart"):
+                payload = {"agent_name": instance.subagent_type, "prompt": params.prompt}
+                await hooks.run("SubagentStart", instance.subagent_type, payload)
+            with anyio.fail_after(params.timeout):
+                outcome = await soul.run(params.prompt)
+                summary = _last_text(soul.context)
+                if outcome.status == "finished" and len(summary) < BRIEF_SUMMARY_CHARS:
+                    outcome = await soul.run(MORE_SUMMARY_REQUEST)
+                    summary = _last_text(soul.context) or summary
+        except TimeoutError:
+            return self._failed(
+                instance, f"Sub-agent timed out after {params.timeout} s.", "Sub-agent timed out"
+            )
+        except (ChatProviderError, LLMNotSet, LLMNotSupported) as exc:
+            return self._failed(instance, f"Sub-agent failed: {exc}", "Sub-agent failed")
+        finally:
+            store.close()
+        if outcome.status != "finished":
+            return self._failed(
+                instance, f"Sub-agent stopped: {outcome.status.replace('_', ' ')}.", "Sub-agent stopped"
+            )
+        if hooks is not None and hooks.has("SubagentStop"):
+            payload = {"agent_name": instance.subagent_type, "response": summary}
+            await hooks.run("SubagentStop", instance.subagent_type, payload)
+        _append_output(directory, f"[summary]\n{summary}\n")
+        _write_meta(directory, instance, params.description, status="idle")
+        return tool_ok(
+            f"agent_id: {instance.agent_id}\n"
+            f"resumed: {str(instance.resumed).lower()}\n"
+            f"actual_subagent_type: {instance.subagent_type}\n"
+            "status: completed\n\n"
+            f"[summary]\n{summary}"
+        )
+
+    def _failed(self, instance: _Instance, message: str, brief: str) -> ToolReturnValue:
+        _append_output(instance.directory, f"[error]\n{message}\n")
+        return tool_error(f"agent_id: {instance.agent_id}\n{message}", brief=brief)
+
+
+def _last_text(context: Context) -> str:
+    """The text of the sub-agent's last assistant message: its answer to the parent."""
+    for message in reversed(context.history):
+        if message.role == "assistant":
+            content = message.content
+            if isinstance(content, str):
+                return content
+            return "".join(p.text for p in content if isinstance(p, TextPart))
+    return ""
+
+
+def _read_meta(directory: Path) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownVariableType]
+
+
+def _write_meta(directory: Path, instance: _Instance, description: str, *, status: str = "running") -> None:
+    now = time.time()
+    previous = _read_meta(directory) or {}
+    created = previous.get("created_at", now)
+    meta = {
+        "agent_id": instance.agent_id,
+        "subagent_type": instance.subagent_type,
+        "status": status,
+        "description": previous.get("description", description),
+        "created_at": created,
+        "updated_at": now,
+    }
+    (directory / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+
+def _append_output(directory: Path, text: str) -> None:
+    with (directory / "output").open("a", encoding="utf-8") as handle:
+        handle.write(text)
