@@ -25,7 +25,14 @@ from soulwire.engine.context import Context
 from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
 from soulwire.sessions.jsonl import JsonlAppender
 from soulwire.sessions.store import FileSessionStore
-from soulwire.tools.base import ApprovalOutcome, ToolContext, ToolParams, Toolset, TypedTool
+from soulwire.tools.base import (
+    SUBAGENT_STATE_KEY,
+    ApprovalOutcome,
+    ToolContext,
+    ToolParams,
+    Toolset,
+    TypedTool,
+)
 from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, SubagentEvent, envelope
 from soulwire.wire.types import TextPart, ToolReturnValue, WireModel, tool_error, tool_ok
 
@@ -230,6 +237,7 @@ class AgentTool(TypedTool[AgentParams]):
             model_error=parent.model_error,
             additional_dirs=parent.additional_dirs,
         )
+        soul.state[SUBAGENT_STATE_KEY] = True
         hooks = parent.hooks
         try:
             if hooks is not None and hooks.has("SubagentStart"):

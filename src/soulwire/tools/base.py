@@ -20,6 +20,13 @@ REJECTED_MESSAGE = (
     "The tool call is rejected by the user. "
     "Stop what you are doing and wait for the user to tell you how to proceed."
 )
+SUBAGENT_REJECTED_MESSAGE = (
+    "The tool call is rejected by the user. Try a different approach to complete your task, or "
+    "explain the limitation in your summary if no alternative is available. Do not retry the same "
+    "tool call, and do not attempt to bypass this restriction through indirect means."
+)
+SUBAGENT_STATE_KEY = "subagent"
+"""Set in a sub-agent's tool state: a rejection there does not stop its turn (spec §4.11)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,8 @@ def rejection_result(ctx: ToolContext, feedback: str) -> ToolReturnValue:
         return tool_error(
             f"The tool call is rejected by the user. User feedback: {feedback}", brief=f"Rejected: {feedback}"
         )
+    if ctx.state.get(SUBAGENT_STATE_KEY):
+        return tool_error(SUBAGENT_REJECTED_MESSAGE, brief="Rejected by user")
     ctx.rejected = True
     return tool_error(REJECTED_MESSAGE, brief="Rejected by user")
 
