@@ -31,7 +31,6 @@ from soulwire.tools.builtin import default_tools
 from soulwire.tools.builtin.background import BackgroundLimits, BackgroundTasks
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.mcp_config import load_mcp_servers, tool_call_timeout_s
-from soulwire.tools.names import ALWAYS_RESERVED_TOOL_NAMES
 from soulwire.wire import PROTOCOL_VERSION
 from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, StatusUpdate, TurnEnd, envelope
 from soulwire.wire.types import WireModel
@@ -128,10 +127,11 @@ class Runtime:
             name = str(spec.get("name", ""))
             parameters = spec.get("parameters")
             existing = self.toolset.get(name)
-            # An MCP tool that took over a client tool's name counts as built-in from then on.
-            if name in ALWAYS_RESERVED_TOOL_NAMES or (
-                existing is not None
-                and not (name in self.external_names and isinstance(existing, ExternalTool))
+            # A name conflicts only with a tool this session offers, as in the reference
+            # (`SearchWeb` without its service, `ReadMediaFile` for a text-only model are free);
+            # an MCP tool that took over a client tool's name counts as built-in from then on.
+            if existing is not None and not (
+                name in self.external_names and isinstance(existing, ExternalTool)
             ):
                 rejected.append({"name": name, "reason": "conflicts with builtin tool"})
                 continue
