@@ -239,6 +239,16 @@ def test_an_old_client_gets_task_tool_call_id(engine):
     assert events and all(set(p) == {"task_tool_call_id", "event"} for p in events)
     assert {p["task_tool_call_id"] for p in events} == {"a1"}
     assert events[0]["event"]["type"] == "TurnBegin"
+    assert wire.close() == 0
+
+    # A replay gives each client the shape its live stream has.
+    for version, fields in (("1.3", {"task_tool_call_id", "event"}), ("1.10", {"parent_tool_call_id"})):
+        again = start(engine, version=version)
+        replayed, response = again.until_response(again.request("replay"))
+        assert response["result"]["status"] == "finished"
+        sub = [m["params"]["payload"] for m in replayed if m.get("params", {}).get("type") == "SubagentEvent"]
+        assert len(sub) == len(events) and all(fields <= set(p) for p in sub), version
+        assert again.close() == 0
 
 
 def test_a_rejection_inside_a_subagent_does_not_stop_it(engine, sandbox):

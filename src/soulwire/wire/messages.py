@@ -96,11 +96,11 @@ SUBAGENT_FIELDS_SINCE: tuple[int, int] = (1, 6)
 """Before 1.6 a SubagentEvent carried only `task_tool_call_id` and `event`."""
 
 
-def legacy_subagent_envelope(message: SubagentEvent) -> dict[str, Any]:
+def legacy_subagent_envelope(parent_tool_call_id: str | None, event: Any) -> dict[str, Any]:
     """A SubagentEvent as a client of protocol 1.5 or older knows it."""
     return {
         "type": "SubagentEvent",
-        "payload": {"task_tool_call_id": message.parent_tool_call_id or "", "event": message.event},
+        "payload": {"task_tool_call_id": parent_tool_call_id or "", "event": event},
     }
 
 

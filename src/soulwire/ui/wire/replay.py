@@ -12,7 +12,7 @@ from typing import Any
 import anyio.lowlevel
 
 from soulwire.wire.jsonrpc import encode, request_line
-from soulwire.wire.messages import EVENT_TYPES, LEGACY_NAMES, REQUEST_TYPES
+from soulwire.wire.messages import EVENT_TYPES, LEGACY_NAMES, REQUEST_TYPES, legacy_subagent_envelope
 
 YIELD_EVERY = 256
 _EVENT_NAMES = frozenset(EVENT_TYPES) | {"ContentPart"}
@@ -39,12 +39,14 @@ async def replay_records(
     *,
     hidden: frozenset[str] = frozenset(),
     counts: ReplayCounts | None = None,
+    legacy_subagents: bool = False,
 ) -> ReplayCounts:
     """Write every replayable record as an `event` or a `request` (JSON-RPC id = payload
     id) and count them. `records` pairs each message with its stored JSON text, which events
     reuse as they are instead of being encoded again. Records of unknown types, with a bad
-    payload, or of types the client does not know (`hidden`) are skipped; legacy names are
-    written under their new name."""
+    payload, or of types the client does not know (`hidden`) are skipped, also inside a
+    SubagentEvent; legacy names are written under their new name, and SubagentEvents in the
+    1.5 shape when `legacy_subagents` (as the live stream sends them to such a client)."""
     counts = counts if counts is not None else ReplayCounts()
     for index, (message, text) in enumerate(records):
         if index % YIELD_EVERY == 0:
@@ -55,6 +57,16 @@ async def replay_records(
             continue
         if kind in hidden:
             continue
+        if kind == "SubagentEvent":
+            inner = payload.get("event")  # pyright: ignore[reportUnknownVariableType]
+            if isinstance(inner, dict) and inner.get("type") in hidden:  # pyright: ignore[reportUnknownMemberType]
+                continue
+            if legacy_subagents:
+                parent = payload.get("parent_tool_call_id") or payload.get("task_tool_call_id")  # pyright: ignore[reportUnknownVariableType]
+                envelope = legacy_subagent_envelope(parent if isinstance(parent, str) else None, inner)
+                write(_event_line(kind, envelope["payload"]))
+                counts.events += 1
+                continue
         if kind in REQUEST_TYPES:
             write(request_line(str(payload.get("id", "")), kind, payload))  # pyright: ignore[reportUnknownArgumentType]
             counts.requests += 1

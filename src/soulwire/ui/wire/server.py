@@ -114,7 +114,8 @@ class WireServer:
         if not self._legacy_subagent_events:
             self.writer.write(event_line(message))
             return
-        body = {"jsonrpc": "2.0", "method": "event", "params": legacy_subagent_envelope(message)}
+        legacy = legacy_subagent_envelope(message.parent_tool_call_id, message.event)
+        body = {"jsonrpc": "2.0", "method": "event", "params": legacy}
         self.writer.write((jsonrpc.encode(body) + "\n").encode())
 
     async def request(self, message: WireModel) -> Any:
@@ -298,7 +299,13 @@ class WireServer:
         try:
             with scope:
                 records = self.runtime.session.store.wire_records_verbatim()
-                await replay_records(records, self.writer.write, hidden=self._blocked_names, counts=counts)
+                await replay_records(
+                    records,
+                    self.writer.write,
+                    hidden=self._blocked_names,
+                    counts=counts,
+                    legacy_subagents=self._legacy_subagent_events,
+                )
             status = "cancelled" if scope.cancelled_caught else "finished"
             self._reply(request_id, {"status": status, "events": counts.events, "requests": counts.requests})
         except Exception:
