@@ -23,7 +23,6 @@ from pydantic import Field
 from soulwire.engine.bus import EventBus
 from soulwire.engine.context import Context
 from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
-from soulwire.sessions.jsonl import JsonlAppender
 from soulwire.sessions.store import FileSessionStore
 from soulwire.tools.base import (
     SUBAGENT_STATE_KEY,
@@ -98,12 +97,7 @@ class _SubagentStore(FileSessionStore):
     """A session store rooted at a sub-agent's directory instead of a session's."""
 
     def __init__(self, directory: Path, *, protocol_version: str) -> None:  # pyright: ignore[reportMissingSuperCall]
-        self.dir = directory
-        self.protocol_version = protocol_version
-        self.existed = self.exists()
-        self._context = JsonlAppender(directory / "context.jsonl")
-        self._wire = JsonlAppender(directory / "wire.jsonl")
-        self._wire_has_header = None
+        self._open(directory, protocol_version)
 
 
 class _TaggedApprover:

@@ -144,11 +144,15 @@ class FileSessionStore:
         self.share = share
         self.work_dir = normalise_work_dir(work_dir)
         self.session_id = session_id
-        self.dir = session_dir(share, work_dir, session_id)
+        self._open(session_dir(share, work_dir, session_id), protocol_version)
+
+    def _open(self, directory: Path, protocol_version: str) -> None:
+        """Point the store at `directory` (files there are created at the first write)."""
+        self.dir = directory
         self.protocol_version = protocol_version
         self.existed = self.exists()
-        self._context = JsonlAppender(self.dir / CONTEXT_FILE)
-        self._wire = JsonlAppender(self.dir / WIRE_FILE)
+        self._context = JsonlAppender(directory / CONTEXT_FILE)
+        self._wire = JsonlAppender(directory / WIRE_FILE)
         self._wire_has_header: bool | None = None
 
     @classmethod

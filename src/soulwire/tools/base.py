@@ -82,6 +82,27 @@ def rejection_result(ctx: ToolContext, feedback: str) -> ToolReturnValue:
     return tool_error(REJECTED_MESSAGE, brief="Rejected by user")
 
 
+async def refused(
+    ctx: ToolContext,
+    *,
+    sender: str,
+    action: str,
+    description: str,
+    display: Sequence[Any] = (),
+    scope_key: str | None = None,
+) -> ToolReturnValue | None:
+    """Ask the user whether a tool may act: None when approved, else the result to return."""
+    outcome = await ctx.approver.request(
+        tool_call_id=ctx.tool_call_id,
+        sender=sender,
+        action=action,
+        description=description,
+        display=display,
+        scope_key=scope_key,
+    )
+    return None if outcome.approved else rejection_result(ctx, outcome.feedback)
+
+
 class Tool(Protocol):
     """A callable tool: a name, a description and JSON Schema parameters for the model."""
 

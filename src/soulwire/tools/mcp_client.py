@@ -10,7 +10,14 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
-from soulwire.tools.base import DescribedTool, ToolContext, Toolset, rejection_result
+from soulwire.tools.base import (
+    DescribedTool,
+    ToolContext,
+    Toolset,
+    invalid_arguments,
+    parse_arguments,
+    refused,
+)
 from soulwire.tools.external import ExternalTool
 from soulwire.tools.mcp_config import MCPServerConfig
 from soulwire.wire.messages import MCPLoadingBegin, MCPLoadingEnd, StatusUpdate
@@ -202,23 +209,17 @@ class MCPTool(DescribedTool):
         self._server = server
 
     async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
-        from soulwire.tools.base import invalid_arguments, parse_arguments
-
         try:
             value = parse_arguments(arguments)
         except ValueError as exc:
             return invalid_arguments("parsing", str(exc))
         if not isinstance(value, dict):
             return invalid_arguments("validating", "the arguments must be a JSON object")
-        outcome = await ctx.approver.request(
-            tool_call_id=ctx.tool_call_id,
-            sender=self._name,
-            action=f"mcp:{self._name}",
-            description=f"Call MCP tool `{self._name}`.",
-            display=(),
+        refusal = await refused(
+            ctx, sender=self._name, action=f"mcp:{self._name}", description=f"Call MCP tool `{self._name}`."
         )
-        if not outcome.approved:
-            return rejection_result(ctx, outcome.feedback)
+        if refusal is not None:
+            return refusal
         return await self._manager.call(self._server, self._name, value)  # pyright: ignore[reportUnknownArgumentType]
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 import anyio.to_thread
 from pydantic import Field
 
-from soulwire.tools.base import ToolContext, ToolParams, TypedTool, rejection_result
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.diff import diff_blocks
 from soulwire.tools.builtin.paths import (
     EDIT_INSIDE,
@@ -75,16 +75,16 @@ async def _approve_and_write(
     else:
         blocks = _diff(target, old or "", new)
     if plan is None:
-        outcome = await ctx.approver.request(
-            tool_call_id=ctx.tool_call_id,
+        refusal = await refused(
+            ctx,
             sender=sender,
             action=EDIT_INSIDE if target.inside else EDIT_OUTSIDE,
             description=f"{verb} file {target.quoted}",
             display=blocks,
             scope_key=str(target.real),
         )
-        if not outcome.approved:
-            return rejection_result(ctx, outcome.feedback)
+        if refusal is not None:
+            return refusal
     if _read_text(target.real) != old:
         return tool_error(
             f"`{target.path}` changed while waiting for approval; read it again and redo the change.",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from soulwire.tools.base import ToolContext, rejection_result
+from soulwire.tools.base import ToolContext, refused
 from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error
 
 PLAN_FILE_KEY = "plan_file"
@@ -136,15 +136,14 @@ async def approve_outside(
     """Ask before touching a path outside the workspace; None when allowed (or inside)."""
     if target.inside or target.real == plan_file(ctx):
         return None
-    outcome = await ctx.approver.request(
-        tool_call_id=ctx.tool_call_id,
+    return await refused(
+        ctx,
         sender=sender,
         action=action,
         description=description,
         display=[BriefDisplayBlock(text=f"{description} (outside the workspace)")],
         scope_key=str(target.real),
     )
-    return None if outcome.approved else rejection_result(ctx, outcome.feedback)
 
 
 async def file_to_read(

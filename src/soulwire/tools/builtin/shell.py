@@ -9,7 +9,7 @@ from functools import cache
 from pydantic import Field, model_validator
 
 from soulwire.config.process_env import child_environ
-from soulwire.tools.base import ToolContext, ToolParams, TypedTool, rejection_result
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.background import BackgroundTasks, TooManyTasks
 from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, cap_lines, clip_middle
 from soulwire.tools.builtin.process import Capture, run_captured
@@ -93,6 +93,18 @@ def _exit_text(code: int) -> tuple[str, str]:
     return f"Command failed with exit code: {code}.", f"Failed with exit code: {code}"
 
 
+async def _approve(ctx: ToolContext, action: str, description: str, command: str) -> ToolReturnValue | None:
+    """Ask for the command; the user sees it exactly, and a session rule covers exactly it."""
+    return await refused(
+        ctx,
+        sender=Shell.name,
+        action=action,
+        description=description,
+        display=[ShellDisplayBlock(language="bash", command=command)],
+        scope_key=command,
+    )
+
+
 class Shell(TypedTool[ShellParams]):
     name = "Shell"
     description = (
@@ -111,9 +123,9 @@ class Shell(TypedTool[ShellParams]):
         if params.run_in_background:
             return await self._start_background(params, ctx)
         command = params.command
-        refused = await self._approve(ctx, RUN_COMMAND, f"Run command `{command}`", command)
-        if refused is not None:
-            return refused
+        refusal = await _approve(ctx, RUN_COMMAND, f"Run command `{command}`", command)
+        if refusal is not None:
+            return refusal
         capture = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
         finished = await run_captured(
             [_bash(), "-c", command],
@@ -132,20 +144,6 @@ class Shell(TypedTool[ShellParams]):
             return _failure(message, headline, output, notes)
         return tool_ok(output=output, message=" ".join(["Command executed successfully.", *notes]))
 
-    async def _approve(
-        self, ctx: ToolContext, action: str, description: str, command: str
-    ) -> ToolReturnValue | None:
-        """Ask for the command (the user sees it exactly); None when approved."""
-        outcome = await ctx.approver.request(
-            tool_call_id=ctx.tool_call_id,
-            sender=self.name,
-            action=action,
-            description=description,
-            display=[ShellDisplayBlock(language="bash", command=command)],
-            scope_key=command,
-        )
-        return None if outcome.approved else rejection_result(ctx, outcome.feedback)
-
     async def _start_background(self, params: ShellParams, ctx: ToolContext) -> ToolReturnValue:
         if self._tasks is None:
             return tool_error(
@@ -154,11 +152,9 @@ class Shell(TypedTool[ShellParams]):
                 brief="Background not supported",
             )
         command = params.command
-        refused = await self._approve(
-            ctx, RUN_BACKGROUND_COMMAND, f"Run background command `{command}`", command
-        )
-        if refused is not None:
-            return refused
+        refusal = await _approve(ctx, RUN_BACKGROUND_COMMAND, f"Run background command `{command}`", command)
+        if refusal is not None:
+            return refusal
         try:
             task = self._tasks.start(
                 command,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 from pydantic import Field
 
-from soulwire.tools.base import ToolContext, ToolParams, TypedTool, rejection_result
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.background import BackgroundTask, BackgroundTasks
 from soulwire.wire.types import ToolReturnValue, tool_error, tool_ok
 
@@ -143,16 +143,16 @@ class TaskStop(TypedTool[TaskStopParams]):
         task = self._tasks.get(params.task_id)
         if task is None:
             return _not_found(params.task_id)
-        outcome = await ctx.approver.request(
-            tool_call_id=ctx.tool_call_id,
+        refusal = await refused(
+            ctx,
             sender=self.name,
             action=STOP_TASK,
             description=f"Stop background task `{task.id}`",
             display=[task.display()],
             scope_key=task.id,
         )
-        if not outcome.approved:
-            return rejection_result(ctx, outcome.feedback)
+        if refusal is not None:
+            return refusal
         self._tasks.request_stop(task, params.reason)
         value = tool_ok(output="\n".join(task.summary_lines()), message="Task stop requested.")
         value.display = [task.display()]
