@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 from soulwire.sdk.errors import ProtocolError, SDKError, TurnNotFinishedError
 from soulwire.sdk.jsonutil import as_object
 from soulwire.sdk.stream import _END, EventStream
+from soulwire.wire.fold import assemble, joined_text
 from soulwire.wire.messages import (
     StatusUpdate,
     StepBegin,
@@ -26,7 +27,6 @@ from soulwire.wire.messages import (
     TurnEnd,
 )
 from soulwire.wire.types import (
-    FunctionCall,
     TextPart,
     ThinkPart,
     TokenUsage,
@@ -83,7 +83,7 @@ class Step:
     @property
     def text(self) -> str:
         """The step's text, joined (chunks of a retried attempt excluded)."""
-        return "".join(e.text for e in self._valid() if type(e) is TextPart)
+        return joined_text(self._valid())
 
     @property
     def thinking(self) -> str:
@@ -92,20 +92,7 @@ class Step:
     @property
     def tool_calls(self) -> list[ToolCall]:
         """The step's tool calls with their streamed argument fragments assembled."""
-        calls: list[tuple[ToolCall, list[str]]] = []
-        for e in self._valid():
-            if type(e) is ToolCall:
-                calls.append((e, [e.function.arguments] if e.function.arguments is not None else []))
-            elif type(e) is ToolCallPart and calls and e.arguments_part is not None:
-                calls[-1][1].append(e.arguments_part)
-        return [
-            ToolCall(
-                id=c.id,
-                function=FunctionCall(name=c.function.name, arguments="".join(a) if a else None),
-                extras=c.extras,
-            )
-            for c, a in calls
-        ]
+        return assemble(self._valid())[1]
 
     @property
     def tool_results(self) -> list[ToolResult]:
