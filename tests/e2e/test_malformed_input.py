@@ -56,7 +56,9 @@ def test_error_replies(engine, line, code, echoed_id):
     assert reply["id"] == echoed_id
     data = reply["error"]["data"]
     # The reference sends no data; ours is structured: the field at fault, the state's reason.
-    assert data is None or (code == -32602 and "field" in data) or (code == -32000 and data["reason"] == "idle")
+    assert (
+        data is None or (code == -32602 and "field" in data) or (code == -32000 and data["reason"] == "idle")
+    )
     _, response = wire.prompt("hi")  # still serving
     assert response["result"]["status"] == "finished"
 

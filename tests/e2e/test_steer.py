@@ -139,7 +139,11 @@ def test_steer_errors(engine, sandbox):
     )
     wire.initialize(protocol_version=V110)
     _, idle = wire.until_response(wire.request("steer", {"user_input": "x"}))
-    assert idle["error"] == {"code": -32000, "message": "No agent turn is in progress", "data": {"reason": "idle"}}
+    assert idle["error"] == {
+        "code": -32000,
+        "message": "No agent turn is in progress",
+        "data": {"reason": "idle"},
+    }
     prompt = wire.request("prompt", {"user_input": "go"})
     request = until(wire, lambda m: m.get("method") == "request")[-1]
     for params in (None, {}, {"user_input": 5}, {"user_input": [{"type": "bogus"}]}):

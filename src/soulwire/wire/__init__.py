@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 _HOMES = ("soulwire.wire.types", "soulwire.wire.messages", "soulwire.wire.methods")
 
 
-_SUBMODULES = frozenset({"jsonrpc", "lines", "fold", "peer", "streams", "serde", "messages", "methods", "types"})
+_SUBMODULES = frozenset(
+    {"jsonrpc", "lines", "fold", "peer", "streams", "serde", "messages", "methods", "types"}
+)
 
 
 def __getattr__(name: str) -> Any:
