@@ -13,7 +13,7 @@ from soulwire import __version__
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
-SUBCOMMANDS = ("info", "schema", "demo", "sessions")
+SUBCOMMANDS = ("info", "schema", "demo", "sessions", "serve")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,6 +112,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.cli.demo import run_demo
 
         return run_demo(argv)
+    if name == "serve":
+        from soulwire.server.main import run_serve
+
+        return run_serve(argv)
     from soulwire.cli.sessions import run_sessions
 
     return run_sessions(argv)

@@ -29,3 +29,6 @@ class SessionOptions:
     mcp_config_files: list[Path] = field(default_factory=list)
     mcp_configs: list[str] = field(default_factory=list)
     print_mode: bool = False
+    keep_empty_session: bool = False
+    """Keep the session's directory at close even when nothing was said (a server's session
+    exists from its creation on)."""

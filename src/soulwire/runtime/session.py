@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from soulwire.config.loader import ConfigError
 from soulwire.runtime.options import SessionOptions
 from soulwire.sessions.index import last_session_id, update_work_dir_index
+from soulwire.sessions.lock import SessionBusyError, SessionLock
 from soulwire.sessions.paths import is_valid_session_id, normalise_work_dir
 from soulwire.sessions.store import FileSessionStore, new_session_id
 
@@ -17,6 +18,8 @@ class SessionHandle:
 
     store: FileSessionStore
     resumed: bool
+    lock: SessionLock | None = None
+    keep_empty: bool = False
     _announced: bool = False
 
     @property
@@ -41,7 +44,14 @@ class SessionHandle:
         """Leave the share dir tidy: drop a session nobody used, else remember it as last."""
         self.store.close()
         work_dir = self.store.work_dir
-        if self.is_empty():
+        try:
+            self._tidy(work_dir, exit_ok=exit_ok)
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+
+    def _tidy(self, work_dir: str, *, exit_ok: bool) -> None:
+        if self.is_empty() and not self.keep_empty:
             if self.store.dir.exists():
                 self.store.delete()
             update_work_dir_index(self.store.share, work_dir, None, only_if=self.id)
@@ -63,9 +73,16 @@ def resolve_session_id(options: SessionOptions) -> str | None:
 
 def open_session(options: SessionOptions, *, protocol_version: str) -> SessionHandle:
     """Open the session the options name. It counts as resumed when it has wire records
-    (spec §7.2); an unknown id creates a session with exactly that id."""
+    (spec §7.2); an unknown id creates a session with exactly that id. The session is locked
+    for this process: one held elsewhere (a `soulwire serve`, another `--wire`) is a
+    ConfigError that names the holder."""
     session_id = resolve_session_id(options) or new_session_id()
+    try:
+        lock = SessionLock.acquire(options.share_dir, options.work_dir, session_id)
+    except SessionBusyError as exc:
+        raise ConfigError(str(exc)) from None
     store = FileSessionStore(
         options.share_dir, options.work_dir, session_id, protocol_version=protocol_version
     )
-    return SessionHandle(store, resumed=store.existed and store.has_wire_records())
+    resumed = store.existed and store.has_wire_records()
+    return SessionHandle(store, resumed=resumed, lock=lock, keep_empty=options.keep_empty_session)

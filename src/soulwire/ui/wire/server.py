@@ -239,11 +239,13 @@ class WireServer:
             self._busy = False
 
     # -- lifecycle ----------------------------------------------------------
-    async def serve(self, stream: MessageStream) -> None:
-        """Serve until the input ends (or SIGTERM/SIGINT), then wind down the running turn."""
+    async def serve(self, stream: MessageStream, *, signals: bool = True) -> None:
+        """Serve until the input ends (or SIGTERM/SIGINT, unless `signals` is off because the
+        process hosts many sessions), then wind down the running turn."""
         async with Peer(stream, methods=self.methods(), error_for=rpc_error_for) as peer:
             self.peer = peer
-            peer.start_soon(self._watch_signals, peer)
+            if signals:
+                peer.start_soon(self._watch_signals, peer)
             peer.start_soon(self.runtime.session_started)
             await peer.input_closed.wait()
             self._shutdown(peer)

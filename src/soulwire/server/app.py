@@ -1,0 +1,247 @@
+"""The ASGI application: the HTTP API over the session registry, and Wire over WebSocket at
+`/ws/sessions/{id}` (one session per connection). FastAPI generates the OpenAPI document
+(`/openapi.json`) from the typed routes below."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import anyio
+from fastapi import FastAPI, HTTPException, Query, Request, Response, WebSocket
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from soulwire import __version__
+from soulwire.server.client import Client
+from soulwire.server.hub import AttachParams, LiveSession
+from soulwire.server.registry import Located, ServeSettings, SessionError, SessionRegistry
+from soulwire.server.security import Guard, GuardMiddleware
+from soulwire.wire.jsonrpc import RPCError, encode
+
+log = logging.getLogger("soulwire.server")
+
+SUBPROTOCOL = "soulwire"
+SESSION_CONFLICT = 4409
+"""WebSocket close code: the attach was refused (the controller role is taken)."""
+
+
+class SessionInfo(BaseModel):
+    """A session as listed: id, title, times, size, turns, and its live state here."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str
+    work_dir: str
+    title: str | None = None
+    created: float | None = None
+    updated: float | None = None
+    turns: int = 0
+    size: int = 0
+    live: bool = False
+    busy: bool = False
+    clients: int = 0
+    last_seq: int | None = None
+    held_elsewhere: bool = False
+
+
+class CreateSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    work_dir: str | None = Field(default=None, description="absolute path; default: the server's work dir")
+    title: str | None = Field(default=None, max_length=200)
+
+
+class RenameSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(min_length=1, max_length=200)
+
+
+class ForkSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str | None = Field(default=None, max_length=200)
+
+
+class History(BaseModel):
+    id: str
+    since: int
+    total: int
+    records: list[dict[str, Any]]
+
+
+class ObserverToken(BaseModel):
+    token: str
+    session_id: str
+    ws_path: str
+
+
+class ServerIndex(BaseModel):
+    name: Literal["soulwire"] = "soulwire"
+    version: str
+    sessions: str = "/api/sessions"
+    websocket: str = "/ws/sessions/{id}"
+    openapi: str = "/openapi.json"
+
+
+def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
+    """The server's ASGI app (guarded: token, Host and Origin checked before routing)."""
+    state: dict[str, Any] = {}
+    numbers = itertools.count(1)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
+        async with anyio.create_task_group() as group:
+            state["registry"] = SessionRegistry(settings, group)
+            yield
+            await state["registry"].aclose()
+            group.cancel_scope.cancel()
+
+    app = FastAPI(
+        title="Soulwire server",
+        version=__version__,
+        description="Sessions of a coding agent over HTTP, and Wire (JSON-RPC 2.0) over WebSocket.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+
+    def registry() -> SessionRegistry:
+        return state["registry"]
+
+    def info(found: Located) -> SessionInfo:
+        return SessionInfo.model_validate(registry().describe(found))
+
+    @app.exception_handler(SessionError)
+    async def session_error(_request: Request, exc: SessionError) -> JSONResponse:  # pyright: ignore[reportUnusedFunction]
+        return JSONResponse({"detail": exc.message}, status_code=exc.status)
+
+    @app.get("/", response_model=ServerIndex)
+    async def index() -> ServerIndex:  # pyright: ignore[reportUnusedFunction]
+        return ServerIndex(version=__version__)
+
+    @app.get("/api/sessions", response_model=list[SessionInfo])
+    async def list_sessions(work_dir: str | None = None) -> list[SessionInfo]:  # pyright: ignore[reportUnusedFunction]
+        return [SessionInfo.model_validate(i) for i in registry().list(work_dir)]
+
+    @app.post("/api/sessions", response_model=SessionInfo, status_code=201)
+    async def create_session(body: CreateSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
+        return info(registry().create(body.work_dir, body.title))
+
+    @app.get("/api/sessions/{session_id}", response_model=SessionInfo)
+    async def get_session(session_id: str) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
+        return info(registry().locate(session_id))
+
+    @app.patch("/api/sessions/{session_id}", response_model=SessionInfo)
+    async def rename_session(session_id: str, body: RenameSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
+        return info(registry().rename(session_id, body.title))
+
+    @app.post("/api/sessions/{session_id}/fork", response_model=SessionInfo, status_code=201)
+    async def fork_session(session_id: str, body: ForkSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
+        return info(registry().fork(session_id, body.title))
+
+    @app.delete("/api/sessions/{session_id}", status_code=204)
+    async def delete_session(session_id: str) -> Response:  # pyright: ignore[reportUnusedFunction]
+        await registry().delete(session_id)
+        return Response(status_code=204)
+
+    @app.get("/api/sessions/{session_id}/history", response_model=History)
+    async def history(  # pyright: ignore[reportUnusedFunction]
+        session_id: str, since: int = Query(0, ge=0), limit: int = Query(1000, ge=1, le=100_000)
+    ) -> History:
+        return History.model_validate(registry().history(session_id, since, limit))
+
+    @app.post("/api/sessions/{session_id}/observer-tokens", response_model=ObserverToken, status_code=201)
+    async def mint_observer_token(request: Request, session_id: str) -> ObserverToken:  # pyright: ignore[reportUnusedFunction]
+        if request.scope.get("state", {}).get("role") != "full":
+            raise HTTPException(403, "an observer token cannot mint tokens")
+        found = registry().locate(session_id)
+        token = secrets.token_urlsafe(24)
+        guard.observer_tokens[token] = found.id
+        return ObserverToken(token=token, session_id=found.id, ws_path=f"/ws/sessions/{found.id}")
+
+    @app.websocket("/ws/sessions/{session_id}")
+    async def wire_socket(websocket: WebSocket, session_id: str) -> None:  # pyright: ignore[reportUnusedFunction]
+        try:
+            live = await registry().open(session_id)
+        except SessionError as exc:
+            await websocket.send_denial_response(
+                JSONResponse({"detail": exc.message}, status_code=exc.status)
+            )
+            return
+        offered = websocket.scope.get("subprotocols") or []
+        await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+        read_only = websocket.scope.get("state", {}).get("role") != "full"
+        client = Client(next(numbers), max_queued_bytes=settings.hub.client_queue_bytes, read_only=read_only)
+        await _serve_socket(websocket, live, client)
+
+    app.add_middleware(GuardMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]
+    return app
+
+
+def _attach_from_query(websocket: WebSocket) -> AttachParams | None:
+    """`?since_seq=N&mode=observer&take=1&epoch=E`: attach as the connection opens."""
+    query = websocket.query_params
+    if not any(k in query for k in ("since_seq", "mode", "take", "epoch")):
+        return None
+    raw: dict[str, Any] = {}
+    if "since_seq" in query:
+        raw["since_seq"] = int(query["since_seq"])
+    if "mode" in query:
+        raw["mode"] = query["mode"]
+    if "take" in query:
+        raw["take"] = query["take"] in ("1", "true", "yes")
+    if "epoch" in query:
+        raw["epoch"] = query["epoch"]
+    return AttachParams.model_validate(raw)
+
+
+async def _serve_socket(websocket: WebSocket, live: LiveSession, client: Client) -> None:
+    try:
+        attach = _attach_from_query(websocket)
+        if client.read_only:
+            attach = (attach or AttachParams()).model_copy(update={"mode": "observer"})
+        if attach is None:
+            live.connect(client)
+        else:
+            result = live.attach(client, attach)
+            client.deliver(
+                (encode({"jsonrpc": "2.0", "method": "attached", "params": result}) + "\n").encode()
+            )
+    except (RPCError, ValueError) as exc:
+        reason = exc.message if isinstance(exc, RPCError) else "bad attach parameters"
+        await websocket.close(SESSION_CONFLICT, reason[:120])
+        return
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_write_loop, websocket, client)
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                data = message.get("text") if message.get("text") is not None else message.get("bytes")
+                if data is not None:
+                    live.handle(client, data)
+            client.close(1000, "")
+    finally:
+        live.detach(client)
+        client.close(1000, "")
+
+
+async def _write_loop(websocket: WebSocket, client: Client) -> None:
+    while (batch := await client.next_batch()) is not None:
+        try:
+            for line in batch:
+                await websocket.send_text(line.rstrip(b"\n").decode("utf-8", "replace"))
+        except Exception:  # the connection is gone; the reader sees the disconnect
+            client.close(1006, "")
+            return
+    if client.close_code != 1000:
+        try:
+            await websocket.close(client.close_code, client.close_reason)
+        except Exception:
+            pass
+
+
+__all__ = ["SessionInfo", "create_app"]

@@ -1,0 +1,93 @@
+"""One attached connection's outbound side: a bounded queue its writer task empties.
+
+A client that reads too slowly is not allowed to hold memory or to block anyone: when its
+queue passes the limit it is dropped (close code 4008) and re-attaches from its last `seq`,
+getting the gap from the session's ring, or `complete: false` and the history."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+
+if TYPE_CHECKING:
+    from soulwire.server.hub import Entry
+
+PARAMS_HEAD = b'"params":{'
+TOO_SLOW = 4008
+"""WebSocket close code: the client fell too far behind; re-attach from the last seq."""
+
+
+def insert_members(line: bytes, members: bytes) -> bytes:
+    """`line` with `members` (`"a":1,`) first inside its params object."""
+    at = line.find(PARAMS_HEAD)
+    if at < 0 or not members:
+        return line
+    at += len(PARAMS_HEAD)
+    if line[at : at + 1] == b"}":
+        members = members.rstrip(b",")
+    return line[:at] + members + line[at:]
+
+
+class Client:
+    """A connection as the session sees it: role, extensions, what was sent, a queue."""
+
+    def __init__(self, number: int, *, max_queued_bytes: int, read_only: bool = False) -> None:
+        self.number = number
+        self.mode: Literal["controller", "observer"] = "observer"
+        self.extended = False
+        """Negotiated the extensions: events carry `seq`, requests deadlines, notices arrive."""
+        self.read_only = read_only
+        self.last_sent = 0
+        self.max_queued_bytes = max_queued_bytes
+        self._queue: deque[bytes] = deque()
+        self._queued = 0
+        self._wake = anyio.Event()
+        self.closed = False
+        self.close_code = 1000
+        self.close_reason = ""
+
+    def send_entry(self, entry: Entry) -> None:
+        """A numbered message, in the form this client negotiated."""
+        self.last_sent = entry.seq
+        if not self.extended:
+            if entry.kind != "notice":
+                self.deliver(entry.line)
+            return
+        self.deliver(insert_members(entry.line, entry.extra))
+
+    def deliver(self, line: bytes) -> None:
+        """Queue one message (never blocks); past the limit the client is dropped."""
+        if self.closed:
+            return
+        self._queue.append(line)
+        self._queued += len(line)
+        if self._queued > self.max_queued_bytes:
+            self.close(TOO_SLOW, "too slow: re-attach from your last seq")
+            return
+        self._wake.set()
+
+    async def next_batch(self) -> list[bytes] | None:
+        """Everything queued (waiting for something); None once the client is closed."""
+        while not self._queue:
+            if self.closed:
+                return None
+            await self._wake.wait()
+            self._wake = anyio.Event()
+        batch = list(self._queue)
+        self._queue.clear()
+        self._queued = 0
+        return batch
+
+    def close(self, code: int, reason: str) -> None:
+        if not self.closed:
+            self.closed = True
+            self.close_code = code
+            self.close_reason = reason
+            self._queue.clear()
+            self._queued = 0
+            self._wake.set()
+
+
+__all__ = ["TOO_SLOW", "Client", "insert_members"]

@@ -1,0 +1,517 @@
+"""One live session shared by many connections.
+
+`LiveSession` is the message stream one session's `WireServer` serves, multiplexed over every
+attached client: what the engine sends is numbered (`seq`), kept in a bounded ring and fanned
+out; what clients send is routed back — the controller's requests and answers go to the
+engine (ids rewritten so two clients never collide), observers only watch. Requests to the
+client carry a deadline and are answered with the declared default when it passes, so a turn
+never hangs on a client that went away; they wait for a controller meanwhile, and one that
+attaches gets them again. The extensions (`seq`, roles, deadlines) reach only clients that
+asked for them in `initialize`, the WebSocket URL or `attach`: others see today's Wire."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soulwire.runtime.builder import Runtime
+from soulwire.server.client import Client, insert_members
+from soulwire.wire import jsonrpc
+from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode, error_line, response_line
+from soulwire.wire.peer import validation_error
+
+log = logging.getLogger("soulwire.server")
+
+Mode = Literal["controller", "observer"]
+OnTimeout = Literal["reject", "cancel", "approve"]
+
+EVENT_HEAD = b'{"jsonrpc":"2.0","method":"event",'
+HUB_METHODS = frozenset({"attach", "requests/pending"})
+DEADLINE_EXPIRED = -32010
+"""The JSON-RPC error the engine gets for a request nobody answered in time."""
+
+
+@dataclass
+class HubSettings:
+    deadline_ms: int = 300_000
+    on_timeout: OnTimeout = "reject"
+    ring_events: int = 20_000
+    ring_bytes: int = 32 << 20
+    client_queue_bytes: int = 16 << 20
+
+
+@dataclass
+class Entry:
+    """One numbered outbound message: `line` as today's Wire has it; `extra` is the JSON
+    members (`"seq":N,…`) a client that negotiated the extensions gets inside `params`."""
+
+    seq: int
+    kind: Literal["event", "request", "notice"]
+    line: bytes
+    extra: bytes
+
+
+@dataclass
+class Pending:
+    """A server → client request waiting for the controller's answer."""
+
+    id: str
+    type: str
+    payload: dict[str, Any]
+    entry: Entry
+    deadline: float
+    on_timeout: OnTimeout
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+@dataclass
+class Forwarded:
+    """A client request handed to the engine under a rewritten id."""
+
+    client: Client | None
+    original_id: str | None
+    method: str
+
+
+class ServeOptions(BaseModel):
+    """The `serve` member of `initialize` params: what the client wants of the extensions."""
+
+    model_config = ConfigDict(extra="forbid")
+    seq: bool = True
+    mode: Mode | None = None
+    since_seq: int | None = Field(default=None, ge=0)
+    deadline_ms: int | None = Field(default=None, ge=1, le=86_400_000)
+    on_timeout: OnTimeout | None = None
+
+
+class AttachParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    since_seq: int | None = Field(default=None, ge=0)
+    mode: Mode | None = None
+    take: bool = False
+    epoch: str | None = None
+
+
+def _line(body: dict[str, Any]) -> bytes:
+    return (encode(body) + "\n").encode()
+
+
+class LiveSession:
+    """The message stream of one session's WireServer, shared by its attached clients."""
+
+    def __init__(
+        self, runtime: Runtime, settings: HubSettings, on_empty: Callable[[LiveSession], None]
+    ) -> None:
+        from soulwire.ui.wire.server import WireServer  # the one place the server uses ui.wire
+
+        self.runtime = runtime
+        self.id = runtime.session.id
+        self.settings = settings
+        self.deadline_ms = settings.deadline_ms
+        self.on_timeout: OnTimeout = settings.on_timeout
+        self.epoch = secrets.token_hex(8)
+        self.seq = 0
+        self.ring: deque[Entry] = deque()
+        self._ring_bytes = 0
+        self.clients: dict[int, Client] = {}
+        self.controller: Client | None = None
+        self.pending: dict[str, Pending] = {}
+        self._forwarded: dict[str, Forwarded] = {}
+        self._counter = 0
+        self._inbox: deque[bytes] = deque()
+        self._inbox_ready = anyio.Event()
+        self._replaying_for: Client | None = None
+        self._initialize_result: dict[str, Any] | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._on_empty = on_empty
+        self.closed = False
+        self.finished = anyio.Event()
+        self.loaded: dict[str, Any] = {"session_id": self.id}
+        """What opening the session loaded (id, records, content hash): a resume proves it."""
+        self.server = WireServer(runtime)
+
+    # -- the engine's side (MessageStream) --------------------------------------------
+    async def receive(self) -> bytes:
+        while not self._inbox:
+            if self.closed:
+                raise anyio.EndOfStream
+            await self._inbox_ready.wait()
+            self._inbox_ready = anyio.Event()
+        return self._inbox.popleft()
+
+    def _to_engine(self, line: bytes) -> None:
+        self._inbox.append(line.rstrip(b"\n"))
+        self._inbox_ready.set()
+
+    @property
+    def broken(self) -> bool:
+        return self.closed  # no client is not broken: requests wait for a controller
+
+    async def drain(self) -> None:
+        return None  # every client has its own queue and writer
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def send(self, message: bytes) -> None:
+        """A message from the engine: numbered and fanned out, or routed to its requester."""
+        if message.startswith(EVENT_HEAD):
+            if self._replaying_for is not None:
+                self._replaying_for.deliver(message)
+                return
+            self._publish("event", message)
+            if b'"type":"TurnEnd"' in message[:80]:
+                self._drop_pending("turn_end")
+            return
+        body = json.loads(message)
+        if body.get("method") == "request" and isinstance(body.get("id"), str):
+            self._open_request(body, message)
+        elif "method" not in body:
+            self._route_response(body)
+        else:
+            self._publish("event", message)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def run(self) -> None:
+        """Serve the session until `close`, then wind the runtime down."""
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                await self.server.serve(self, signals=False)
+                group.cancel_scope.cancel()
+        finally:
+            self._group = None
+            self.closed = True
+            for client in list(self.clients.values()):
+                client.close(1001, "the session was closed")
+            try:
+                self.runtime.close()
+            finally:
+                self.finished.set()
+
+    def close(self) -> None:
+        """End the session's input: the running turn is cancelled and the runtime closed."""
+        self.closed = True
+        self._inbox_ready.set()
+
+    @property
+    def busy(self) -> bool:
+        return bool(getattr(self.server, "_busy", False))
+
+    # -- clients ------------------------------------------------------------------------
+    def attach(self, client: Client, params: AttachParams) -> dict[str, Any]:
+        """Attach (or re-attach) a client: role, then exactly the events it missed."""
+        if self.closed:
+            raise RPCError(INVALID_STATE, "the session is closing", {"reason": "closing"})
+        is_new = client.number not in self.clients
+        if is_new:
+            client.last_sent = self.seq  # a new connection starts live, unless it asks for more
+        mode = params.mode or client.mode
+        if params.mode is None and is_new:
+            mode = "controller" if self.controller is None and not client.read_only else "observer"
+        self._set_mode(client, mode, take=params.take)
+        self.clients[client.number] = client
+        client.extended = True
+        complete = True
+        sent = 0
+        start = client.last_sent
+        if params.since_seq is not None:
+            if params.epoch is not None and params.epoch != self.epoch:
+                complete = False  # another run of the session numbered those events
+            oldest = self.ring[0].seq if self.ring else self.seq + 1
+            if is_new:
+                start = params.since_seq  # (on a live connection nothing sent is resent)
+            if params.since_seq > self.seq or (start + 1 < oldest and start < self.seq):
+                complete = False  # the gap left the ring (or never was): reload the history
+            if complete:
+                for entry in self.ring:
+                    if entry.seq > start:
+                        client.send_entry(entry)
+                        sent += 1
+            else:
+                start = client.last_sent = self.seq
+        resent = self._resend_pending(client, up_to=start) if client.mode == "controller" else []
+        return {
+            "session_id": self.id,
+            "epoch": self.epoch,
+            "mode": client.mode,
+            "last_seq": self.seq,
+            "complete": complete,
+            "sent": sent,
+            "pending": resent,
+            "loaded": self.loaded,
+        }
+
+    def connect(self, client: Client) -> None:
+        """A connection without the extensions: today's Wire, live from now, controller if free."""
+        self.clients[client.number] = client
+        client.last_sent = self.seq
+        self._set_mode(client, "controller" if self.controller is None else "observer", take=False)
+        if client is self.controller:
+            self._resend_pending(client)
+
+    def detach(self, client: Client) -> None:
+        self.clients.pop(client.number, None)
+        if self._replaying_for is client:
+            self._replaying_for = None
+        if self.controller is client:
+            self.controller = None
+            self._notice("role/changed", {"controller": None, "reason": "disconnected"})
+        if not self.clients:
+            self._on_empty(self)
+
+    def _set_mode(self, client: Client, mode: Mode, *, take: bool) -> None:
+        if mode == "observer":
+            if self.controller is client:
+                self.controller = None
+                self._notice("role/changed", {"controller": None, "reason": "released"})
+            client.mode = "observer"
+            return
+        if client.read_only:
+            raise RPCError(
+                INVALID_STATE, "an observer token cannot control the session", {"reason": "read_only"}
+            )
+        current = self.controller
+        if current is not None and current is not client:
+            if not take:
+                raise RPCError(
+                    INVALID_STATE,
+                    "the session already has a controller; attach as observer or take over with take=true",
+                    {"reason": "controller_taken"},
+                )
+            current.mode = "observer"
+        client.mode = "controller"
+        self.controller = client
+        if current is not client:
+            self._notice(
+                "role/changed", {"controller": client.number, "reason": "taken" if current else "free"}
+            )
+
+    def _resend_pending(self, client: Client, *, up_to: int | None = None) -> list[str]:
+        """Open requests the controller may not have (numbered up to `up_to`: later ones
+        are in the backlog it was just sent), sent again in their order."""
+        resent: list[str] = []
+        for pending in list(self.pending.values()):
+            if up_to is not None and pending.entry.seq > up_to:
+                continue
+            client.deliver(self._request_line(pending, client.extended))
+            resent.append(pending.id)
+        return resent
+
+    # -- inbound from clients ---------------------------------------------------------------
+    def handle(self, client: Client, text: str | bytes) -> None:
+        """One message from a client."""
+        inbound = jsonrpc.classify(text)
+        if inbound.kind == "invalid":
+            assert inbound.error is not None
+            client.deliver(error_line(None, inbound.error))
+        elif inbound.kind == "response":
+            self._on_client_answer(client, inbound.id, inbound.raw)
+        elif inbound.kind == "request":
+            assert inbound.method is not None
+            try:
+                self._on_client_request(client, inbound.id, inbound.method, inbound.params)
+            except RPCError as error:
+                client.deliver(error_line(inbound.id, error))
+        elif inbound.kind == "notification" and client is self.controller:
+            self._to_engine(_line(inbound.raw))
+
+    def _on_client_request(self, client: Client, request_id: str, method: str, params: Any) -> None:
+        if method == "attach":
+            result = self.attach(client, _validated(method, AttachParams, params))
+            client.deliver(response_line(request_id, result))
+            return
+        if method == "requests/pending":
+            resent = self._resend_pending(client) if client is self.controller else []
+            listing = [self._describe_pending(p) for p in self.pending.values()]
+            client.deliver(response_line(request_id, {"requests": listing, "resent": resent}))
+            return
+        if method == "initialize":
+            params = self._negotiate(client, params)
+            if client is not self.controller:
+                client.deliver(response_line(request_id, self._initialize_reply(client)))
+                return
+        elif client is not self.controller:
+            raise RPCError(
+                INVALID_STATE,
+                f"{method} needs the controller role; this connection observes",
+                {"reason": "observer"},
+            )
+        self._counter += 1
+        forwarded_id = f"c{client.number}:{self._counter}"
+        self._forwarded[forwarded_id] = Forwarded(client, request_id, method)
+        if method == "replay":
+            self._replaying_for = client
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": forwarded_id, "method": method}
+        if params is not None:
+            body["params"] = params
+        self._to_engine(_line(body))
+
+    def _negotiate(self, client: Client, params: Any) -> Any:
+        """Take the `serve` member out of initialize params (the engine does not know it)."""
+        if not isinstance(params, dict) or "serve" not in params:
+            return params
+        params = dict(params)  # pyright: ignore[reportUnknownArgumentType]
+        options = _validated("initialize", ServeOptions, params.pop("serve"))
+        client.extended = client.extended or options.seq
+        if options.mode is not None or options.since_seq is not None:
+            self.attach(client, AttachParams(since_seq=options.since_seq, mode=options.mode or client.mode))
+        if client is self.controller or self.controller is None:
+            if options.deadline_ms is not None:
+                self.deadline_ms = options.deadline_ms
+            if options.on_timeout is not None:
+                self.on_timeout = options.on_timeout
+        return params
+
+    def serve_info(self, client: Client) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "last_seq": self.seq,
+            "mode": client.mode,
+            "deadline_ms": self.deadline_ms,
+            "on_timeout": self.on_timeout,
+            "methods": sorted(HUB_METHODS),
+            "loaded": self.loaded,
+        }
+
+    def _initialize_reply(self, client: Client) -> dict[str, Any]:
+        base = dict(self._initialize_result or {})
+        base.setdefault("protocol_version", self.runtime.session.store.protocol_version)
+        base.setdefault("session", {"id": self.id, "work_dir": str(self.runtime.options.work_dir)})
+        base["serve"] = self.serve_info(client)
+        return base
+
+    def _on_client_answer(self, client: Client, request_id: Any, raw: dict[str, Any]) -> None:
+        pending = self.pending.get(request_id) if isinstance(request_id, str) else None
+        if pending is None or client is not self.controller:
+            return  # an observer's answer, or one to a request already resolved: not the engine's
+        del self.pending[pending.id]
+        pending.scope.cancel()
+        self._to_engine(_line(raw))
+        result = raw.get("result")
+        response = result.get("response") if isinstance(result, dict) else None
+        self._resolved(pending, by="client", client=client.number, response=response)
+
+    # -- outbound: requests, responses, notices ------------------------------------------
+    def _open_request(self, body: dict[str, Any], line: bytes) -> None:
+        params = body.get("params") or {}
+        request_id: str = body["id"]
+        raw_payload = params.get("payload")
+        payload: dict[str, Any] = raw_payload if isinstance(raw_payload, dict) else {}
+        deadline = anyio.current_time() + self.deadline_ms / 1000
+        extra = f'"deadline_ms":{self.deadline_ms},"on_timeout":{json.dumps(self.on_timeout)},'.encode()
+        entry = self._publish("request", line, extra)
+        pending = Pending(request_id, str(params.get("type")), payload, entry, deadline, self.on_timeout)
+        self.pending[request_id] = pending
+        if self._group is not None:
+            self._group.start_soon(self._expire, pending)
+
+    def _request_line(self, pending: Pending, extended: bool) -> bytes:
+        """The request again; for an extended client with the time left until its deadline."""
+        if not extended:
+            return pending.entry.line
+        left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
+        members = (
+            f'"seq":{pending.entry.seq},"deadline_ms":{left},'
+            f'"on_timeout":{json.dumps(pending.on_timeout)},"resent":true,'
+        )
+        return insert_members(pending.entry.line, members.encode())
+
+    def _describe_pending(self, pending: Pending) -> dict[str, Any]:
+        left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
+        return {
+            "id": pending.id,
+            "seq": pending.entry.seq,
+            "type": pending.type,
+            "payload": pending.payload,
+            "deadline_ms": left,
+            "on_timeout": pending.on_timeout,
+        }
+
+    async def _expire(self, pending: Pending) -> None:
+        with pending.scope:
+            await anyio.sleep_until(pending.deadline)
+            if self.pending.pop(pending.id, None) is None:
+                return
+            outcome = pending.on_timeout
+            if outcome == "approve" and pending.type == "ApprovalRequest":
+                answer = {"request_id": pending.payload.get("id", pending.id), "response": "approve"}
+                self._to_engine(_line({"jsonrpc": "2.0", "id": pending.id, "result": answer}))
+            else:
+                message = f"no answer within the deadline; the request counts as {outcome}ed"
+                error = {"code": DEADLINE_EXPIRED, "message": message, "data": {"reason": "deadline"}}
+                self._to_engine(_line({"jsonrpc": "2.0", "id": pending.id, "error": error}))
+                if outcome == "cancel":
+                    self._counter += 1
+                    cancel_id = f"hub:{self._counter}"
+                    self._forwarded[cancel_id] = Forwarded(None, None, "cancel")
+                    self._to_engine(_line({"jsonrpc": "2.0", "id": cancel_id, "method": "cancel"}))
+            self._resolved(pending, by="deadline", response=outcome)
+
+    def _drop_pending(self, reason: str) -> None:
+        """The turn ended: whatever it asked is moot."""
+        for pending in list(self.pending.values()):
+            del self.pending[pending.id]
+            pending.scope.cancel()
+            self._resolved(pending, by=reason)
+
+    def _resolved(
+        self, pending: Pending, *, by: str, client: int | None = None, response: Any = None
+    ) -> None:
+        notice: dict[str, Any] = {"id": pending.id, "type": pending.type, "by": by}
+        if client is not None:
+            notice["client"] = client
+        if response is not None:
+            notice["response"] = response
+        self._notice("request/resolved", notice)
+
+    def _route_response(self, body: dict[str, Any]) -> None:
+        request_id = body.get("id")
+        forwarded = self._forwarded.pop(request_id, None) if isinstance(request_id, str) else None
+        if forwarded is None or forwarded.client is None:
+            return  # an answer to the hub's own cancel, or to an input error nobody can own
+        client = forwarded.client
+        if forwarded.method == "replay" and self._replaying_for is client:
+            self._replaying_for = None
+        result = body.get("result")
+        if forwarded.method == "initialize" and isinstance(result, dict):
+            self._initialize_result = {k: v for k, v in result.items() if k != "serve"}  # pyright: ignore[reportUnknownVariableType]
+            if client.extended:
+                body["result"] = {**result, "serve": self.serve_info(client)}
+        body["id"] = forwarded.original_id
+        client.deliver(_line(body))
+
+    def _notice(self, method: str, params: dict[str, Any]) -> None:
+        """A notification of the extensions (numbered; only extended clients get it)."""
+        self._publish("notice", _line({"jsonrpc": "2.0", "method": method, "params": params}))
+
+    def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> Entry:
+        self.seq += 1
+        entry = Entry(self.seq, kind, line, f'"seq":{self.seq},'.encode() + extra)
+        self.ring.append(entry)
+        self._ring_bytes += len(line)
+        settings = self.settings
+        while len(self.ring) > settings.ring_events or self._ring_bytes > settings.ring_bytes:
+            self._ring_bytes -= len(self.ring.popleft().line)
+        for client in list(self.clients.values()):
+            client.send_entry(entry)
+        return entry
+
+
+def _validated(method: str, model: type[BaseModel], params: Any) -> Any:
+    try:
+        return model.model_validate({} if params is None else params, strict=True)
+    except ValidationError as exc:
+        raise validation_error(method, exc) from None
+
+
+__all__ = ["AttachParams", "Entry", "HubSettings", "LiveSession", "ServeOptions"]

@@ -1,0 +1,171 @@
+"""`soulwire serve`: argv → settings → a bound socket → uvicorn serving the app until SIGINT /
+SIGTERM, when live sessions are wound down (turns cancelled, files closed)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from soulwire.server.security import is_loopback
+
+DEFAULT_LISTEN = "127.0.0.1:7437"
+TOKEN_ENV = "SOULWIRE_SERVER_TOKEN"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"soulwire serve: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="soulwire serve",
+        description="Host many sessions in one process: Wire over WebSocket and an HTTP API.",
+    )
+    parser.add_argument(
+        "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+        help=f"address to listen on (default {DEFAULT_LISTEN}; port 0 picks a free one)",
+    )  # fmt: skip
+    parser.add_argument("--work-dir", "-w", metavar="PATH", help="work dir of new sessions (default: cwd)")
+    parser.add_argument("--config-file", metavar="PATH", help="configuration file (.json or TOML)")
+    parser.add_argument("--config", metavar="TEXT", help="whole configuration as JSON or TOML text")
+    parser.add_argument("--model", "-m", metavar="NAME", help="model alias from [models]")
+    parser.add_argument("--yolo", action="store_true", help="approve every tool call in every session")
+    parser.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME",
+        help="another Host name clients use for this server (e.g. behind a proxy); repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--token-file", metavar="PATH",
+        help=f"read the token from this file instead of the share dir's (or set {TOKEN_ENV})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--request-timeout", type=float, default=300.0, metavar="SECONDS",
+        help="deadline of requests to clients (approvals, questions, tool calls); default 300",
+    )  # fmt: skip
+    parser.add_argument(
+        "--on-timeout", choices=("reject", "cancel", "approve"), default="reject",
+        help="what an unanswered request counts as when its deadline passes (default reject)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--idle-timeout", type=float, default=300.0, metavar="SECONDS",
+        help="close a session this long after its last client left (default 300)",
+    )  # fmt: skip
+    return parser
+
+
+def _split_listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host or int(port) > 65535:
+        raise ValueError(f"--listen wants HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(256)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_serve(argv: list[str]) -> int:
+    """Entry point of `soulwire serve`; returns the exit code."""
+    args = _parser().parse_args(argv)
+    from soulwire.config.loader import ConfigError, load_raw_config, share_dir
+
+    try:
+        host, port = _split_listen(args.listen)
+        work_dir = Path(os.path.abspath(Path(args.work_dir or os.getcwd()).expanduser()))
+        if not work_dir.is_dir():
+            raise ConfigError(f"--work-dir does not exist or is not a directory: {work_dir}")
+        share = share_dir()
+        raw, config_path = load_raw_config(config_file=args.config_file, config_text=args.config, share=share)
+        token, created = _token(args.token_file, share, loopback=is_loopback(host))
+    except (ValueError, ConfigError) as exc:
+        sys.stderr.write(f"soulwire serve: error: {exc}\n")
+        return 2
+    try:
+        sock = _bind(host, port)
+    except OSError as exc:
+        sys.stderr.write(f"soulwire serve: error: cannot listen on {args.listen}: {exc.strerror or exc}\n")
+        return 1
+    port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}"
+    if not is_loopback(host):
+        sys.stderr.write(f"soulwire serve: warning: listening on {host}, reachable from other machines\n")
+    sys.stderr.write(f"soulwire serve: listening on {base}\n")
+    if created:
+        sys.stderr.write(f"soulwire serve: open {base}/?token={token}  (token saved in the share dir)\n")
+    sys.stderr.flush()
+
+    from soulwire.server.app import create_app
+    from soulwire.server.hub import HubSettings
+    from soulwire.server.registry import ServeSettings
+    from soulwire.server.security import Guard
+
+    settings = ServeSettings(
+        share=share,
+        work_dir=work_dir,
+        raw_config=raw,
+        config_path=config_path,
+        model_alias=args.model,
+        yolo=args.yolo,
+        idle_timeout_s=args.idle_timeout,
+        hub=HubSettings(deadline_ms=max(1, round(args.request_timeout * 1000)), on_timeout=args.on_timeout),
+    )
+    guard = Guard.for_listen(token, host, port, args.allow_host)
+    return _run_uvicorn(create_app(settings, guard), sock)
+
+
+def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str, bool]:
+    """The token (and whether it was just generated). Off loopback it must be given explicitly."""
+    if token_file:
+        token = Path(token_file).expanduser().read_text(encoding="utf-8").strip()
+        if len(token) < 16:
+            raise ValueError("the token file must hold a token of at least 16 characters")
+        return token, False
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        if len(env) < 16:
+            raise ValueError(f"{TOKEN_ENV} must be at least 16 characters")
+        return env, False
+    if not loopback:
+        raise ValueError(f"listening beyond loopback needs an explicit token: --token-file or {TOKEN_ENV}")
+    from soulwire.server.security import load_or_create_token
+
+    return load_or_create_token(share)
+
+
+def _run_uvicorn(app: object, sock: socket.socket) -> int:
+    import anyio
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,  # pyright: ignore[reportArgumentType]
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        ws_max_size=16 << 20,
+    )
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        await server.serve(sockets=[sock])
+
+    anyio.run(main)
+    sys.stderr.write("soulwire serve: stopped\n")
+    return 0
+
+
+__all__ = ["run_serve"]

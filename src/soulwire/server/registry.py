@@ -1,0 +1,306 @@
+"""The sessions a server knows: found on disk in the CLI's share-dir layout (so either side can
+continue the other's), created, renamed, forked and deleted, and opened as live sessions on
+demand — one runtime per session, closed again after it has been idle for a while."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from soulwire.config.loader import ConfigError
+from soulwire.runtime.options import SessionOptions
+from soulwire.server.hub import HubSettings, LiveSession
+from soulwire.sessions.index import update_work_dir_index
+from soulwire.sessions.jsonl import iter_lines
+from soulwire.sessions.listing import summarise_session
+from soulwire.sessions.lock import is_locked
+from soulwire.sessions.paths import (
+    CONTEXT_FILE,
+    INDEX_FILE,
+    WIRE_FILE,
+    is_valid_session_id,
+    normalise_work_dir,
+    session_dir,
+    work_dir_hash,
+)
+from soulwire.sessions.store import FileSessionStore, new_session_id, read_state
+from soulwire.wire import PROTOCOL_VERSION
+
+WORK_DIR_KEY = "work_dir"
+"""Kept in state.json by the server: the work dir a session's directory hash stands for."""
+
+
+class SessionError(Exception):
+    """A request about a session that cannot be done; `status` is its HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class ServeSettings:
+    share: Path
+    work_dir: Path
+    raw_config: dict[str, Any] = field(default_factory=dict)
+    config_path: Path | None = None
+    model_alias: str | None = None
+    yolo: bool = False
+    idle_timeout_s: float = 300.0
+    hub: HubSettings = field(default_factory=HubSettings)
+
+
+@dataclass
+class Located:
+    id: str
+    dir: Path
+    work_dir: str
+
+
+def content_digest(path: Path) -> tuple[str, int]:
+    """(sha256 of the file, number of message records in it): what a resume proves it loaded."""
+    digest = hashlib.sha256()
+    records = 0
+    for _, line in iter_lines(path):
+        digest.update(line)
+        digest.update(b"\n")
+        if line.startswith(b'{"timestamp"'):
+            records += 1
+    return digest.hexdigest(), records
+
+
+class SessionRegistry:
+    """Every session of the share dir, and the live ones of this process."""
+
+    def __init__(self, settings: ServeSettings, group: anyio.abc.TaskGroup) -> None:
+        self.settings = settings
+        self._group = group
+        self.live: dict[str, LiveSession] = {}
+        self._opening: dict[str, anyio.Lock] = {}
+
+    # -- finding sessions ---------------------------------------------------------------
+    def _work_dirs(self) -> dict[str, str]:
+        """Directory hash → work dir, for every work dir the share dir knows."""
+        import json
+
+        paths = [normalise_work_dir(self.settings.work_dir)]
+        try:
+            index = json.loads((self.settings.share / INDEX_FILE).read_text(encoding="utf-8"))
+            entries = index.get("work_dirs") if isinstance(index, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                    paths.append(entry["path"])
+        except (OSError, ValueError):
+            pass
+        return {work_dir_hash(p): p for p in paths}
+
+    def _session_dirs(self) -> Iterator[Located]:
+        root = self.settings.share / "sessions"
+        if not root.is_dir():
+            return
+        known = self._work_dirs()
+        for bucket in root.iterdir():
+            if not bucket.is_dir():
+                continue
+            for directory in bucket.iterdir():
+                if not directory.is_dir() or not is_valid_session_id(directory.name):
+                    continue
+                work_dir = known.get(bucket.name) or read_state(directory).get(WORK_DIR_KEY)
+                if isinstance(work_dir, str):
+                    yield Located(directory.name, directory, work_dir)
+
+    def locate(self, session_id: str) -> Located:
+        """The session with this id; an unknown id is an error, never a fresh session."""
+        live = self.live.get(session_id)
+        if live is not None:
+            store = live.runtime.session.store
+            return Located(session_id, store.dir, store.work_dir)
+        if is_valid_session_id(session_id):
+            for found in self._session_dirs():
+                if found.id == session_id and (
+                    (found.dir / CONTEXT_FILE).exists() or (found.dir / WIRE_FILE).exists()
+                ):
+                    return found
+        raise SessionError(404, f"no session {session_id!r}")
+
+    def describe(self, found: Located) -> dict[str, Any]:
+        summary = summarise_session(found.dir)
+        info: dict[str, Any] = summary.to_json() if summary else {"id": found.id, "dir": str(found.dir)}
+        live = self.live.get(found.id)
+        info["work_dir"] = found.work_dir
+        info["live"] = live is not None
+        info["busy"] = live.busy if live else False
+        info["clients"] = len(live.clients) if live else 0
+        info["last_seq"] = live.seq if live else None
+        info["held_elsewhere"] = live is None and is_locked(self.settings.share, found.work_dir, found.id)
+        return info
+
+    def list(self, work_dir: str | None = None) -> list[dict[str, Any]]:
+        wanted = normalise_work_dir(work_dir) if work_dir else None
+        found = [f for f in self._session_dirs() if wanted is None or f.work_dir == wanted]
+        infos = [
+            self.describe(f) for f in found if (f.dir / CONTEXT_FILE).exists() or (f.dir / WIRE_FILE).exists()
+        ]
+        return sorted(infos, key=lambda i: i.get("updated", 0), reverse=True)
+
+    # -- changing sessions --------------------------------------------------------------
+    def _store(self, session_id: str, work_dir: str) -> FileSessionStore:
+        return FileSessionStore(self.settings.share, work_dir, session_id, protocol_version=PROTOCOL_VERSION)
+
+    def create(self, work_dir: str | None, title: str | None) -> Located:
+        path = Path(work_dir).expanduser() if work_dir else self.settings.work_dir
+        if not path.is_absolute() or not path.is_dir():
+            raise SessionError(422, f"work_dir must be an existing absolute directory: {path}")
+        normal = normalise_work_dir(path)
+        session_id = new_session_id()
+        store = self._store(session_id, normal)
+        state: dict[str, Any] = {WORK_DIR_KEY: normal}
+        if title:
+            state["custom_title"] = title
+        store.save_state(state)
+        (store.dir / CONTEXT_FILE).touch(mode=0o600)
+        update_work_dir_index(self.settings.share, normal, session_id)
+        return Located(session_id, store.dir, normal)
+
+    def _not_held_elsewhere(self, found: Located) -> None:
+        if found.id not in self.live and is_locked(self.settings.share, found.work_dir, found.id):
+            raise SessionError(409, f"session {found.id} is in use by another process")
+
+    def rename(self, session_id: str, title: str) -> Located:
+        found = self.locate(session_id)
+        live = self.live.get(session_id)
+        if live is not None:
+            live.runtime.state.set_title(title)
+            live.runtime.save_state()
+            return found
+        self._not_held_elsewhere(found)
+        state = read_state(found.dir)
+        state["custom_title"] = title
+        state.setdefault(WORK_DIR_KEY, found.work_dir)
+        self._store(found.id, found.work_dir).save_state(state)
+        return found
+
+    def fork(self, session_id: str, title: str | None) -> Located:
+        """A new session with a copy of this one's files (its history up to now)."""
+        found = self.locate(session_id)
+        live = self.live.get(session_id)
+        if live is not None:
+            if live.busy:
+                raise SessionError(409, f"session {session_id} is running a turn; fork it when idle")
+            live.runtime.bus.flush()
+            live.runtime.session.store.sync()
+            live.runtime.save_state()
+        new_id = new_session_id()
+        target = session_dir(self.settings.share, found.work_dir, new_id)
+        shutil.copytree(found.dir, target, ignore=shutil.ignore_patterns("tasks", ".*"))
+        state = read_state(target)
+        summary = summarise_session(found.dir)
+        old_title = state.get("custom_title") or (summary.title if summary else None)
+        state["custom_title"] = title or f"Fork of {old_title or session_id}"
+        state[WORK_DIR_KEY] = found.work_dir
+        self._store(new_id, found.work_dir).save_state(state)
+        return Located(new_id, target, found.work_dir)
+
+    async def delete(self, session_id: str) -> None:
+        found = self.locate(session_id)
+        live = self.live.get(session_id)
+        if live is not None:
+            if live.clients or live.busy:
+                raise SessionError(409, f"session {session_id} has clients attached or a turn running")
+            live.close()
+            await live.finished.wait()
+        self._not_held_elsewhere(found)
+        shutil.rmtree(found.dir, ignore_errors=True)
+        update_work_dir_index(self.settings.share, found.work_dir, None, only_if=found.id)
+
+    def history(self, session_id: str, since: int, limit: int) -> dict[str, Any]:
+        """Recorded messages (merged, as in wire.jsonl) from index `since` on."""
+        found = self.locate(session_id)
+        store = self._store(found.id, found.work_dir)
+        records: list[dict[str, Any]] = []
+        total = 0
+        for number, message in enumerate(store.wire_records()):
+            total = number + 1
+            if number >= since and len(records) < limit:
+                records.append(message)
+        return {"id": found.id, "since": since, "records": records, "total": total}
+
+    # -- live sessions ------------------------------------------------------------------
+    async def open(self, session_id: str) -> LiveSession:
+        """The live session (its runtime built now if needed); 404 unknown, 409 held elsewhere."""
+        live = self.live.get(session_id)
+        if live is not None and not live.closed:
+            return live
+        lock = self._opening.setdefault(session_id, anyio.Lock())
+        async with lock:
+            live = self.live.get(session_id)
+            if live is not None and not live.closed:
+                return live
+            if live is not None:
+                await live.finished.wait()
+            found = self.locate(session_id)
+            digest, records = content_digest(found.dir / WIRE_FILE)
+            settings = self.settings
+            options = SessionOptions(
+                work_dir=Path(found.work_dir),
+                share_dir=settings.share,
+                raw_config=settings.raw_config,
+                config_path=settings.config_path,
+                model_alias=settings.model_alias,
+                yolo=settings.yolo,
+                session_id=session_id,
+                keep_empty_session=True,
+            )
+            from soulwire.runtime.builder import build_runtime
+
+            try:
+                runtime = await anyio.to_thread.run_sync(build_runtime, options)
+            except ConfigError as exc:
+                status = 409 if "in use by another process" in str(exc) else 500
+                raise SessionError(status, str(exc)) from None
+            live = LiveSession(runtime, settings.hub, self._on_empty)
+            live.loaded = {"session_id": session_id, "records": records, "content_hash": digest}
+            self.live[session_id] = live
+            self._group.start_soon(self._run, live)
+            return live
+
+    async def _run(self, live: LiveSession) -> None:
+        try:
+            await live.run()
+        finally:
+            if self.live.get(live.id) is live:
+                del self.live[live.id]
+
+    def _on_empty(self, live: LiveSession) -> None:
+        self._group.start_soon(self._close_when_idle, live)
+
+    async def _close_when_idle(self, live: LiveSession) -> None:
+        """No client left: keep the session (and its ring) a while for reconnects, then close."""
+        while not live.closed:
+            await anyio.sleep(self.settings.idle_timeout_s)
+            if live.clients:
+                return  # someone came back; their leaving schedules another check
+            if not live.busy:
+                live.close()
+                return
+
+    async def aclose(self) -> None:
+        """Close every live session (their turns are cancelled) and wait for them."""
+        sessions = list(self.live.values())
+        for live in sessions:
+            live.close()
+        with anyio.move_on_after(10):
+            for live in sessions:
+                await live.finished.wait()
+
+
+__all__ = ["Located", "ServeSettings", "SessionError", "SessionRegistry", "content_digest"]

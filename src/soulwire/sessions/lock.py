@@ -1,0 +1,82 @@
+"""One process per session: an advisory lock (flock) taken when a session is opened and
+released when it is closed, or by the kernel when the process dies (even by SIGKILL), so a
+crashed holder never leaves a session stuck."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from soulwire.sessions.jsonl import ensure_private_dir
+from soulwire.sessions.paths import work_dir_hash
+
+LOCKS_DIR = "locks"
+
+
+class SessionBusyError(Exception):
+    """Another process holds the session."""
+
+
+def lock_path(share: Path, work_dir: str | Path, session_id: str) -> Path:
+    """Outside the session directory, which must not exist before the session's first write."""
+    return share / LOCKS_DIR / f"{work_dir_hash(work_dir)}-{session_id}.lock"
+
+
+class SessionLock:
+    """Holds the lock of one session until `release` (or the process ends)."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, share: Path, work_dir: str | Path, session_id: str) -> SessionLock:
+        """Take the lock now or raise SessionBusyError naming the holder's pid."""
+        path = lock_path(share, work_dir, session_id)
+        ensure_private_dir(path.parent)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise SessionBusyError(
+                f"session {session_id} is in use by another process (pid {holder}); "
+                "close it there first or open another session"
+            ) from None
+        # The file is never unlinked: a process waiting on the old inode would lock a ghost.
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        return cls(path, fd)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass
+            os.close(fd)  # closing the descriptor drops the flock
+
+
+def is_locked(share: Path, work_dir: str | Path, session_id: str) -> bool:
+    """Whether some process (this one included) holds the session now."""
+    path = lock_path(share, work_dir, session_id)
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+__all__ = ["SessionBusyError", "SessionLock", "is_locked", "lock_path"]
