@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ class ServeProcess:
         self.token = (sandbox.share / "server-token").read_text().strip()
         self.base = f"http://127.0.0.1:{self.port}"
         self.http = httpx2.Client(base_url=self.base, timeout=TIMEOUT)
+        self._sockets = ExitStack()
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -70,9 +72,12 @@ class ServeProcess:
 
     def ws(self, session_id: str, *, token: str | None = None, **query: Any) -> WireSocket:
         params = "&".join(f"{k}={v}" for k, v in {"token": token or self.token, **query}.items())
-        return WireSocket(connect(f"ws://127.0.0.1:{self.port}/ws/sessions/{session_id}?{params}"))
+        url = f"ws://127.0.0.1:{self.port}/ws/sessions/{session_id}?{params}"
+        return WireSocket(self._sockets.enter_context(connect(url)))
 
     def close(self) -> int:
+        self._sockets.close()
+        self.http.close()
         if self.proc.poll() is None:
             self.proc.terminate()
         try:
