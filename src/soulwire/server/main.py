@@ -147,9 +147,32 @@ def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str,
 
 
 def _run_uvicorn(app: object, sock: socket.socket) -> int:
+    import contextlib
+    import logging
+    import signal
+    from collections.abc import Generator
+
     import anyio
     import uvicorn
 
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Generator[None]:
+            """SIGINT/SIGTERM start a graceful shutdown and the process then exits 0 (uvicorn's
+            own handling re-raises the signal once it is done)."""
+            signals = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    # uvicorn's sans-io WebSocket protocol logs a denial response (our 404/409 before the
+    # handshake) as an error although it was sent: drop that one misleading line.
+    logging.getLogger("uvicorn.error").addFilter(
+        lambda record: "returned without completing handshake" not in record.getMessage()
+    )
     config = uvicorn.Config(
         app,  # pyright: ignore[reportArgumentType]
         log_level="warning",
@@ -158,7 +181,7 @@ def _run_uvicorn(app: object, sock: socket.socket) -> int:
         timeout_graceful_shutdown=5,
         ws_max_size=16 << 20,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
 
     async def main() -> None:
         await server.serve(sockets=[sock])

@@ -1,0 +1,77 @@
+"""Lifecycle: cancel over the socket stops the tool's process, SIGTERM winds every session
+down (processes gone, exit 0), and a session nobody uses is released for other processes."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tests.server.serve_client import ServeProcess
+from tests.tool_calls import call
+from tests.wire_client import WireProcess
+
+
+def long_running(pid_file: Path) -> str:
+    return call("tc-1", "Shell", {"command": f"echo $$ > {pid_file}; exec sleep 60", "timeout": 120})
+
+
+def wait_for_pid(pid_file: Path) -> int:
+    for _ in range(500):
+        if pid_file.exists() and pid_file.read_text().strip():
+            return int(pid_file.read_text())
+        time.sleep(0.02)
+    raise AssertionError("the tool never started")
+
+
+def gone(pid: int) -> bool:
+    for _ in range(500):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_cancel_over_the_socket_kills_the_tool_process(serve, sandbox):
+    pid_file = sandbox.root / "tool.pid"
+    server = serve(long_running(pid_file), "text: after", args=("--yolo",))
+    ws = server.ws(server.create_session())
+    ws.initialize()
+    prompt = ws.request("prompt", {"user_input": "go"})
+    pid = wait_for_pid(pid_file)
+    _, cancelled = ws.call("cancel")
+    assert cancelled["result"] == {}
+    ws.until(lambda m: m.get("id") == prompt)
+    assert gone(pid)
+
+
+def test_sigterm_winds_down_running_sessions(serve, sandbox):
+    pid_file = sandbox.root / "tool.pid"
+    server = serve(long_running(pid_file), args=("--yolo",))
+    ws = server.ws(server.create_session())
+    ws.initialize()
+    ws.request("prompt", {"user_input": "go"})
+    pid = wait_for_pid(pid_file)
+    assert server.close() == 0
+    assert gone(pid)
+    assert "soulwire serve: stopped" in "".join(server.stderr_lines)
+
+
+def test_an_idle_session_is_released_for_the_cli(serve, sandbox):
+    server: ServeProcess = serve("text: on the server", "text: on the cli", args=("--idle-timeout", "0.2"))
+    session = server.create_session()
+    ws = server.ws(session)
+    ws.initialize()
+    ws.call("prompt", {"user_input": "one"})
+    ws.close()
+    for _ in range(250):  # the server closes the session soon after its last client left
+        if not server.api("GET", f"/api/sessions/{session}").json()["live"]:
+            break
+        time.sleep(0.02)
+    wire = WireProcess(sandbox.argv("--session", session), sandbox.env(), sandbox.work)
+    wire.initialize()
+    _, response = wire.prompt("two")
+    assert response["result"]["status"] == "finished"
+    assert wire.close() == 0
