@@ -94,6 +94,8 @@ class WireSocket:
     def __init__(self, conn: ClientConnection) -> None:
         self.conn = conn
         self._counter = 0
+        self.sizes: list[int] = []
+        """Size in bytes of every message received."""
 
     def send(self, message: dict[str, Any]) -> None:
         self.conn.send(json.dumps(message))
@@ -111,7 +113,9 @@ class WireSocket:
         self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     def recv(self, timeout: float = TIMEOUT) -> dict[str, Any]:
-        return json.loads(self.conn.recv(timeout=timeout))
+        raw = self.conn.recv(timeout=timeout)
+        self.sizes.append(len(raw.encode() if isinstance(raw, str) else raw))
+        return json.loads(raw)
 
     def until(
         self,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import anyio
 from fastapi import FastAPI, HTTPException, Query, Request, Response, WebSocket
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from soulwire import __version__
@@ -161,6 +161,14 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
         guard.observer_tokens[token] = found.id
         return ObserverToken(token=token, session_id=found.id, ws_path=f"/ws/sessions/{found.id}")
 
+    @app.get("/api/blobs/{blob_id}", response_class=FileResponse)
+    async def read_blob(blob_id: str) -> FileResponse:  # pyright: ignore[reportUnusedFunction]
+        """A large payload an event referred to (`blob.blob_id`), whole."""
+        path = settings.hub.blobs.path(blob_id) if settings.hub.blobs else None
+        if path is None:
+            raise HTTPException(404, f"no blob {blob_id!r}")
+        return FileResponse(path, media_type="application/json")
+
     @app.websocket("/ws/sessions/{session_id}")
     async def wire_socket(websocket: WebSocket, session_id: str) -> None:  # pyright: ignore[reportUnusedFunction]
         try:
@@ -173,7 +181,12 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
         offered = websocket.scope.get("subprotocols") or []
         await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
         read_only = websocket.scope.get("state", {}).get("role") != "full"
-        client = Client(next(numbers), max_queued_bytes=settings.hub.client_queue_bytes, read_only=read_only)
+        client = Client(
+            next(numbers),
+            max_queued_bytes=settings.hub.client_queue_bytes,
+            max_message_bytes=settings.hub.max_message_bytes,
+            read_only=read_only,
+        )
         await _serve_socket(websocket, live, client)
 
     app.add_middleware(GuardMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]

@@ -33,12 +33,15 @@ def insert_members(line: bytes, members: bytes) -> bytes:
 class Client:
     """A connection as the session sees it: role, extensions, what was sent, a queue."""
 
-    def __init__(self, number: int, *, max_queued_bytes: int, read_only: bool = False) -> None:
+    def __init__(
+        self, number: int, *, max_queued_bytes: int, max_message_bytes: int = 1 << 20, read_only: bool = False
+    ) -> None:
         self.number = number
         self.mode: Literal["controller", "observer"] = "observer"
         self.extended = False
         """Negotiated the extensions: events carry `seq`, requests deadlines, notices arrive."""
         self.read_only = read_only
+        self.max_message_bytes = max_message_bytes
         self.last_sent = 0
         self.max_queued_bytes = max_queued_bytes
         self._queue: deque[bytes] = deque()
@@ -55,7 +58,10 @@ class Client:
             if entry.kind != "notice":
                 self.deliver(entry.line)
             return
-        self.deliver(insert_members(entry.line, entry.extra))
+        line = entry.line
+        if len(line) > self.max_message_bytes:
+            line = entry.reference() or line
+        self.deliver(insert_members(line, entry.extra))
 
     def deliver(self, line: bytes) -> None:
         """Queue one message (never blocks); past the limit the client is dropped."""

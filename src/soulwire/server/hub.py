@@ -11,6 +11,7 @@ asked for them in `initialize`, the WebSocket URL or `attach`: others see today'
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import secrets
@@ -24,6 +25,7 @@ import anyio.abc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from soulwire.runtime.builder import Runtime
+from soulwire.server.blobs import MAX_CHUNK, BlobStore, preview
 from soulwire.server.client import Client, insert_members
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode, error_line, response_line
@@ -35,7 +37,7 @@ Mode = Literal["controller", "observer"]
 OnTimeout = Literal["reject", "cancel", "approve"]
 
 EVENT_HEAD = b'{"jsonrpc":"2.0","method":"event",'
-HUB_METHODS = frozenset({"attach", "requests/pending"})
+HUB_METHODS = frozenset({"attach", "requests/pending", "blob/read"})
 DEADLINE_EXPIRED = -32010
 """The JSON-RPC error the engine gets for a request nobody answered in time."""
 
@@ -47,6 +49,9 @@ class HubSettings:
     ring_events: int = 20_000
     ring_bytes: int = 32 << 20
     client_queue_bytes: int = 16 << 20
+    max_message_bytes: int = 1 << 20
+    """Default for extended clients: a larger event reaches them as a blob reference."""
+    blobs: BlobStore | None = None
 
 
 @dataclass
@@ -58,6 +63,15 @@ class Entry:
     kind: Literal["event", "request", "notice"]
     line: bytes
     extra: bytes
+    referencer: Callable[[bytes], bytes | None] | None = None
+    _reference: bytes | None = None
+
+    def reference(self) -> bytes | None:
+        """The line with its payload stored as a blob and replaced by `blob: {blob_id, size,
+        preview}` (made the first time a client needs it)."""
+        if self.referencer is not None:
+            self._reference, self.referencer = self.referencer(self.line), None
+        return self._reference
 
 
 @dataclass
@@ -91,6 +105,14 @@ class ServeOptions(BaseModel):
     since_seq: int | None = Field(default=None, ge=0)
     deadline_ms: int | None = Field(default=None, ge=1, le=86_400_000)
     on_timeout: OnTimeout | None = None
+    max_message_bytes: int | None = Field(default=None, ge=65_536)
+
+
+class BlobReadParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    blob_id: str
+    offset: int = Field(default=0, ge=0)
+    length: int = Field(default=MAX_CHUNK, ge=1, le=MAX_CHUNK)
 
 
 class AttachParams(BaseModel):
@@ -330,6 +352,11 @@ class LiveSession:
             result = self.attach(client, _validated(method, AttachParams, params))
             client.deliver(response_line(request_id, result))
             return
+        if method == "blob/read":
+            client.deliver(
+                response_line(request_id, self._read_blob(_validated(method, BlobReadParams, params)))
+            )
+            return
         if method == "requests/pending":
             resent = self._resend_pending(client) if client is self.controller else []
             listing = [self._describe_pending(p) for p in self.pending.values()]
@@ -363,6 +390,8 @@ class LiveSession:
         params = dict(params)  # pyright: ignore[reportUnknownArgumentType]
         options = _validated("initialize", ServeOptions, params.pop("serve"))
         client.extended = client.extended or options.seq
+        if options.max_message_bytes is not None:
+            client.max_message_bytes = options.max_message_bytes
         if options.mode is not None or options.since_seq is not None:
             self.attach(client, AttachParams(since_seq=options.since_seq, mode=options.mode or client.mode))
         if client is self.controller or self.controller is None:
@@ -380,6 +409,7 @@ class LiveSession:
             "deadline_ms": self.deadline_ms,
             "on_timeout": self.on_timeout,
             "methods": sorted(HUB_METHODS),
+            "max_message_bytes": client.max_message_bytes,
             "loaded": self.loaded,
         }
 
@@ -494,9 +524,35 @@ class LiveSession:
         """A notification of the extensions (numbered; only extended clients get it)."""
         self._publish("notice", _line({"jsonrpc": "2.0", "method": method, "params": params}))
 
+    def _read_blob(self, params: BlobReadParams) -> dict[str, Any]:
+        blobs = self.settings.blobs
+        found = blobs.read(params.blob_id, params.offset, params.length) if blobs else None
+        if found is None:
+            reason = {"reason": "no_blob"}
+            raise RPCError(jsonrpc.INVALID_PARAMS, f"no blob {params.blob_id!r}", reason)
+        data, size = found
+        end = params.offset + len(data)
+        return {
+            "data": base64.b64encode(data).decode(),
+            "offset": params.offset,
+            "size": size,
+            "eof": end >= size,
+        }
+
+    def _by_reference(self, line: bytes) -> bytes | None:
+        """The line with its payload stored as a blob (None when there is no payload)."""
+        blobs = self.settings.blobs
+        body = json.loads(line)
+        params = body.get("params")
+        if blobs is None or not isinstance(params, dict) or "payload" not in params:
+            return None
+        data = encode(params.pop("payload")).encode()
+        params["blob"] = {"blob_id": blobs.put(data), "size": len(data), "preview": preview(data)}
+        return _line(body)
+
     def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> Entry:
         self.seq += 1
-        entry = Entry(self.seq, kind, line, f'"seq":{self.seq},'.encode() + extra)
+        entry = Entry(self.seq, kind, line, f'"seq":{self.seq},'.encode() + extra, self._by_reference)
         self.ring.append(entry)
         self._ring_bytes += len(line)
         settings = self.settings

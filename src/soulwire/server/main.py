@@ -57,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
         "--idle-timeout", type=float, default=300.0, metavar="SECONDS",
         help="close a session this long after its last client left (default 300)",
     )  # fmt: skip
+    parser.add_argument(
+        "--ring-events", type=int, default=20_000, metavar="N",
+        help="events kept per session for clients that re-attach (default 20000)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-message-bytes", type=int, default=1 << 20, metavar="N",
+        help="larger events reach clients that negotiated it as a blob reference (default 1 MiB)",
+    )  # fmt: skip
     return parser
 
 
@@ -109,6 +117,7 @@ def run_serve(argv: list[str]) -> int:
     sys.stderr.flush()
 
     from soulwire.server.app import create_app
+    from soulwire.server.blobs import BlobStore
     from soulwire.server.hub import HubSettings
     from soulwire.server.registry import ServeSettings
     from soulwire.server.security import Guard
@@ -121,7 +130,13 @@ def run_serve(argv: list[str]) -> int:
         model_alias=args.model,
         yolo=args.yolo,
         idle_timeout_s=args.idle_timeout,
-        hub=HubSettings(deadline_ms=max(1, round(args.request_timeout * 1000)), on_timeout=args.on_timeout),
+        hub=HubSettings(
+            deadline_ms=max(1, round(args.request_timeout * 1000)),
+            on_timeout=args.on_timeout,
+            ring_events=args.ring_events,
+            max_message_bytes=args.max_message_bytes,
+            blobs=BlobStore(share / "blobs"),
+        ),
     )
     guard = Guard.for_listen(token, host, port, args.allow_host)
     return _run_uvicorn(create_app(settings, guard), sock)

@@ -1,0 +1,74 @@
+"""The server's parts alone: the per-client bounded queue, `params` member insertion, the
+session lock, and the blob store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from soulwire.server.blobs import BlobStore
+from soulwire.server.client import TOO_SLOW, Client, insert_members
+from soulwire.sessions.lock import SessionBusyError, SessionLock, is_locked
+
+
+def test_a_client_that_falls_behind_is_dropped_not_buffered_forever():
+    client = Client(1, max_queued_bytes=100)
+    for _ in range(3):
+        client.deliver(b"x" * 30)
+    assert not client.closed
+    client.deliver(b"x" * 30)
+    assert client.closed and client.close_code == TOO_SLOW
+    client.deliver(b"more")  # nothing is kept once dropped
+    assert anyio.run(client.next_batch) is None
+
+
+def test_queued_messages_come_out_in_order():
+    client = Client(1, max_queued_bytes=1000)
+    client.deliver(b"a\n")
+    client.deliver(b"b\n")
+    assert anyio.run(client.next_batch) == [b"a\n", b"b\n"]
+
+
+def test_members_go_first_inside_params():
+    line = b'{"jsonrpc":"2.0","method":"event","params":{"type":"TurnEnd","payload":{}}}\n'
+    assert insert_members(line, b'"seq":7,') == (
+        b'{"jsonrpc":"2.0","method":"event","params":{"seq":7,"type":"TurnEnd","payload":{}}}\n'
+    )
+    assert insert_members(b'{"method":"x","params":{}}', b'"seq":1,') == b'{"method":"x","params":{"seq":1}}'
+    assert insert_members(b'{"method":"x"}', b'"seq":1,') == b'{"method":"x"}'
+
+
+def test_one_process_per_session(tmp_path):
+    lock = SessionLock.acquire(tmp_path, "/work", "s1")
+    assert is_locked(tmp_path, "/work", "s1") and not is_locked(tmp_path, "/work", "s2")
+    holder = subprocess.run(
+        [sys.executable, "-c", (
+            "import sys; from pathlib import Path; from soulwire.sessions.lock import SessionLock\n"
+            f"try: SessionLock.acquire(Path({str(tmp_path)!r}), '/work', 's1')\n"
+            "except Exception as e: print(e); sys.exit(3)"
+        )],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert holder.returncode == 3 and f"pid {os.getpid()}" in holder.stdout
+    with pytest.raises(SessionBusyError):
+        SessionLock.acquire(tmp_path, "/work", "s1")  # another open file: refused in-process too
+    lock.release()
+    assert not is_locked(tmp_path, "/work", "s1")
+    SessionLock.acquire(tmp_path, "/work", "s1").release()
+
+
+def test_blobs_are_content_addressed_and_read_in_chunks(tmp_path):
+    store = BlobStore(tmp_path / "blobs")
+    data = os.urandom(300_000)
+    blob_id = store.put(data)
+    assert store.put(data) == blob_id and len(blob_id) == 64
+    first = store.read(blob_id, 0, 1 << 30)
+    assert first is not None and first[1] == len(data) and len(first[0]) == 1 << 18
+    rest = store.read(blob_id, len(first[0]), 1 << 18)
+    assert rest is not None and first[0] + rest[0] == data
+    assert store.read("../../etc/passwd", 0, 10) is None and store.read("0" * 64, 0, 10) is None
+    assert oct((tmp_path / "blobs" / blob_id[:2] / blob_id).stat().st_mode & 0o777) == "0o600"

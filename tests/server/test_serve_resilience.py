@@ -1,0 +1,92 @@
+"""Faults: large payloads travel by reference, a gap that left the ring says so, and a server
+killed with SIGKILL comes back with every session intact."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+
+from tests.server.serve_client import ServeProcess, seqs
+from tests.server.test_serve_wire import is_attached, is_event
+
+
+def test_a_large_event_reaches_a_negotiating_client_as_a_blob(serve):
+    server = serve("text: got it")
+    session = server.create_session()
+    small = server.ws(session)
+    small.initialize(serve={"seq": True, "max_message_bytes": 65_536})
+    old = server.ws(session, mode="observer")  # an old client: today's Wire, whole lines
+    text = "0123456789abcdef" * 20_000  # 320 KB
+    messages, done = small.call("prompt", {"user_input": text})
+    assert done["result"]["status"] == "finished"
+    assert max(small.sizes) <= 65_536
+    begin = next(m for m in messages if is_event("TurnBegin")(m))["params"]
+    assert "payload" not in begin
+    blob = begin["blob"]
+    assert blob["preview"].startswith('{"user_input":"0123456789abcdef')
+
+    data, offset = b"", 0
+    while True:
+        _, chunk = small.call("blob/read", {"blob_id": blob["blob_id"], "offset": offset})
+        piece = base64.b64decode(chunk["result"]["data"])
+        data, offset = data + piece, offset + len(piece)
+        if chunk["result"]["eof"]:
+            break
+    assert len(data) == blob["size"] and json.loads(data) == {"user_input": text}
+    whole = server.api("GET", f"/api/blobs/{blob['blob_id']}")
+    assert whole.status_code == 200 and whole.content == data
+    assert server.api("GET", "/api/blobs/" + "0" * 64).status_code == 404
+    _, missing = small.call("blob/read", {"blob_id": "nope"})
+    assert missing["error"]["code"] == -32602
+
+    watched = old.until(is_event("TurnEnd"))
+    full = next(m for m in watched if is_event("TurnBegin")(m))["params"]
+    assert full["payload"]["user_input"] == text
+
+
+def test_a_gap_that_left_the_ring_is_reported_incomplete(serve):
+    server = serve("text: one", "text: two", args=("--ring-events", "4"))
+    session = server.create_session()
+    ws = server.ws(session, since_seq=0)
+    attached = ws.until(is_attached)[-1]["params"]
+    ws.initialize(serve={"seq": True})
+    messages, _ = ws.call("prompt", {"user_input": "a"})
+    assert len(seqs(messages)) > 4
+    ws.close()
+    again = server.ws(session, since_seq=1, epoch=attached["epoch"])
+    reply = again.until(is_attached)[-1]["params"]
+    assert reply["complete"] is False and reply["sent"] == 0
+    recent = server.ws(session, since_seq=reply["last_seq"] - 2, epoch=attached["epoch"], mode="observer")
+    numbered = recent.until(is_attached)
+    assert seqs(numbered[:-1]) == [reply["last_seq"] - 1, reply["last_seq"]]
+    assert numbered[-1]["params"]["complete"] is True
+
+
+def test_a_killed_server_restarts_with_its_sessions_and_says_what_it_loaded(serve, sandbox):
+    server = serve("text: before the crash", "text: after the restart")
+    session = server.create_session()
+    ws = server.ws(session, since_seq=0)
+    epoch = ws.until(is_attached)[-1]["params"]["epoch"]
+    ws.initialize(serve={"seq": True})
+    messages, _ = ws.call("prompt", {"user_input": "first"})
+    last = seqs(messages)[-1]
+    os.killpg(server.proc.pid, signal.SIGKILL)
+    server.proc.wait()
+
+    again = ServeProcess(sandbox)  # the kernel dropped the dead server's session lock
+    try:
+        ws = again.ws(session, since_seq=last, epoch=epoch)
+        attached = ws.until(is_attached)[-1]["params"]
+        assert attached["complete"] is False  # another run: reload from the history
+        assert attached["loaded"]["session_id"] == session and attached["loaded"]["records"] > 0
+        assert len(attached["loaded"]["content_hash"]) == 64
+        history = again.api("GET", f"/api/sessions/{session}/history").json()["records"]
+        assert [r["type"] for r in history][0] == "TurnBegin" and history[-1]["type"] == "TurnEnd"
+        result = ws.initialize(serve={"seq": True})
+        assert result["session"]["id"] == session and result["session"]["resumed"] is True
+        _, done = ws.call("prompt", {"user_input": "second"})
+        assert done["result"]["status"] == "finished"
+    finally:
+        again.close()
