@@ -83,7 +83,7 @@ def test_a_killed_server_restarts_with_its_sessions_and_says_what_it_loaded(serv
         assert attached["loaded"]["session_id"] == session and attached["loaded"]["records"] > 0
         assert len(attached["loaded"]["content_hash"]) == 64
         history = again.api("GET", f"/api/sessions/{session}/history").json()["records"]
-        assert [r["type"] for r in history][0] == "TurnBegin" and history[-1]["type"] == "TurnEnd"
+        assert history[0]["type"] == "TurnBegin" and history[-1]["type"] == "TurnEnd"
         result = ws.initialize(serve={"seq": True})
         assert result["session"]["id"] == session and result["session"]["resumed"] is True
         _, done = ws.call("prompt", {"user_input": "second"})
