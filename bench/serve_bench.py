@@ -1,0 +1,219 @@
+"""`soulwire serve`: memory per live idle session, attach latency, observer lag, and streaming
+throughput over WebSocket against a lone `soulwire --wire` over stdio.
+
+Everything runs on loopback with the scripted model; the client is Python (the `websockets`
+sync client, one thread per socket), so the WebSocket rows include a Python client's cost.
+
+    .venv/bin/python bench/serve_bench.py --sessions 200 --chunks 20000 --concurrent 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.server.serve_client import ServeProcess, WireSocket  # noqa: E402
+from tests.wire_client import Sandbox, WireProcess  # noqa: E402
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def stream_script(n: int) -> str:
+    return "\n".join(f"text: tok{i} " for i in range(n))
+
+
+def attached(ws: WireSocket) -> dict[str, Any]:
+    return ws.until(lambda m: m.get("method") == "attached")[-1]["params"]
+
+
+def idle_memory(server: ServeProcess, count: int) -> dict[str, float]:
+    """RSS growth per live session (runtime built, one turn run, no client attached)."""
+    warm = server.create_session()
+    ws = server.ws(warm)
+    ws.initialize()
+    ws.call("prompt", {"user_input": "warm"})
+    ws.close()
+    time.sleep(0.5)
+    before = rss_mib(server.proc.pid)
+    started = time.perf_counter()
+    for _ in range(count):
+        ws = server.ws(server.create_session())
+        ws.initialize()
+        ws.close()
+    opened = time.perf_counter() - started
+    time.sleep(1.0)
+    after = rss_mib(server.proc.pid)
+    live = sum(1 for s in server.api("GET", "/api/sessions").json() if s["live"])
+    return {
+        "sessions": count,
+        "live": live,
+        "rss_before_mib": before,
+        "rss_after_mib": after,
+        "per_session_mib": (after - before) / count,
+        "open_ms_each": opened / count * 1e3,
+    }
+
+
+def attach_latency(server: ServeProcess, repeat: int) -> dict[str, float]:
+    """Connect → `attached` on a live session: fresh, and re-attaching with a 500-event gap."""
+    session = server.create_session()
+    ws = server.ws(session, since_seq=0)
+    epoch = attached(ws)["epoch"]
+    ws.initialize(serve={"seq": True})
+    ws.call("prompt", {"user_input": "fill"})  # 500 ContentParts in the ring
+    ws.close()
+    fresh: list[float] = []
+    gap: list[float] = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        ws = server.ws(session, mode="observer")
+        attached(ws)
+        fresh.append((time.perf_counter() - start) * 1e3)
+        ws.close()
+        start = time.perf_counter()
+        ws = server.ws(session, since_seq=0, epoch=epoch, mode="observer")
+        info = attached(ws)
+        gap.append((time.perf_counter() - start) * 1e3)
+        assert info["complete"] and info["sent"] >= 500
+        ws.close()
+    return {"fresh_ms_median": statistics.median(fresh), "backlog_ms_median": statistics.median(gap)}
+
+
+def observer_lag(server: ServeProcess, chunks: int) -> dict[str, float]:
+    """|time the observer got seq N − time the controller got it|, over a streamed turn."""
+    session = server.create_session()
+    controller = server.ws(session, mode="controller")
+    attached(controller)
+    observer = server.ws(session, mode="observer")
+    attached(observer)
+    controller.initialize(serve={"seq": True})
+    controller.call("prompt", {"user_input": "warm"})
+    observer.until(lambda m: (m.get("params") or {}).get("type") == "TurnEnd")
+    stamps: dict[str, dict[int, float]] = {"c": {}, "o": {}}
+
+    def collect(ws: WireSocket, key: str) -> None:
+        while True:
+            message = ws.recv(60)
+            params = message.get("params") or {}
+            if "seq" in params:
+                stamps[key][params["seq"]] = time.perf_counter()
+            if params.get("type") == "TurnEnd":
+                return
+
+    watcher = threading.Thread(target=collect, args=(observer, "o"))
+    watcher.start()
+    controller.request("prompt", {"user_input": "stream"})
+    collect(controller, "c")
+    watcher.join(60)
+    lags = [abs(stamps["o"][s] - t) * 1e3 for s, t in stamps["c"].items() if s in stamps["o"]]
+    return {"events": len(lags), "lag_ms_median": statistics.median(lags), "lag_ms_p95": _p95(lags)}
+
+
+def _p95(values: list[float]) -> float:
+    return sorted(values)[int(len(values) * 0.95) - 1]
+
+
+def ws_stream(server: ServeProcess, concurrent: int, chunks: int) -> dict[str, float]:
+    """Aggregate ContentPart events/s with `concurrent` sessions streaming at once."""
+    sockets: list[WireSocket] = []
+    for _ in range(concurrent):
+        ws = server.ws(server.create_session())
+        ws.initialize()
+        ws.call("prompt", {"user_input": "warm"})
+        sockets.append(ws)
+    counts = [0] * concurrent
+    barrier = threading.Barrier(concurrent + 1)
+
+    def run(index: int, ws: WireSocket) -> None:
+        barrier.wait()
+        rid = ws.request("prompt", {"user_input": "stream"})
+        while True:
+            message = ws.recv(120)
+            if message.get("id") == rid and "method" not in message:
+                return
+            if (message.get("params") or {}).get("type") == "ContentPart":
+                counts[index] += 1
+
+    threads = [threading.Thread(target=run, args=(i, ws)) for i, ws in enumerate(sockets)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - start
+    assert counts == [chunks] * concurrent, counts
+    return {"sessions": concurrent, "events": sum(counts), "events_per_s": sum(counts) / wall}
+
+
+def stdio_stream(sandbox: Sandbox, chunks: int) -> dict[str, float]:
+    """The same turn through a lone `soulwire --wire` over its pipes."""
+    sandbox.write()
+    wire = WireProcess(sandbox.argv(), sandbox.env(), sandbox.work)
+    try:
+        wire.initialize()
+        wire.prompt("warm")
+        start = time.perf_counter()
+        messages, _ = wire.prompt("stream", timeout=120)
+        wall = time.perf_counter() - start
+    finally:
+        wire.close()
+    parts = sum(1 for m in messages if (m.get("params") or {}).get("type") == "ContentPart")
+    assert parts == chunks
+    return {"events": parts, "events_per_s": parts / wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=200, help="idle sessions for the memory row")
+    parser.add_argument("--chunks", type=int, default=20_000, help="ContentParts per streamed turn")
+    parser.add_argument("--concurrent", type=int, default=10, help="sessions streaming at once")
+    parser.add_argument("--repeat", type=int, default=30, help="attach latency samples")
+    args = parser.parse_args()
+    results: dict[str, Any] = {}
+
+    root = Path(tempfile.mkdtemp(prefix="serve-bench-"))
+    stdio_box = Sandbox(root / "stdio", scripts=["text: warm", stream_script(args.chunks)])
+    results["stdio_stream"] = stdio_stream(stdio_box, args.chunks)
+
+    box = Sandbox(root / "serve", scripts=["text: warm", stream_script(args.chunks)])
+    server = ServeProcess(box, "--idle-timeout", "3600")
+    try:
+        results["ws_stream_1"] = ws_stream(server, 1, args.chunks)
+        results[f"ws_stream_{args.concurrent}"] = ws_stream(server, args.concurrent, args.chunks)
+        results["observer_lag"] = observer_lag(server, args.chunks)
+    finally:
+        server.close()
+
+    box = Sandbox(root / "attach", scripts=[stream_script(500)])
+    server = ServeProcess(box, "--idle-timeout", "3600")
+    try:
+        results["attach"] = attach_latency(server, args.repeat)
+    finally:
+        server.close()
+
+    box = Sandbox(root / "memory", scripts=["text: warm"])
+    server = ServeProcess(box, "--idle-timeout", "3600")
+    try:
+        results["idle_memory"] = idle_memory(server, args.sessions)
+    finally:
+        server.close()
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
