@@ -178,7 +178,9 @@ def stdio_stream(sandbox: Sandbox, chunks: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sessions", type=int, default=200, help="idle sessions for the memory row")
     parser.add_argument("--chunks", type=int, default=20_000, help="ContentParts per streamed turn")
     parser.add_argument("--concurrent", type=int, default=10, help="sessions streaming at once")

@@ -125,6 +125,11 @@ class SessionRegistry:
             store = live.runtime.session.store
             return Located(session_id, store.dir, store.work_dir)
         if is_valid_session_id(session_id):
+            root = self.settings.share / "sessions"
+            for bucket, work_dir in self._work_dirs().items():  # the usual case: no scan
+                directory = root / bucket / session_id
+                if (directory / CONTEXT_FILE).exists() or (directory / WIRE_FILE).exists():
+                    return Located(session_id, directory, work_dir)
             for found in self._session_dirs():
                 if found.id == session_id and (
                     (found.dir / CONTEXT_FILE).exists() or (found.dir / WIRE_FILE).exists()
