@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -21,8 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.server.serve_client import ServeProcess, WireSocket  # noqa: E402
-from tests.wire_client import Sandbox, WireProcess  # noqa: E402
+from tests.server.serve_client import ServeProcess, WireSocket
+from tests.wire_client import Sandbox, WireProcess
 
 
 def rss_mib(pid: int) -> float:
@@ -30,6 +31,12 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stream_script(n: int) -> str:
@@ -94,7 +101,7 @@ def attach_latency(server: ServeProcess, repeat: int) -> dict[str, float]:
 
 
 def observer_lag(server: ServeProcess, chunks: int) -> dict[str, float]:
-    """|time the observer got seq N − time the controller got it|, over a streamed turn."""
+    """|time the observer got seq N minus time the controller got it|, over a streamed turn."""
     session = server.create_session()
     controller = server.ws(session, mode="controller")
     attached(controller)
@@ -152,12 +159,18 @@ def ws_stream(server: ServeProcess, concurrent: int, chunks: int) -> dict[str, f
     for thread in threads:
         thread.start()
     barrier.wait()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_s(server.proc.pid)
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - start
+    used = cpu_s(server.proc.pid) - cpu
     assert counts == [chunks] * concurrent, counts
-    return {"sessions": concurrent, "events": sum(counts), "events_per_s": sum(counts) / wall}
+    return {
+        "sessions": concurrent,
+        "events": sum(counts),
+        "events_per_s": sum(counts) / wall,
+        "server_cpu_us_per_event": used / sum(counts) * 1e6,
+    }
 
 
 def stdio_stream(sandbox: Sandbox, chunks: int) -> dict[str, float]:
@@ -167,14 +180,15 @@ def stdio_stream(sandbox: Sandbox, chunks: int) -> dict[str, float]:
     try:
         wire.initialize()
         wire.prompt("warm")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_s(wire.proc.pid)
         messages, _ = wire.prompt("stream", timeout=120)
         wall = time.perf_counter() - start
+        used = cpu_s(wire.proc.pid) - cpu
     finally:
         wire.close()
     parts = sum(1 for m in messages if (m.get("params") or {}).get("type") == "ContentPart")
     assert parts == chunks
-    return {"events": parts, "events_per_s": parts / wall}
+    return {"events": parts, "events_per_s": parts / wall, "engine_cpu_us_per_event": used / parts * 1e6}
 
 
 def main() -> None:

@@ -54,7 +54,7 @@ class HubSettings:
     blobs: BlobStore | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """One numbered outbound message: `line` as today's Wire has it; `extra` is the JSON
     members (`"seq":N,…`) a client that negotiated the extensions gets inside `params`."""
@@ -553,12 +553,13 @@ class LiveSession:
     def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> Entry:
         self.seq += 1
         entry = Entry(self.seq, kind, line, f'"seq":{self.seq},'.encode() + extra, self._by_reference)
-        self.ring.append(entry)
+        ring = self.ring
+        ring.append(entry)
         self._ring_bytes += len(line)
         settings = self.settings
-        while len(self.ring) > settings.ring_events or self._ring_bytes > settings.ring_bytes:
-            self._ring_bytes -= len(self.ring.popleft().line)
-        for client in list(self.clients.values()):
+        while len(ring) > settings.ring_events or self._ring_bytes > settings.ring_bytes:
+            self._ring_bytes -= len(ring.popleft().line)
+        for client in tuple(self.clients.values()):
             client.send_entry(entry)
         return entry
 

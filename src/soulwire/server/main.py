@@ -195,6 +195,9 @@ def _run_uvicorn(app: object, sock: socket.socket) -> int:
         lifespan="on",
         timeout_graceful_shutdown=5,
         ws_max_size=16 << 20,
+        # Compressing every small event costs more CPU than the whole engine spends on it
+        # (measured in bench/serve_bench.py); JSON events are small and loopback is the default.
+        ws_per_message_deflate=False,
     )
     server = _Server(config)
 

@@ -5,6 +5,7 @@ demand — one runtime per session, closed again after it has been idle for a wh
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from soulwire.sessions.paths import (
 )
 from soulwire.sessions.store import FileSessionStore, new_session_id, read_state
 from soulwire.wire import PROTOCOL_VERSION
+
+log = logging.getLogger("soulwire.server")
 
 WORK_DIR_KEY = "work_dir"
 """Kept in state.json by the server: the work dir a session's directory hash stands for."""
@@ -281,6 +284,8 @@ class SessionRegistry:
     async def _run(self, live: LiveSession) -> None:
         try:
             await live.run()
+        except Exception:  # one session's failure must not take the others down
+            log.exception("session %s failed", live.id)
         finally:
             if self.live.get(live.id) is live:
                 del self.live[live.id]
