@@ -80,3 +80,32 @@ def test_non_loopback_listen_needs_an_explicit_token(sandbox):
     )  # fmt: skip
     assert done.returncode == 2
     assert "explicit token" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_observer_token_only_watches_its_own_session(serve):
+    server = serve("text: watched")
+    session = server.create_session()
+    other = server.create_session()
+    minted = server.api("POST", f"/api/sessions/{session}/observer-tokens")
+    assert minted.status_code == 201
+    token = minted.json()["token"]
+    read = {"Authorization": f"Bearer {token}"}
+    assert server.http.get(f"/api/sessions/{session}", headers=read).status_code == 200
+    assert server.http.get(f"/api/sessions/{other}", headers=read).status_code == 401
+    assert server.http.get("/api/sessions", headers=read).status_code == 401
+    assert server.http.delete(f"/api/sessions/{session}", headers=read).status_code == 401
+    assert server.http.post(f"/api/sessions/{session}/observer-tokens", headers=read).status_code == 401
+    with pytest.raises(InvalidStatus):
+        server.ws(other, token=token)
+
+    controller = server.ws(session)
+    controller.initialize()
+    watcher = server.ws(session, token=token)
+    _, taken = watcher.call("attach", {"mode": "controller", "take": True})
+    assert taken["error"]["data"]["reason"] == "read_only"
+    _, refused = watcher.call("prompt", {"user_input": "no"})
+    assert refused["error"]["data"]["reason"] == "observer"
+    _, done = controller.call("prompt", {"user_input": "go"})
+    assert done["result"]["status"] == "finished"
+    seen = watcher.until(lambda m: (m.get("params") or {}).get("type") == "TurnEnd")
+    assert any((m.get("params") or {}).get("type") == "ContentPart" for m in seen)

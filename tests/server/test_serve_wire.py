@@ -205,3 +205,14 @@ def test_bad_input_gets_an_error_and_the_session_keeps_serving(serve):
     ws.initialize()
     _, done = ws.call("prompt", {"user_input": "hi"})
     assert done["result"]["status"] == "finished"
+
+
+def test_on_timeout_cancel_rejects_and_cancels_the_turn(serve):
+    server = serve(*SHELL_TURN)
+    ws = server.ws(server.create_session())
+    ws.initialize(serve={"seq": True, "deadline_ms": 300, "on_timeout": "cancel"})
+    messages, response = ws.call("prompt", {"user_input": "go"})
+    assert response["result"]["status"] == "cancelled"
+    assert "StepBegin" in types(messages) and not any(is_event("ContentPart")(m) and m["params"]["payload"].get("text") == "done" for m in messages)
+    resolved = next(m for m in messages if m.get("method") == "request/resolved")["params"]
+    assert resolved["by"] == "deadline" and resolved["response"] == "cancel"
