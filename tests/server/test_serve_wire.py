@@ -213,6 +213,37 @@ def test_on_timeout_cancel_rejects_and_cancels_the_turn(serve):
     ws.initialize(serve={"seq": True, "deadline_ms": 300, "on_timeout": "cancel"})
     messages, response = ws.call("prompt", {"user_input": "go"})
     assert response["result"]["status"] == "cancelled"
-    assert "StepBegin" in types(messages) and not any(is_event("ContentPart")(m) and m["params"]["payload"].get("text") == "done" for m in messages)
+    assert "StepBegin" in types(messages) and not any(
+        is_event("ContentPart")(m) and m["params"]["payload"].get("text") == "done" for m in messages
+    )
     resolved = next(m for m in messages if m.get("method") == "request/resolved")["params"]
     assert resolved["by"] == "deadline" and resolved["response"] == "cancel"
+
+
+def test_approval_rules_are_data_a_client_can_list_add_and_revoke(serve, sandbox):
+    server = serve(*SHELL_TURN, *SHELL_TURN)
+    session = server.create_session()
+    ws = server.ws(session)
+    ws.initialize(serve={"seq": True})
+    observer = server.ws(session, mode="observer")
+    messages, _ = ws.call(
+        "prompt",
+        {"user_input": "go"},
+        answer=lambda m: {"request_id": m["id"], "response": "approve_for_session"},
+    )
+    _, listed = observer.call("approvals/rules/list")
+    assert listed["result"]["rules"] == ["run command: echo ok"]
+    _, refused = observer.call("approvals/rules/remove", {"rule": "run command: echo ok"})
+    assert refused["error"]["data"]["reason"] == "observer"
+
+    _, removed = ws.call("approvals/rules/remove", {"rule": "run command: echo ok"})
+    assert removed["result"]["rules"] == []
+    again, _ = ws.call("prompt", {"user_input": "go again"}, answer=approve)
+    assert any(is_request(m) for m in again)  # revoked: asked again
+
+    _, added = ws.call("approvals/rules/add", {"rule": "run command"})
+    assert added["result"]["rules"] == ["run command"]
+    state = next(sandbox.share.glob(f"sessions/*/{session}/state.json")).read_text()
+    assert '"run command"' in state
+    _, bad = ws.call("approvals/rules/add", {"rule": ""})
+    assert bad["error"]["code"] == -32602

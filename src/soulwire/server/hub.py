@@ -37,7 +37,16 @@ Mode = Literal["controller", "observer"]
 OnTimeout = Literal["reject", "cancel", "approve"]
 
 EVENT_HEAD = b'{"jsonrpc":"2.0","method":"event",'
-HUB_METHODS = frozenset({"attach", "requests/pending", "blob/read"})
+HUB_METHODS = frozenset(
+    {
+        "attach",
+        "requests/pending",
+        "blob/read",
+        "approvals/rules/list",
+        "approvals/rules/add",
+        "approvals/rules/remove",
+    }
+)
 DEADLINE_EXPIRED = -32010
 """The JSON-RPC error the engine gets for a request nobody answered in time."""
 
@@ -113,6 +122,11 @@ class BlobReadParams(BaseModel):
     blob_id: str
     offset: int = Field(default=0, ge=0)
     length: int = Field(default=MAX_CHUNK, ge=1, le=MAX_CHUNK)
+
+
+class RuleParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rule: str = Field(min_length=1, max_length=10_000)
 
 
 class AttachParams(BaseModel):
@@ -352,6 +366,9 @@ class LiveSession:
             result = self.attach(client, _validated(method, AttachParams, params))
             client.deliver(response_line(request_id, result))
             return
+        if method.startswith("approvals/rules/"):
+            client.deliver(response_line(request_id, self._rules(client, method, params)))
+            return
         if method == "blob/read":
             client.deliver(
                 response_line(request_id, self._read_blob(_validated(method, BlobReadParams, params)))
@@ -523,6 +540,24 @@ class LiveSession:
     def _notice(self, method: str, params: dict[str, Any]) -> None:
         """A notification of the extensions (numbered; only extended clients get it)."""
         self._publish("notice", _line({"jsonrpc": "2.0", "method": method, "params": params}))
+
+    def _rules(self, client: Client, method: str, params: Any) -> dict[str, Any]:
+        """The session's approval rules as data: what "approve for session" granted, listed,
+        added and revoked (persisted in state.json with the session)."""
+        rules = self.runtime.broker.rules
+        if method != "approvals/rules/list":
+            if client is not self.controller:
+                raise RPCError(INVALID_STATE, f"{method} needs the controller role", {"reason": "observer"})
+            rule = _validated(method, RuleParams, params).rule
+            if method == "approvals/rules/add":
+                rules.add(rule)
+            elif method == "approvals/rules/remove":
+                rules.discard(rule)
+            else:
+                raise RPCError(jsonrpc.METHOD_NOT_FOUND, f"Unexpected method received: {method}")
+            self.runtime.save_state()
+            self._notice("approvals/rules/changed", {"rules": sorted(rules)})
+        return {"rules": sorted(rules)}
 
     def _read_blob(self, params: BlobReadParams) -> dict[str, Any]:
         blobs = self.settings.blobs
