@@ -226,7 +226,7 @@ def test_approval_rules_are_data_a_client_can_list_add_and_revoke(serve, sandbox
     ws = server.ws(session)
     ws.initialize(serve={"seq": True})
     observer = server.ws(session, mode="observer")
-    messages, _ = ws.call(
+    ws.call(
         "prompt",
         {"user_input": "go"},
         answer=lambda m: {"request_id": m["id"], "response": "approve_for_session"},
