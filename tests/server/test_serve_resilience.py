@@ -59,9 +59,9 @@ def test_a_gap_that_left_the_ring_is_reported_incomplete(serve):
     reply = again.until(is_attached)[-1]["params"]
     assert reply["complete"] is False and reply["sent"] == 0
     recent = server.ws(session, since_seq=reply["last_seq"] - 2, epoch=attached["epoch"], mode="observer")
-    numbered = recent.until(is_attached)
-    assert seqs(numbered[:-1]) == [reply["last_seq"] - 1, reply["last_seq"]]
-    assert numbered[-1]["params"]["complete"] is True
+    answer = recent.until(is_attached)[-1]["params"]  # first the answer, then the missed events
+    assert answer["complete"] is True and answer["sent"] == 2
+    assert seqs([recent.recv(), recent.recv()]) == [reply["last_seq"] - 1, reply["last_seq"]]
 
 
 def test_a_killed_server_restarts_with_its_sessions_and_says_what_it_loaded(serve, sandbox):
@@ -90,3 +90,39 @@ def test_a_killed_server_restarts_with_its_sessions_and_says_what_it_loaded(serv
         assert done["result"]["status"] == "finished"
     finally:
         again.close()
+
+
+def test_a_stalled_client_blocks_no_one_and_catches_up_after_being_dropped(serve):
+    import socket
+
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    from tests.server.serve_client import WireSocket
+
+    chunks = 80_000  # ~8 MB of events: more than the socket buffers of a stalled reader hold
+    script = "\n".join(f"text: tok{i} " for i in range(chunks))
+    server = serve(script, args=("--client-buffer", "65536", "--ring-events", "100000"))
+    session = server.create_session()
+    raw = socket.create_connection(("127.0.0.1", server.port))
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    path = f"/ws/sessions/{session}?token={server.token}&since_seq=0&mode=observer"
+    url = f"ws://127.0.0.1:{server.port}{path}"
+    stalled = WireSocket(connect(url, sock=raw, max_size=None, ping_interval=None))
+    controller = server.ws(session)
+    controller.initialize(serve={"seq": True})
+    messages, done = controller.call("prompt", {"user_input": "stream"}, timeout=120)
+    assert done["result"]["status"] == "finished"  # the stalled observer did not hold it up
+    assert sum(1 for m in messages if is_event("ContentPart")(m)) == chunks
+
+    received: list[dict] = []
+    try:
+        while True:
+            received.append(stalled.recv(timeout=30))
+    except ConnectionClosed as closed:
+        assert closed.rcvd is not None and closed.rcvd.code == 4008
+    numbers = seqs(received)
+    assert numbers and numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+    again = server.ws(session, since_seq=numbers[-1], mode="observer")
+    rest = again.until(is_event("TurnEnd"), timeout=60)
+    assert numbers + seqs(rest) == list(range(numbers[0], seqs(rest)[-1] + 1))

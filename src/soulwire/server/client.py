@@ -7,6 +7,7 @@ getting the gap from the session's ring, or `complete: false` and the history.""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from soulwire.server.hub import Entry
 
 PARAMS_HEAD = b'"params":{'
+CATCH_UP_BYTES = 1 << 18
 TOO_SLOW = 4008
 """WebSocket close code: the client fell too far behind; re-attach from the last seq."""
 
@@ -47,12 +49,26 @@ class Client:
         self._queue: deque[bytes] = deque()
         self._queued = 0
         self._wake = anyio.Event()
+        self._ring: Callable[[int, int], list[Entry] | None] | None = None
+        """While catching up: where the writer pulls the missed entries from."""
         self.closed = False
         self.close_code = 1000
         self.close_reason = ""
 
+    def catch_up(self, after: int, ring: Callable[[int, int], list[Entry] | None]) -> None:
+        """Send the entries numbered above `after`, pulled from the ring as the connection
+        takes them (a long gap never floods the queue), then go on live."""
+        self.last_sent = after
+        self._ring = ring
+        self._wake.set()
+
     def send_entry(self, entry: Entry) -> None:
         """A numbered message, in the form this client negotiated."""
+        if self._ring is not None:
+            return  # catching up: the writer pulls this one from the ring in its turn
+        self._send_entry(entry)
+
+    def _send_entry(self, entry: Entry) -> None:
         self.last_sent = entry.seq
         if not self.extended:
             if entry.kind != "notice":
@@ -79,12 +95,27 @@ class Client:
         while not self._queue:
             if self.closed:
                 return None
+            if self._ring is not None:
+                self._pull()
+                continue
             await self._wake.wait()
             self._wake = anyio.Event()
         batch = list(self._queue)
         self._queue.clear()
         self._queued = 0
         return batch
+
+    def _pull(self) -> None:
+        assert self._ring is not None
+        entries = self._ring(self.last_sent, min(CATCH_UP_BYTES, self.max_queued_bytes // 2))
+        if entries is None:
+            self._ring = None
+            self.close(TOO_SLOW, "the events to catch up on left the ring: re-attach")
+        elif not entries:
+            self._ring = None  # caught up: live from here
+        else:
+            for entry in entries:
+                self._send_entry(entry)
 
     def close(self, code: int, reason: str) -> None:
         if not self.closed:

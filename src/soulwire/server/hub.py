@@ -12,6 +12,7 @@ asked for them in `initialize`, the WebSocket URL or `attach`: others see today'
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import secrets
@@ -269,10 +270,8 @@ class LiveSession:
             if params.since_seq > self.seq or (start + 1 < oldest and start < self.seq):
                 complete = False  # the gap left the ring (or never was): reload the history
             if complete:
-                for entry in self.ring:
-                    if entry.seq > start:
-                        client.send_entry(entry)
-                        sent += 1
+                sent = self.seq - start
+                client.catch_up(start, self.entries_after)  # pulled from the ring at its pace
             else:
                 start = client.last_sent = self.seq
         resent = self._resend_pending(client, up_to=start) if client.mode == "controller" else []
@@ -294,6 +293,23 @@ class LiveSession:
         self._set_mode(client, "controller" if self.controller is None else "observer", take=False)
         if client is self.controller:
             self._resend_pending(client)
+
+    def entries_after(self, seq: int, max_bytes: int) -> list[Entry] | None:
+        """Ring entries numbered above `seq` (at least one, then up to `max_bytes`); None when
+        some of them already left the ring."""
+        ring = self.ring
+        if seq >= self.seq:
+            return []
+        if not ring or ring[0].seq > seq + 1:
+            return None
+        out: list[Entry] = []
+        size = 0
+        for entry in itertools.islice(ring, seq + 1 - ring[0].seq, None):
+            out.append(entry)
+            size += len(entry.line)
+            if size >= max_bytes:
+                break
+        return out
 
     def detach(self, client: Client) -> None:
         self.clients.pop(client.number, None)

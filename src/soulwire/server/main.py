@@ -65,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
         "--max-message-bytes", type=int, default=1 << 20, metavar="N",
         help="larger events reach clients that negotiated it as a blob reference (default 1 MiB)",
     )  # fmt: skip
+    parser.add_argument(
+        "--client-buffer", type=int, default=16 << 20, metavar="BYTES",
+        help="a client further behind than this is disconnected (code 4008) to re-attach (default 16 MiB)",
+    )  # fmt: skip
     return parser
 
 
@@ -134,6 +138,7 @@ def run_serve(argv: list[str]) -> int:
             deadline_ms=max(1, round(args.request_timeout * 1000)),
             on_timeout=args.on_timeout,
             ring_events=args.ring_events,
+            client_queue_bytes=args.client_buffer,
             max_message_bytes=args.max_message_bytes,
             blobs=BlobStore(share / "blobs"),
         ),
