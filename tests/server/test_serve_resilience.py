@@ -100,12 +100,12 @@ def test_a_stalled_client_blocks_no_one_and_catches_up_after_being_dropped(serve
 
     from tests.server.serve_client import WireSocket
 
-    chunks = 80_000  # ~8 MB of events: more than the socket buffers of a stalled reader hold
-    script = "\n".join(f"text: tok{i} " for i in range(chunks))
+    chunks = 80_000  # ~20 MB of events: far more than the socket buffers of a stalled reader hold
+    script = "\n".join(f"text: tok{i} {'x' * 150}" for i in range(chunks))
     server = serve(script, args=("--client-buffer", "65536", "--ring-events", "100000"))
     session = server.create_session()
     raw = socket.create_connection(("127.0.0.1", server.port))
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
     path = f"/ws/sessions/{session}?token={server.token}&since_seq=0&mode=observer"
     url = f"ws://127.0.0.1:{server.port}{path}"
     stalled = WireSocket(connect(url, sock=raw, max_size=None, ping_interval=None))
