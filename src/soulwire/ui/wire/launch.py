@@ -24,6 +24,7 @@ from soulwire.config.process_env import import_pydantic_plugin_loader, startup_f
 from soulwire.engine.catalog import configured_hook_events, describe_builtin, describe_hooks
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import resolve_session_id
+from soulwire.sessions.lock import is_locked
 from soulwire.sessions.store import FileSessionStore
 from soulwire.ui.wire.handshake import ClientHello, initialize_result, lean_hello
 from soulwire.wire import PROTOCOL_VERSION, jsonrpc
@@ -110,6 +111,9 @@ def serve_wire(options: SessionOptions) -> int:
     try:
         options.session_id = resolve_session_id(options) or FileSessionStore.new_id()
         options.continue_last = False
+        if is_locked(options.share_dir, options.work_dir, options.session_id):
+            # Fail before the handshake; opening the session takes the lock for real.
+            raise ConfigError(f"session {options.session_id} is in use by another process")
     except ConfigError as exc:
         sys.stderr.write(f"soulwire: {exc}\n")
         return 2
