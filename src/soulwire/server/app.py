@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from soulwire import __version__
 from soulwire.server.client import Client
-from soulwire.server.hub import AttachParams, LiveSession
+from soulwire.server.hub import LiveSession
+from soulwire.server.messages import AttachParams
 from soulwire.server.registry import Located, ServeSettings, SessionError, SessionRegistry
 from soulwire.server.security import Guard, GuardMiddleware
 from soulwire.wire.jsonrpc import RPCError, encode

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 if TYPE_CHECKING:
-    from soulwire.server.hub import Entry
+    from soulwire.server.messages import Entry
 
 PARAMS_HEAD = b'"params":{'
 CATCH_UP_BYTES = 1 << 18

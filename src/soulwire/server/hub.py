@@ -18,128 +18,35 @@ import logging
 import secrets
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 import anyio.abc
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from soulwire.runtime.builder import Runtime
-from soulwire.server.blobs import MAX_CHUNK, BlobStore, preview
+from soulwire.server.blobs import preview
 from soulwire.server.client import Client, insert_members
+from soulwire.server.messages import (
+    DEADLINE_EXPIRED,
+    EVENT_HEAD,
+    HUB_METHODS,
+    AttachParams,
+    BlobReadParams,
+    Entry,
+    Forwarded,
+    HubSettings,
+    Mode,
+    OnTimeout,
+    Pending,
+    RuleParams,
+    ServeOptions,
+    line_of,
+    validated,
+)
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode, error_line, response_line
-from soulwire.wire.peer import validation_error
 
 log = logging.getLogger("soulwire.server")
-
-Mode = Literal["controller", "observer"]
-OnTimeout = Literal["reject", "cancel", "approve"]
-
-EVENT_HEAD = b'{"jsonrpc":"2.0","method":"event",'
-HUB_METHODS = frozenset(
-    {
-        "attach",
-        "requests/pending",
-        "blob/read",
-        "approvals/rules/list",
-        "approvals/rules/add",
-        "approvals/rules/remove",
-    }
-)
-DEADLINE_EXPIRED = -32010
-"""The JSON-RPC error the engine gets for a request nobody answered in time."""
-
-
-@dataclass
-class HubSettings:
-    deadline_ms: int = 300_000
-    on_timeout: OnTimeout = "reject"
-    ring_events: int = 20_000
-    ring_bytes: int = 32 << 20
-    client_queue_bytes: int = 16 << 20
-    max_message_bytes: int = 1 << 20
-    """Default for extended clients: a larger event reaches them as a blob reference."""
-    blobs: BlobStore | None = None
-
-
-@dataclass(slots=True)
-class Entry:
-    """One numbered outbound message: `line` as today's Wire has it; `extra` is the JSON
-    members (`"seq":N,…`) a client that negotiated the extensions gets inside `params`."""
-
-    seq: int
-    kind: Literal["event", "request", "notice"]
-    line: bytes
-    extra: bytes
-    referencer: Callable[[bytes], bytes | None] | None = None
-    _reference: bytes | None = None
-
-    def reference(self) -> bytes | None:
-        """The line with its payload stored as a blob and replaced by `blob: {blob_id, size,
-        preview}` (made the first time a client needs it)."""
-        if self.referencer is not None:
-            self._reference, self.referencer = self.referencer(self.line), None
-        return self._reference
-
-
-@dataclass
-class Pending:
-    """A server → client request waiting for the controller's answer."""
-
-    id: str
-    type: str
-    payload: dict[str, Any]
-    entry: Entry
-    deadline: float
-    on_timeout: OnTimeout
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-
-
-@dataclass
-class Forwarded:
-    """A client request handed to the engine under a rewritten id."""
-
-    client: Client | None
-    original_id: str | None
-    method: str
-
-
-class ServeOptions(BaseModel):
-    """The `serve` member of `initialize` params: what the client wants of the extensions."""
-
-    model_config = ConfigDict(extra="forbid")
-    seq: bool = True
-    mode: Mode | None = None
-    since_seq: int | None = Field(default=None, ge=0)
-    deadline_ms: int | None = Field(default=None, ge=1, le=86_400_000)
-    on_timeout: OnTimeout | None = None
-    max_message_bytes: int | None = Field(default=None, ge=65_536)
-
-
-class BlobReadParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    blob_id: str
-    offset: int = Field(default=0, ge=0)
-    length: int = Field(default=MAX_CHUNK, ge=1, le=MAX_CHUNK)
-
-
-class RuleParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rule: str = Field(min_length=1, max_length=10_000)
-
-
-class AttachParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    since_seq: int | None = Field(default=None, ge=0)
-    mode: Mode | None = None
-    take: bool = False
-    epoch: str | None = None
-
-
-def _line(body: dict[str, Any]) -> bytes:
-    return (encode(body) + "\n").encode()
 
 
 class LiveSession:
@@ -355,7 +262,7 @@ class LiveSession:
         for pending in list(self.pending.values()):
             if up_to is not None and pending.entry.seq > up_to:
                 continue
-            client.deliver(self._request_line(pending, client.extended))
+            client.deliver(self._requestline_of(pending, client.extended))
             resent.append(pending.id)
         return resent
 
@@ -375,11 +282,11 @@ class LiveSession:
             except RPCError as error:
                 client.deliver(error_line(inbound.id, error))
         elif inbound.kind == "notification" and client is self.controller:
-            self._to_engine(_line(inbound.raw))
+            self._to_engine(line_of(inbound.raw))
 
     def _on_client_request(self, client: Client, request_id: str, method: str, params: Any) -> None:
         if method == "attach":
-            result = self.attach(client, _validated(method, AttachParams, params))
+            result = self.attach(client, validated(method, AttachParams, params))
             client.deliver(response_line(request_id, result))
             return
         if method.startswith("approvals/rules/"):
@@ -387,7 +294,7 @@ class LiveSession:
             return
         if method == "blob/read":
             client.deliver(
-                response_line(request_id, self._read_blob(_validated(method, BlobReadParams, params)))
+                response_line(request_id, self._read_blob(validated(method, BlobReadParams, params)))
             )
             return
         if method == "requests/pending":
@@ -414,14 +321,14 @@ class LiveSession:
         body: dict[str, Any] = {"jsonrpc": "2.0", "id": forwarded_id, "method": method}
         if params is not None:
             body["params"] = params
-        self._to_engine(_line(body))
+        self._to_engine(line_of(body))
 
     def _negotiate(self, client: Client, params: Any) -> Any:
         """Take the `serve` member out of initialize params (the engine does not know it)."""
         if not isinstance(params, dict) or "serve" not in params:
             return params
         params = dict(params)  # pyright: ignore[reportUnknownArgumentType]
-        options = _validated("initialize", ServeOptions, params.pop("serve"))
+        options = validated("initialize", ServeOptions, params.pop("serve"))
         client.extended = client.extended or options.seq
         if options.max_message_bytes is not None:
             client.max_message_bytes = options.max_message_bytes
@@ -459,7 +366,7 @@ class LiveSession:
             return  # an observer's answer, or one to a request already resolved: not the engine's
         del self.pending[pending.id]
         pending.scope.cancel()
-        self._to_engine(_line(raw))
+        self._to_engine(line_of(raw))
         result = raw.get("result")
         response = result.get("response") if isinstance(result, dict) else None
         self._resolved(pending, by="client", client=client.number, response=response)
@@ -478,7 +385,7 @@ class LiveSession:
         if self._group is not None:
             self._group.start_soon(self._expire, pending)
 
-    def _request_line(self, pending: Pending, extended: bool) -> bytes:
+    def _requestline_of(self, pending: Pending, extended: bool) -> bytes:
         """The request again; for an extended client with the time left until its deadline."""
         if not extended:
             return pending.entry.line
@@ -508,16 +415,16 @@ class LiveSession:
             outcome = pending.on_timeout
             if outcome == "approve" and pending.type == "ApprovalRequest":
                 answer = {"request_id": pending.payload.get("id", pending.id), "response": "approve"}
-                self._to_engine(_line({"jsonrpc": "2.0", "id": pending.id, "result": answer}))
+                self._to_engine(line_of({"jsonrpc": "2.0", "id": pending.id, "result": answer}))
             else:
                 message = f"no answer within the deadline; the request counts as {outcome}ed"
                 error = {"code": DEADLINE_EXPIRED, "message": message, "data": {"reason": "deadline"}}
-                self._to_engine(_line({"jsonrpc": "2.0", "id": pending.id, "error": error}))
+                self._to_engine(line_of({"jsonrpc": "2.0", "id": pending.id, "error": error}))
                 if outcome == "cancel":
                     self._counter += 1
                     cancel_id = f"hub:{self._counter}"
                     self._forwarded[cancel_id] = Forwarded(None, None, "cancel")
-                    self._to_engine(_line({"jsonrpc": "2.0", "id": cancel_id, "method": "cancel"}))
+                    self._to_engine(line_of({"jsonrpc": "2.0", "id": cancel_id, "method": "cancel"}))
             self._resolved(pending, by="deadline", response=outcome)
 
     def _drop_pending(self, reason: str) -> None:
@@ -551,11 +458,11 @@ class LiveSession:
             if client.extended:
                 body["result"] = {**result, "serve": self.serve_info(client)}
         body["id"] = forwarded.original_id
-        client.deliver(_line(body))
+        client.deliver(line_of(body))
 
     def _notice(self, method: str, params: dict[str, Any]) -> None:
         """A notification of the extensions (numbered; only extended clients get it)."""
-        self._publish("notice", _line({"jsonrpc": "2.0", "method": method, "params": params}))
+        self._publish("notice", line_of({"jsonrpc": "2.0", "method": method, "params": params}))
 
     def _rules(self, client: Client, method: str, params: Any) -> dict[str, Any]:
         """The session's approval rules as data: what "approve for session" granted, listed,
@@ -564,7 +471,7 @@ class LiveSession:
         if method != "approvals/rules/list":
             if client is not self.controller:
                 raise RPCError(INVALID_STATE, f"{method} needs the controller role", {"reason": "observer"})
-            rule = _validated(method, RuleParams, params).rule
+            rule = validated(method, RuleParams, params).rule
             if method == "approvals/rules/add":
                 rules.add(rule)
             elif method == "approvals/rules/remove":
@@ -599,7 +506,7 @@ class LiveSession:
             return None
         data = encode(params.pop("payload")).encode()
         params["blob"] = {"blob_id": blobs.put(data), "size": len(data), "preview": preview(data)}
-        return _line(body)
+        return line_of(body)
 
     def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> Entry:
         self.seq += 1
@@ -615,11 +522,4 @@ class LiveSession:
         return entry
 
 
-def _validated(method: str, model: type[BaseModel], params: Any) -> Any:
-    try:
-        return model.model_validate({} if params is None else params, strict=True)
-    except ValidationError as exc:
-        raise validation_error(method, exc) from None
-
-
-__all__ = ["AttachParams", "Entry", "HubSettings", "LiveSession", "ServeOptions"]
+__all__ = ["LiveSession"]

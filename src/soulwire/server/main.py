@@ -122,7 +122,7 @@ def run_serve(argv: list[str]) -> int:
 
     from soulwire.server.app import create_app
     from soulwire.server.blobs import BlobStore
-    from soulwire.server.hub import HubSettings
+    from soulwire.server.messages import HubSettings
     from soulwire.server.registry import ServeSettings
     from soulwire.server.security import Guard
 

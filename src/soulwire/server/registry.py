@@ -18,7 +18,8 @@ import anyio.to_thread
 
 from soulwire.config.loader import ConfigError
 from soulwire.runtime.options import SessionOptions
-from soulwire.server.hub import HubSettings, LiveSession
+from soulwire.server.hub import LiveSession
+from soulwire.server.messages import HubSettings
 from soulwire.sessions.index import update_work_dir_index
 from soulwire.sessions.jsonl import iter_lines
 from soulwire.sessions.listing import summarise_session

@@ -1,0 +1,149 @@
+"""The data of the server's Wire extensions: settings, the numbered entries of a session's
+ring, open requests, and the typed params of the methods the server itself answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soulwire.server.blobs import MAX_CHUNK, BlobStore
+from soulwire.server.client import Client
+from soulwire.wire.jsonrpc import encode
+from soulwire.wire.peer import validation_error
+
+Mode = Literal["controller", "observer"]
+OnTimeout = Literal["reject", "cancel", "approve"]
+
+EVENT_HEAD = b'{"jsonrpc":"2.0","method":"event",'
+HUB_METHODS = frozenset(
+    {
+        "attach",
+        "requests/pending",
+        "blob/read",
+        "approvals/rules/list",
+        "approvals/rules/add",
+        "approvals/rules/remove",
+    }
+)
+DEADLINE_EXPIRED = -32010
+"""The JSON-RPC error the engine gets for a request nobody answered in time."""
+
+
+@dataclass
+class HubSettings:
+    deadline_ms: int = 300_000
+    on_timeout: OnTimeout = "reject"
+    ring_events: int = 20_000
+    ring_bytes: int = 32 << 20
+    client_queue_bytes: int = 16 << 20
+    max_message_bytes: int = 1 << 20
+    """Default for extended clients: a larger event reaches them as a blob reference."""
+    blobs: BlobStore | None = None
+
+
+@dataclass(slots=True)
+class Entry:
+    """One numbered outbound message: `line` as today's Wire has it; `extra` is the JSON
+    members (`"seq":N,…`) a client that negotiated the extensions gets inside `params`."""
+
+    seq: int
+    kind: Literal["event", "request", "notice"]
+    line: bytes
+    extra: bytes
+    referencer: Callable[[bytes], bytes | None] | None = None
+    _reference: bytes | None = None
+
+    def reference(self) -> bytes | None:
+        """The line with its payload stored as a blob and replaced by `blob: {blob_id, size,
+        preview}` (made the first time a client needs it)."""
+        if self.referencer is not None:
+            self._reference, self.referencer = self.referencer(self.line), None
+        return self._reference
+
+
+@dataclass
+class Pending:
+    """A server → client request waiting for the controller's answer."""
+
+    id: str
+    type: str
+    payload: dict[str, Any]
+    entry: Entry
+    deadline: float
+    on_timeout: OnTimeout
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+@dataclass
+class Forwarded:
+    """A client request handed to the engine under a rewritten id."""
+
+    client: Client | None
+    original_id: str | None
+    method: str
+
+
+class ServeOptions(BaseModel):
+    """The `serve` member of `initialize` params: what the client wants of the extensions."""
+
+    model_config = ConfigDict(extra="forbid")
+    seq: bool = True
+    mode: Mode | None = None
+    since_seq: int | None = Field(default=None, ge=0)
+    deadline_ms: int | None = Field(default=None, ge=1, le=86_400_000)
+    on_timeout: OnTimeout | None = None
+    max_message_bytes: int | None = Field(default=None, ge=65_536)
+
+
+class BlobReadParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    blob_id: str
+    offset: int = Field(default=0, ge=0)
+    length: int = Field(default=MAX_CHUNK, ge=1, le=MAX_CHUNK)
+
+
+class RuleParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rule: str = Field(min_length=1, max_length=10_000)
+
+
+class AttachParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    since_seq: int | None = Field(default=None, ge=0)
+    mode: Mode | None = None
+    take: bool = False
+    epoch: str | None = None
+
+
+def line_of(body: dict[str, Any]) -> bytes:
+    return (encode(body) + "\n").encode()
+
+
+def validated(method: str, model: type[BaseModel], params: Any) -> Any:
+    try:
+        return model.model_validate({} if params is None else params, strict=True)
+    except ValidationError as exc:
+        raise validation_error(method, exc) from None
+
+
+__all__ = [
+    "DEADLINE_EXPIRED",
+    "EVENT_HEAD",
+    "HUB_METHODS",
+    "AttachParams",
+    "BlobReadParams",
+    "Entry",
+    "Forwarded",
+    "HubSettings",
+    "Mode",
+    "OnTimeout",
+    "Pending",
+    "RuleParams",
+    "ServeOptions",
+    "line_of",
+    "validated",
+]
