@@ -72,3 +72,13 @@ def test_blobs_are_content_addressed_and_read_in_chunks(tmp_path):
     assert rest is not None and first[0] + rest[0] == data
     assert store.read("../../etc/passwd", 0, 10) is None and store.read("0" * 64, 0, 10) is None
     assert oct((tmp_path / "blobs" / blob_id[:2] / blob_id).stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_extensions_are_in_the_exported_schema(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "soulwire", "schema", "--out", str(tmp_path)], capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    attach = (tmp_path / "serve" / "AttachParams.json").read_text()
+    assert '"since_seq"' in attach and '"controller"' in attach
+    assert '"on_timeout"' in (tmp_path / "serve" / "ServeOptions.json").read_text()

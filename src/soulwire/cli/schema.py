@@ -26,7 +26,20 @@ def wire_schemas() -> dict[str, Any]:
         methods.ToolResultAnswer, messages.QuestionResponse, messages.HookResponse,
     ):  # fmt: skip
         out["methods"][cls.__name__] = cls.model_json_schema()
+    out["serve"] = serve_schemas()
     return out
+
+
+def serve_schemas() -> dict[str, Any]:
+    """Params of the extensions `soulwire serve` offers over WebSocket (docs/serve.md)."""
+    from soulwire.server import messages
+
+    return {
+        "ServeOptions": messages.ServeOptions.model_json_schema(),  # `serve` in initialize params
+        "AttachParams": messages.AttachParams.model_json_schema(),
+        "BlobReadParams": messages.BlobReadParams.model_json_schema(),
+        "RuleParams": messages.RuleParams.model_json_schema(),
+    }
 
 
 def run_schema(argv: list[str]) -> int:
