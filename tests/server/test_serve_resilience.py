@@ -108,7 +108,9 @@ def test_a_stalled_client_blocks_no_one_and_catches_up_after_being_dropped(serve
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
     path = f"/ws/sessions/{session}?token={server.token}&since_seq=0&mode=observer"
     url = f"ws://127.0.0.1:{server.port}{path}"
-    stalled = WireSocket(connect(url, sock=raw, max_size=None, ping_interval=None))
+    stalled_conn = connect(url, sock=raw, max_size=None, ping_interval=None)
+    stalled_conn.__enter__()  # closed with the connection below (or by the server)
+    stalled = WireSocket(stalled_conn)
     controller = server.ws(session)
     controller.initialize(serve={"seq": True})
     messages, done = controller.call("prompt", {"user_input": "stream"}, timeout=120)
