@@ -292,7 +292,8 @@ class SessionRegistry:
                 del self.live[live.id]
 
     def _on_empty(self, live: LiveSession) -> None:
-        self._group.start_soon(self._close_when_idle, live)
+        if not live.closed:  # (a closed one is on its way out already)
+            self._group.start_soon(self._close_when_idle, live)
 
     async def _close_when_idle(self, live: LiveSession) -> None:
         """No client left: keep the session (and its ring) a while for reconnects, then close."""
