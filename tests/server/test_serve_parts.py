@@ -82,3 +82,13 @@ def test_the_extensions_are_in_the_exported_schema(tmp_path):
     attach = (tmp_path / "serve" / "AttachParams.json").read_text()
     assert '"since_seq"' in attach and '"controller"' in attach
     assert '"on_timeout"' in (tmp_path / "serve" / "ServeOptions.json").read_text()
+
+
+def test_the_host_names_a_server_answers_to():
+    from soulwire.server.security import Guard
+
+    loopback = Guard.for_listen("t" * 20, "127.0.0.2", 8000, [])
+    assert loopback.hosts == {"127.0.0.1:8000", "127.0.0.2:8000", "[::1]:8000", "localhost:8000"}
+    assert "http://localhost:8000" in loopback.origins and "http://evil:8000" not in loopback.origins
+    wildcard = Guard.for_listen("t" * 20, "0.0.0.0", 8000, ["Box.LAN"])
+    assert "box.lan:8000" in wildcard.hosts and "0.0.0.0:8000" not in wildcard.hosts

@@ -66,8 +66,8 @@ class Guard:
 
     @classmethod
     def for_listen(cls, token: str, host: str, port: int, extra_hosts: list[str]) -> Guard:
-        names = {"127.0.0.1", "localhost", "[::1]", *extra_hosts}
-        if not is_loopback(host) and host not in ("0.0.0.0", "::"):
+        names = {"127.0.0.1", "localhost", "[::1]", *(h.lower() for h in extra_hosts)}
+        if host not in ("0.0.0.0", "::"):  # a wildcard is no name: --allow-host gives them
             names.add(f"[{host}]" if ":" in host else host)
         hosts = {f"{n}:{port}" for n in names} | (names if port in (80, 443) else set())
         origins = {f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")}
