@@ -93,7 +93,7 @@ WRONG_FOR = {
     "bool": json_values.filter(lambda v: not isinstance(v, bool)),
     "object": json_values.filter(lambda v: not isinstance(v, dict)),
     "list": json_values.filter(lambda v: not isinstance(v, list) and v is not None),
-    "number": json_values.filter(lambda v: isinstance(v, str | list | dict) or isinstance(v, bool)),
+    "number": json_values.filter(lambda v: isinstance(v, str | list | dict | bool)),
 }
 
 # (method, valid params, dotted field to spoil, its type)
