@@ -156,8 +156,9 @@ class EngineProcess:
             # of its group may outlive it: a tool process left behind would be an orphan.
             _kill_group(self._proc.pid, signal.SIGKILL)
             self._finalizer.detach()
-        with anyio.move_on_after(1.0):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
             await self._stderr_done.wait()
+            await self._proc.aclose()  # the pipes' transports, before the event loop goes
         return self._proc.returncode
 
 

@@ -244,9 +244,11 @@ class Session:
             return
         conn.closing_error = SessionClosedError("the session was closed")
         try:
-            await conn.process.close(self._close_timeout)
-            with anyio.move_on_after(3.0):
-                await conn.closed.wait()
+            # Shielded (and bounded by the timeouts): a cancelled owner still ends the engine.
+            with anyio.CancelScope(shield=True):
+                await conn.process.close(self._close_timeout)
+                with anyio.move_on_after(3.0):
+                    await conn.closed.wait()
         finally:
             conn.fail(conn.closing_error)
             for stream in (self._active, self._queued):
