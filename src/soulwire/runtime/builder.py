@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
 
 from soulwire.config.model import Config, validate_config
 from soulwire.engine import hook_points
@@ -107,12 +112,33 @@ class Runtime:
         self.bus.flush()
         return self.plan.enabled
 
-    async def session_started(self) -> None:
-        if self.mcp is not None:  # connects in the background; the first turn waits for it
-            self.mcp.start()
+    @asynccontextmanager
+    async def running(
+        self, *, reason: str = "exit", wait_for_start: bool = False
+    ) -> AsyncGenerator[anyio.abc.TaskGroup]:
+        """The session's lifetime, for a front end to serve inside. Session-long work (the
+        MCP servers' connections, the SessionStart hook) runs in the task group it yields;
+        on the way out the SessionEnd hook runs and every server is closed, shielded and
+        bounded, whether the front end ended normally or was cancelled. `wait_for_start`:
+        the SessionStart hook has run before the body starts (else it runs alongside)."""
+        async with anyio.create_task_group() as group:
+            if self.mcp is not None:  # connects in the background; the first turn waits for it
+                self.mcp.start(group)
+            if wait_for_start:
+                await self._session_started()
+            else:
+                group.start_soon(self._session_started)
+            try:
+                yield group
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._session_ended(reason)
+                group.cancel_scope.cancel()
+
+    async def _session_started(self) -> None:
         await hook_points.session_start(self.hooks, "resume" if self.session.resumed else "startup")
 
-    async def session_ended(self, reason: str = "exit") -> None:
+    async def _session_ended(self, reason: str) -> None:
         try:
             await hook_points.session_end(self.hooks, reason)
         finally:
