@@ -29,7 +29,7 @@ from soulwire.llm.errors import (
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
 from soulwire.llm.registry import ResolvedModel
-from soulwire.tools.base import Approver, ClientTools, ToolContext, Toolset
+from soulwire.tools.base import Approver, ClientTools, NoticeSource, ToolContext, Toolset
 from soulwire.wire.fold import Merger, assemble
 from soulwire.wire.messages import (
     StatusUpdate,
@@ -56,7 +56,6 @@ from soulwire.wire.types import (
 )
 
 if TYPE_CHECKING:
-    from soulwire.tools.builtin.background import BackgroundTasks
     from soulwire.tools.mcp_client import MCPManager
 
 TurnStatus = Literal["finished", "cancelled", "max_steps_reached"]
@@ -172,7 +171,7 @@ class Soul:
         """Plan mode, set by the runtime builder (with `plan_mode` reading it)."""
         self.hooks: HookEngine | None = None
         """The session's hooks, set by the runtime builder."""
-        self.background: BackgroundTasks | None = None
+        self.background: NoticeSource | None = None
         """Background tasks, set by the runtime builder: their end notices join the context."""
         self._steers: list[UserInput] = []
         self.mcp: MCPManager | None = None

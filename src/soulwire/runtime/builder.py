@@ -34,6 +34,7 @@ from soulwire.runtime.session import SessionHandle, open_session
 from soulwire.tools.base import Toolset
 from soulwire.tools.builtin import default_tools
 from soulwire.tools.builtin.background import BackgroundLimits, BackgroundTasks
+from soulwire.tools.commands import run_shell_command
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.mcp_config import load_mcp_servers, tool_call_timeout_s
 from soulwire.wire import PROTOCOL_VERSION
@@ -249,6 +250,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         session_id=session.id,
         work_dir=str(options.work_dir),
         channel=channel,
+        run_command=run_shell_command,
     )
     tasks = _background_tasks(config, session)
     soul.background = tasks

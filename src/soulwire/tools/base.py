@@ -26,6 +26,8 @@ SUBAGENT_REJECTED_MESSAGE = (
     "tool call, and do not attempt to bypass this restriction through indirect means."
 )
 SUBAGENT_STATE_KEY = "subagent"
+PLAN_FILE_KEY = "plan_file"
+"""Session state key of the plan file: the one file a session in plan mode may write."""
 """Set in a sub-agent's tool state: a rejection there does not stop its turn (spec §4.11)."""
 
 
@@ -48,6 +50,22 @@ class Approver(Protocol):
         display: Sequence[Any] = (),
         scope_key: str | None = None,
     ) -> ApprovalOutcome: ...
+
+
+class Notice(Protocol):
+    """Something that happened outside a turn, for the model (`text`) and the client (`event`)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def event(self) -> Any: ...
+
+
+class NoticeSource(Protocol):
+    """Where the engine collects notices between steps (e.g. ended background tasks)."""
+
+    def take_notices(self) -> Sequence[Notice]: ...
 
 
 class ClientTools(Protocol):

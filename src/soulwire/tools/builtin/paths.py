@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from soulwire.tools.base import ToolContext, refused
+from soulwire.tools.base import PLAN_FILE_KEY, ToolContext, refused
 from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error
 
-PLAN_FILE_KEY = "plan_file"
 """Set in the session state (`ctx.state`) by the engine while plan mode is on: the plan file's
 path, then the only file WriteFile and StrReplaceFile may change (and without asking)."""
 
