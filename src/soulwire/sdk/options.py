@@ -133,7 +133,7 @@ def _seconds(value: Any) -> bool:
 
 
 @dataclass
-class Options:
+class Options(LaunchOptions):
     """Everything a `Session` can be told, checked when it is made (ConfigurationError).
 
     Launch: `executable` (path or argv; default `soulwire`), `args`, `work_dir`, `model`,
@@ -146,20 +146,6 @@ class Options:
     `close_timeout`, `on_stderr`, `client_name`, `protocol_version`, `handshake` (False skips
     `initialize`, like a 1.0 client)."""
 
-    executable: str | os.PathLike[str] | Sequence[str] | None = None
-    args: Sequence[str] = ()
-    work_dir: str | os.PathLike[str] | None = None
-    model: str | None = None
-    thinking: bool | None = None
-    yolo: bool = False
-    session_id: str | None = None
-    continue_session: bool = False
-    config_file: str | os.PathLike[str] | None = None
-    config: Mapping[str, Any] | str | None = None
-    max_steps_per_turn: int | None = None
-    env: Mapping[str, str] | None = None
-    inherit_env: bool = True
-    share_dir: str | os.PathLike[str] | None = None
     tools: Iterable[Any] = ()
     """`Tool`s or plain (async) functions, offered to the model as external tools."""
     strict_tools: bool = False
@@ -179,10 +165,7 @@ class Options:
     handshake: bool = True
 
     def __post_init__(self) -> None:
-        if self.session_id is not None and self.continue_session:
-            raise ConfigurationError("session_id and continue_session cannot be combined")
-        if self.config_file is not None and self.config is not None:
-            raise ConfigurationError("config_file and config cannot be combined")
+        super().__post_init__()
         steps: Any = self.max_steps_per_turn
         if steps is not None and (type(steps) is not int or steps < 1):
             raise ConfigurationError(f"max_steps_per_turn must be a positive integer, not {steps!r}")
@@ -203,26 +186,11 @@ class Options:
 
     @classmethod
     def field_names(cls) -> frozenset[str]:
-        return frozenset(f.name for f in fields(cls))
+        return frozenset(f.name for f in fields(cls) if f.init)
 
     def launch(self) -> LaunchOptions:
-        """The launch part."""
-        return LaunchOptions(
-            executable=self.executable,
-            args=self.args,
-            work_dir=self.work_dir,
-            model=self.model,
-            thinking=self.thinking,
-            yolo=self.yolo,
-            session_id=self.session_id,
-            continue_session=self.continue_session,
-            config_file=self.config_file,
-            config=self.config,
-            max_steps_per_turn=self.max_steps_per_turn,
-            env=self.env,
-            inherit_env=self.inherit_env,
-            share_dir=self.share_dir,
-        )
+        """The launch part (an Options is one)."""
+        return self
 
 
 __all__ = [
