@@ -31,6 +31,7 @@ from soulwire.wire.jsonrpc import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     RPCError,
+    WireError,
     classify,
     encode,
     error_line,
@@ -49,7 +50,7 @@ Answer = Callable[[Any, BaseException | None], None]
 with, or PeerClosedError (or the error given to `close`) when no answer can come."""
 
 
-class PeerClosedError(Exception):
+class PeerClosedError(WireError):
     """The connection ended before the answer came."""
 
 
