@@ -123,6 +123,8 @@ class Runtime:
         bounded, whether the front end ended normally or was cancelled. `wait_for_start`:
         the SessionStart hook has run before the body starts (else it runs alongside)."""
         async with anyio.create_task_group() as group:
+            if self.tasks is not None:  # background commands are watched for the whole session
+                self.tasks.attach(group)
             if self.mcp is not None:  # connects in the background; the first turn waits for it
                 self.mcp.start(group)
             if wait_for_start:
@@ -143,7 +145,9 @@ class Runtime:
         try:
             await hook_points.session_end(self.hooks, reason)
         finally:
-            if self.mcp is not None:  # no server process outlives the session
+            if self.tasks is not None:  # no background command outlives the session
+                await self.tasks.aclose()
+            if self.mcp is not None:  # nor any MCP server process
                 await self.mcp.aclose()
 
     def register_external_tools(self, tools: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
