@@ -18,13 +18,15 @@ import os
 import stat
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from soulwire.wire.lines import LineReader
+
+if TYPE_CHECKING:  # memory streams are for tests: their module loads with `memory_pair`
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 FLUSH_AT = 1 << 16
 """Buffered bytes that make `send` write at once, bounding memory under a fast stream."""
