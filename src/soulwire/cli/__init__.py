@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ConfigError) as exc:
         sys.stderr.write(f"soulwire: error: {exc}\nTry 'soulwire --help' for help.\n")
         return 2
+    problem = _sandbox_problem(options)
+    if problem is not None:
+        sys.stderr.write(f"soulwire: {problem}\n")
+        return 2
     from soulwire.config.process_env import tune_startup
 
     tune_startup()
@@ -96,7 +100,22 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         mcp_config_files=[Path(p) for p in a.mcp_config_file],
         mcp_configs=list(a.mcp_config),
         print_mode=a.print_mode,
+        sandbox=a.sandbox,
+        sandbox_network=None if a.sandbox_network is None else a.sandbox_network == "on",
+        approval=a.approval,
     )
+
+
+def _sandbox_problem(options: SessionOptions) -> str | None:
+    """Why the sandbox the command line or config asks for cannot run here (one line), or
+    None. Checked before anything starts: a sandboxed session never runs unconfined."""
+    mode = options.sandbox or options.raw_config.get("sandbox")
+    if mode in (None, "off") or not isinstance(mode, str):
+        return None
+    from soulwire.tools.sandbox import bubblewrap_problem
+
+    problem = bubblewrap_problem()
+    return None if problem is None else f"cannot start with --sandbox {mode}: {problem}"
 
 
 def _subcommand(name: str, argv: list[str]) -> int:

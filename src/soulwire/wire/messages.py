@@ -12,6 +12,7 @@ from soulwire.wire.types import (
     DisplayBlock,
     MCPStatusSnapshot,
     QuestionItem,
+    SandboxStatus,
     TokenUsage,
     ToolCall,
     ToolCallPart,
@@ -67,6 +68,7 @@ class StatusUpdate(WireModel):
     message_id: str | None = None
     plan_mode: bool | None = None
     mcp_status: MCPStatusSnapshot | None = None
+    sandbox: SandboxStatus | None = None
 
 
 class ToolResult(WireModel):

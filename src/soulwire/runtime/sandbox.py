@@ -1,0 +1,51 @@
+"""Choosing a session's sandbox: the options (command line, or a host such as `serve`), else
+what the session was started with (`state.json`), else the config."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from soulwire.config.loader import ConfigError
+from soulwire.config.model import Config
+from soulwire.runtime.options import SessionOptions
+from soulwire.tools.sandbox import SANDBOX_MODES, SandboxMode, SandboxPolicy, bubblewrap_problem
+
+STATE_KEY = "sandbox"
+"""`state.json`: `{"mode": …, "network": …}`, so a resumed session keeps its sandbox."""
+
+
+def session_sandbox(
+    options: SessionOptions, config: Config, state: dict[str, Any], add_dirs: Sequence[Path]
+) -> SandboxPolicy:
+    """The session's sandbox policy; records the choice in `state`. Raises ConfigError when
+    a sandbox is asked for and bubblewrap cannot run here (never runs unconfined instead)."""
+    stored = state.get(STATE_KEY)
+    stored = cast(dict[str, Any], stored) if isinstance(stored, dict) else {}
+    mode = options.sandbox or stored.get("mode") or config.sandbox
+    if mode not in SANDBOX_MODES:
+        raise ConfigError(f"invalid sandbox mode {mode!r}; one of: {', '.join(SANDBOX_MODES)}")
+    network = options.sandbox_network
+    if network is None:
+        network = stored.get("network") if isinstance(stored.get("network"), bool) else config.sandbox_network
+    if mode != "off":
+        problem = bubblewrap_problem()
+        if problem is not None:
+            raise ConfigError(f"cannot start with --sandbox {mode}: {problem}")
+    state[STATE_KEY] = {"mode": mode, "network": bool(network)}
+    return SandboxPolicy.create(
+        cast(SandboxMode, mode),
+        network=bool(network),
+        work_dir=options.work_dir,
+        add_dirs=add_dirs,
+        share_dir=options.share_dir,
+    )
+
+
+def approval_mode(options: SessionOptions, config: Config) -> str:
+    """`ask` or `on-escape`."""
+    mode = options.approval or config.approval
+    if mode not in ("ask", "on-escape"):
+        raise ConfigError(f"invalid approval mode {mode!r}; one of: ask, on-escape")
+    return mode
