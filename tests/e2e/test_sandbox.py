@@ -1,0 +1,283 @@
+"""The sandbox with real bubblewrap, in the real engine: in each mode, commands that write
+outside the workspace, read a private key, open a socket to 127.0.0.1, follow a symlink out
+of the workspace or leave a process behind are stopped (or not, with `off`), the same work
+inside the workspace succeeds, and the file tools obey the same policy."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.e2e.test_shell_tool import processes_running, unique_sleep, wait_until_gone
+from tests.tool_calls import one_step_each, results, run_turn
+from tests.wire_client import Sandbox, payloads
+
+KEY = "FAKE-PRIVATE-KEY-0123456789"
+SSH_CONFIG = "Host example-host-from-ssh-config"
+OUTSIDE_TEXT = "text outside the workspace"
+
+
+def _bwrap_problem() -> str | None:
+    try:
+        probe = subprocess.run(
+            ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap cannot run here: {exc}"
+    return None if probe.returncode == 0 else f"bubblewrap cannot sandbox here: {probe.stderr.strip()}"
+
+
+BWRAP_PROBLEM = _bwrap_problem()
+needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=BWRAP_PROBLEM or "")
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.1)
+        self.port: int = self.server.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.server.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    server = Listener()
+    yield server
+    server.close()
+
+
+class Scene:
+    """The test's world: a fake HOME with secrets, a directory outside the workspace, and
+    symlinks from the workspace to both."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        home, work = sandbox.home, sandbox.work
+        self.outside = sandbox.root / "outside"
+        for directory in (home / ".ssh", home / ".aws", work, self.outside):
+            directory.mkdir(parents=True, exist_ok=True)
+        self.key = home / ".ssh" / "id_rsa"
+        self.key.write_text(KEY + "\n")
+        (home / ".ssh" / "config").write_text(SSH_CONFIG + "\n")
+        (home / ".aws" / "config").write_text("[default]\nregion = nowhere-1\n")
+        self.outside_file = self.outside / "target.txt"
+        self.outside_file.write_text(OUTSIDE_TEXT + "\n")
+        (work / "link_out").symlink_to(self.outside_file)
+        (work / "link_key").symlink_to(self.key)
+        (work / "link_ssh_config").symlink_to(home / ".ssh" / "config")
+
+
+@pytest.fixture
+def scene(sandbox: Sandbox) -> Scene:
+    return Scene(sandbox)
+
+
+def mode_args(mode: str) -> tuple[str, ...]:
+    return ("--sandbox", mode)
+
+
+def shell(call_id: str, command: str, **extra: Any) -> tuple[str, str, dict[str, Any]]:
+    return (call_id, "Shell", {"command": command, **extra})
+
+
+def failed(value: dict[str, Any]) -> bool:
+    return bool(value["is_error"])
+
+
+MODES = ["off", "read-only", "workspace-write"]
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", MODES)
+def test_commands_are_stopped_at_the_boundaries_of_each_mode(engine, scene: Scene, listener: Listener, mode):
+    marker = unique_sleep()
+    outside = scene.outside
+    connect = (
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
+        f"{listener.port}), timeout=5); print('connected')\""
+    )
+    wire = engine(
+        *one_step_each(
+            shell("inside", "echo written > inside.txt && cat inside.txt"),
+            shell("tmp", 'f="${TMPDIR:-/tmp}/t.$$" && echo temp > "$f" && cat "$f" && rm "$f"'),
+            shell("outside", f"echo written > {outside}/new.txt"),
+            shell("key", "cat ~/.ssh/id_rsa"),
+            shell("key_link", "cat link_key"),
+            shell("socket", connect),
+            shell("link_read", "cat link_out"),
+            shell("link_write", "echo overwritten > link_out"),
+            shell("leftover", f"nohup sleep {marker} > /dev/null 2>&1 & echo started"),
+        ),
+        args=("--yolo", *mode_args(mode)),
+    )
+    messages, result = run_turn(wire, answer=None)
+    assert result == {"status": "finished"}
+    values = results(messages)
+    statuses = payloads(messages, "StatusUpdate")
+    assert statuses and all(s["sandbox"]["mode"] == mode for s in statuses)
+    assert statuses[0]["sandbox"]["network"] is (mode == "off")
+
+    # Reading outside the workspace (not a secret) works everywhere, as does the private tmp.
+    assert values["link_read"]["output"] == OUTSIDE_TEXT + "\n"
+    assert values["tmp"]["output"] == "temp\n"
+    leftovers = wait_until_gone(marker, limit=2.0)
+    if mode == "off":
+        assert values["inside"]["output"] == "written\n"
+        assert (outside / "new.txt").read_text() == "written\n"
+        assert values["key"]["output"] == KEY + "\n" and values["key_link"]["output"] == KEY + "\n"
+        assert values["socket"]["output"] == "connected\n" and listener.accepted == 1
+        assert scene.outside_file.read_text() == "overwritten\n"
+        assert leftovers, "without a sandbox a detached process outlives its command"
+        for pid in leftovers:
+            os.kill(pid, signal.SIGKILL)
+        return
+    if mode == "read-only":
+        assert failed(values["inside"]) and "Read-only file system" in values["inside"]["output"]
+        assert not (scene.sandbox.work / "inside.txt").exists()
+    else:
+        assert values["inside"]["output"] == "written\n"
+        assert (scene.sandbox.work / "inside.txt").read_text() == "written\n"
+    assert failed(values["outside"]) and "Read-only file system" in values["outside"]["output"]
+    assert not (outside / "new.txt").exists()
+    # The sandbox tells the model it may ask to leave it.
+    assert "sandbox_escape" in values["outside"]["message"]
+    for key in ("key", "key_link"):
+        assert failed(values[key]) and KEY not in values[key]["output"]
+        assert "No such file or directory" in values[key]["output"]
+    assert failed(values["socket"]) and "connected" not in values["socket"]["output"]
+    assert listener.accepted == 0
+    assert failed(values["link_write"]) and "Read-only file system" in values["link_write"]["output"]
+    assert scene.outside_file.read_text() == OUTSIDE_TEXT + "\n"
+    assert leftovers == [], "the PID namespace ends with the command"
+
+
+@needs_bwrap
+def test_network_can_be_allowed_inside_the_sandbox(engine, scene: Scene, listener: Listener):
+    command = f"exec 3<>/dev/tcp/127.0.0.1/{listener.port} && echo connected"
+    wire = engine(
+        *one_step_each(shell("socket", command), shell("outside", f"echo x > {scene.outside}/n.txt")),
+        args=("--yolo", "--sandbox", "workspace-write", "--sandbox-network", "on"),
+    )
+    messages, _ = run_turn(wire, answer=None)
+    values = results(messages)
+    assert values["socket"]["output"] == "connected\n" and listener.accepted == 1
+    assert failed(values["outside"])  # the file system is still confined
+    assert payloads(messages, "StatusUpdate")[0]["sandbox"] == {"mode": "workspace-write", "network": True}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", MODES)
+def test_background_tasks_run_in_the_same_sandbox(engine, scene: Scene, mode):
+    marker = unique_sleep()
+    command = (
+        f"nohup sleep {marker} > /dev/null 2>&1 & "
+        f"echo x > {scene.outside}/bg.txt; echo done > bg_done.txt; echo finished"
+    )
+    wire = engine(
+        *one_step_each(("bg", "Shell", {"command": command, "run_in_background": True, "description": "bg"})),
+        args=("--yolo", "--sandbox", mode, "--sandbox-network", "off"),
+    )
+    messages, _ = run_turn(wire, answer=None)
+    assert not results(messages)["bg"]["is_error"]
+    done = scene.sandbox.work / "bg_done.txt"
+    if mode == "read-only":
+        assert wait_until_gone(marker, limit=5.0) == []
+        assert not done.exists()
+    else:
+        deadline = 50
+        while not done.exists() and deadline:
+            deadline -= 1
+            threading.Event().wait(0.1)
+        assert done.read_text() == "done\n"
+        if mode == "off":
+            assert (scene.outside / "bg.txt").exists() and processes_running(marker)
+        else:
+            assert wait_until_gone(marker, limit=5.0) == []
+    if mode != "off":
+        assert not (scene.outside / "bg.txt").exists()
+    wire.close()
+    assert wait_until_gone(marker) == []
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", MODES)
+def test_file_tools_obey_the_same_policy(engine, scene: Scene, mode):
+    home = scene.sandbox.home
+    wire = engine(
+        *one_step_each(
+            ("read_ssh_config", "ReadFile", {"path": str(home / ".ssh" / "config")}),
+            ("read_link_ssh", "ReadFile", {"path": "link_ssh_config"}),
+            ("read_aws", "ReadFile", {"path": "~/.aws/config"}),
+            ("read_link_out", "ReadFile", {"path": "link_out"}),
+            ("grep_home", "Grep", {"pattern": "example-host", "path": str(home), "include_ignored": True}),
+            ("glob_ssh", "Glob", {"pattern": "*", "directory": str(home / ".ssh")}),
+            ("write_inside", "WriteFile", {"path": "made.txt", "content": "inside\n"}),
+            ("write_outside", "WriteFile", {"path": str(scene.outside / "made.txt"), "content": "x\n"}),
+            ("write_link", "StrReplaceFile", {"path": "link_out", "edit": {"old": "text", "new": "TEXT"}}),
+        ),
+        args=("--yolo", "--sandbox", mode),
+    )
+    messages, result = run_turn(wire, answer=None)
+    assert result == {"status": "finished"}
+    values = results(messages)
+    assert "outside the workspace" in values["read_link_out"]["output"]  # the shell may read it too
+    if mode == "off":
+        assert SSH_CONFIG in values["read_ssh_config"]["output"]
+        assert SSH_CONFIG in values["read_link_ssh"]["output"]
+        assert "nowhere-1" in values["read_aws"]["output"]
+        assert ".ssh/config" in values["grep_home"]["output"]
+        assert "config" in values["glob_ssh"]["output"]
+        assert (scene.outside / "made.txt").exists()
+        assert scene.outside_file.read_text() == "TEXT outside the workspace\n"
+        return
+    for key in ("read_ssh_config", "read_link_ssh", "read_aws", "glob_ssh"):
+        assert failed(values[key]), key
+        assert values[key]["display"] == [{"type": "brief", "text": "Hidden by the sandbox"}]
+        assert SSH_CONFIG not in values[key]["output"]
+    assert SSH_CONFIG not in values["grep_home"]["output"] and ".ssh" not in values["grep_home"]["output"]
+    boundary = "writes in a read-only sandbox" if mode == "read-only" else "writes outside the workspace"
+    for key in ("write_outside", "write_link"):
+        value = values[key]
+        assert failed(value) and f"leave the sandbox ({boundary})" in value["message"]
+        assert "yolo" in value["message"]
+    assert not (scene.outside / "made.txt").exists()
+    assert scene.outside_file.read_text() == OUTSIDE_TEXT + "\n"
+    if mode == "read-only":
+        assert (
+            failed(values["write_inside"])
+            and "writes in a read-only sandbox" in values["write_inside"]["message"]
+        )
+        assert not (scene.sandbox.work / "made.txt").exists()
+    else:
+        assert not failed(values["write_inside"])
+        assert (scene.sandbox.work / "made.txt").read_text() == "inside\n"
