@@ -41,8 +41,6 @@ but shares the network; `write` keeps the secrets hidden and the network off but
 whole file system writable; `full` runs the command unconfined."""
 ESCAPES: tuple[str, ...] = get_args(Escape)
 
-LEAVE_SANDBOX = "outside the sandbox"
-"""Appended to an approval action that leaves the sandbox (its session rules stay apart)."""
 BOUNDARY_NETWORK = "network access"
 BOUNDARY_WRITE_OUTSIDE = "writes outside the workspace"
 BOUNDARY_READ_ONLY = "writes in a read-only sandbox"
@@ -72,6 +70,12 @@ SECRET_HOME_FILES = (".netrc", ".git-credentials", ".pgpass", ".pypirc", ".npmrc
 SECRET_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock")
 SECRET_ENV = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO")
 _PROBE_TIMEOUT_S = 10.0
+
+
+def leaving_action(action: str, escape: Escape) -> str:
+    """The approval action of `action` leaving the sandbox, e.g. `run command (leaves the
+    sandbox: network)`: a distinct action, so session rules for it stay apart."""
+    return f"{action} (leaves the sandbox: {escape})"
 
 
 def _real(path: Path | str) -> Path:

@@ -27,7 +27,7 @@ from soulwire.tools.builtin.paths import (
     sensitive_refusal,
     write_crossing,
 )
-from soulwire.tools.sandbox import LEAVE_SANDBOX
+from soulwire.tools.sandbox import leaving_action
 from soulwire.wire.types import DiffDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
 _ENCODING = "utf-8"
@@ -84,7 +84,7 @@ async def _approve_and_write(
         description = f"{verb} file {target.quoted}"
         crossing = write_crossing(ctx, target)
         if crossing is not None:
-            action = f"{action} {LEAVE_SANDBOX}"
+            action = leaving_action(EDIT_INSIDE, "write")
             description = f"{description} — it leaves the sandbox: {crossing}"
         refusal = await refused(
             ctx,

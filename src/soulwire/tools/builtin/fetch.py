@@ -18,7 +18,7 @@ from pydantic import Field
 from soulwire import __version__
 from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.output import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, cap_lines, clip_head
-from soulwire.tools.sandbox import BOUNDARY_NETWORK, LEAVE_SANDBOX
+from soulwire.tools.sandbox import BOUNDARY_NETWORK, leaving_action
 from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
 MAX_FETCH_BYTES = 10 * 1024 * 1024
@@ -133,7 +133,7 @@ class FetchURL(TypedTool[FetchURLParams]):
             refusal = await refused(
                 ctx,
                 sender=self.name,
-                action=f"fetch URL {LEAVE_SANDBOX}",
+                action=leaving_action("fetch URL", "network"),
                 description=f"Fetch `{url}` — it leaves the sandbox: {BOUNDARY_NETWORK}",
                 display=[BriefDisplayBlock(text=f"Leaves the sandbox: {BOUNDARY_NETWORK}")],
                 scope_key=url,

@@ -15,7 +15,7 @@ from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.background import BackgroundTasks, TooManyTasks
 from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, cap_lines, clip_middle
 from soulwire.tools.builtin.process import Capture, run_captured
-from soulwire.tools.sandbox import ESCAPE_BOUNDARIES, LEAVE_SANDBOX, Escape, SandboxPolicy
+from soulwire.tools.sandbox import ESCAPE_BOUNDARIES, Escape, SandboxPolicy, leaving_action
 from soulwire.wire.types import BriefDisplayBlock, ShellDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
 RUN_COMMAND = "run command"
@@ -151,8 +151,8 @@ async def _approve(
     sandboxed = policy is not None and policy.active
     crossing = ESCAPE_BOUNDARIES[escape] if sandboxed and escape is not None else None
     display: list[BriefDisplayBlock | ShellDisplayBlock] = []
-    if crossing is not None:
-        action = f"{action} {LEAVE_SANDBOX} ({escape})"
+    if crossing is not None and escape is not None:
+        action = leaving_action(action, escape)
         description = f"{description} — it leaves the sandbox: {crossing}"
         display.append(BriefDisplayBlock(text=f"Leaves the sandbox: {crossing}"))
     display.append(ShellDisplayBlock(language="bash", command=command))
