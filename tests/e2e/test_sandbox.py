@@ -9,14 +9,16 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from tests.e2e.test_shell_tool import processes_running, unique_sleep, wait_until_gone
-from tests.tool_calls import one_step_each, results, run_turn
-from tests.wire_client import Sandbox, payloads
+from tests.tool_calls import call, one_step_each, results, run_turn
+from tests.wire_client import Sandbox, WireProcess, payloads
 
 KEY = "FAKE-PRIVATE-KEY-0123456789"
 SSH_CONFIG = "Host example-host-from-ssh-config"
@@ -281,3 +283,63 @@ def test_file_tools_obey_the_same_policy(engine, scene: Scene, mode):
     else:
         assert not failed(values["write_inside"])
         assert (scene.sandbox.work / "made.txt").read_text() == "inside\n"
+
+
+@needs_bwrap
+def test_a_timeout_kills_everything_the_sandboxed_command_started(engine, scene: Scene):
+    marker = unique_sleep()
+    wire = engine(
+        *one_step_each(shell("t", f"echo started; sleep {marker} & sleep {marker}; wait", timeout=1)),
+        args=("--yolo", "--sandbox", "workspace-write"),
+    )
+    messages, _ = run_turn(wire, answer=None)
+    value = results(messages)["t"]
+    assert value["is_error"] and value["message"] == "Command killed by timeout (1s)"
+    assert value["output"] == "started\n"
+    assert wait_until_gone(marker) == []
+
+
+@needs_bwrap
+def test_cancel_kills_the_sandboxed_command(engine, scene: Scene):
+    marker = unique_sleep()
+    wire = engine(
+        call("tc-1", "Shell", {"command": f"sleep {marker} & sleep {marker}; wait"}),
+        "text: after",
+        args=("--yolo", "--sandbox", "read-only"),
+    )
+    wire.initialize()
+    rid = wire.request("prompt", {"user_input": "sleep"})
+    deadline = time.monotonic() + 10
+    while len(processes_running(marker)) < 2:
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.02)
+    wire.request("cancel")
+    _, response = wire.until_response(rid)
+    assert response["result"] == {"status": "cancelled"}
+    assert wait_until_gone(marker, limit=2.0) == []
+
+
+@needs_bwrap
+def test_secrets_inside_the_workspace_stay_hidden(engine, sandbox: Sandbox):
+    """Work dir = HOME: the deeper rule wins, so ~/.ssh is hidden from commands and file tools."""
+    scene = Scene(sandbox)
+    home = sandbox.home
+    sandbox.scripts = one_step_each(
+        shell("ls", "ls -A .ssh; cat .ssh/config; echo home-write > note.txt && cat note.txt"),
+        ("read", "ReadFile", {"path": ".ssh/config"}),
+        ("grep", "Grep", {"pattern": "example-host", "include_ignored": True}),
+    )
+    sandbox.write()
+    argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(sandbox.config_path)]
+    wire = WireProcess(
+        [*argv, "--work-dir", str(home), "--yolo", "--sandbox", "workspace-write"], sandbox.env(), home
+    )
+    try:
+        messages, _ = run_turn(wire, answer=None)
+    finally:
+        wire.close()
+    values = results(messages)
+    assert values["ls"]["output"].endswith("home-write\n") and SSH_CONFIG not in values["ls"]["output"]
+    assert values["read"]["display"] == [{"type": "brief", "text": "Hidden by the sandbox"}]
+    assert SSH_CONFIG not in values["grep"]["output"] and ".ssh" not in values["grep"]["output"]
+    assert scene.key.read_text() == KEY + "\n"
