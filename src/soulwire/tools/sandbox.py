@@ -214,9 +214,11 @@ class SandboxPolicy:
         command was approved to leave it entirely)."""
         if not self.active or escape == "full":
             return list(argv)
-        out = [self.bwrap, "--unshare-all", "--die-with-parent"]
-        if self.network or escape == "network":
-            out.append("--share-net")
+        # Namespaces that confine: user (when unprivileged), PID (everything dies with the
+        # call), IPC, and network unless allowed. UTS and cgroup ones would only cost time.
+        out = [self.bwrap, "--unshare-user-try", "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
+        if not (self.network or escape == "network"):
+            out.append("--unshare-net")
         out += ["--ro-bind", "/", "/"] if escape != "write" else ["--bind", "/", "/"]
         out += ["--dev", "/dev", "--proc", "/proc"]
         for mount in sorted(self._path_mounts(escape), key=lambda m: len(m.target.parts)):
