@@ -343,3 +343,26 @@ def test_secrets_inside_the_workspace_stay_hidden(engine, sandbox: Sandbox):
     assert values["read"]["display"] == [{"type": "brief", "text": "Hidden by the sandbox"}]
     assert SSH_CONFIG not in values["grep"]["output"] and ".ssh" not in values["grep"]["output"]
     assert scene.key.read_text() == KEY + "\n"
+
+
+@needs_bwrap
+def test_subagents_share_the_sessions_sandbox(engine, scene: Scene):
+    long_answer = ("The sub-agent tried to write outside and could not; " * 5).strip()
+    wire = engine(
+        call("a1", "Agent", {"description": "write", "prompt": "write outside"}),
+        call("s1", "Shell", {"command": f"echo sub > {scene.outside}/sub.txt; cat ~/.ssh/id_rsa"}),
+        call("s2", "Shell", {"command": "echo x", "sandbox_escape": "full"}),
+        f"text: {long_answer}",
+        "text: parent done",
+        args=("--yolo", "--sandbox", "workspace-write"),
+    )
+    messages, result = run_turn(wire, answer=None)
+    assert result == {"status": "finished"}
+    inner = {
+        p["event"]["payload"]["tool_call_id"]: p["event"]["payload"]["return_value"]
+        for p in payloads(messages, "SubagentEvent")
+        if p["event"]["type"] == "ToolResult"
+    }
+    assert "Read-only file system" in inner["s1"]["output"] and KEY not in inner["s1"]["output"]
+    assert inner["s2"]["display"] == [{"type": "brief", "text": "Sandbox escape refused"}]
+    assert not (scene.outside / "sub.txt").exists()
