@@ -366,3 +366,21 @@ def test_subagents_share_the_sessions_sandbox(engine, scene: Scene):
     assert "Read-only file system" in inner["s1"]["output"] and KEY not in inner["s1"]["output"]
     assert inner["s2"]["display"] == [{"type": "brief", "text": "Sandbox escape refused"}]
     assert not (scene.outside / "sub.txt").exists()
+
+
+@needs_bwrap
+def test_added_dirs_are_part_of_the_workspace(engine, scene: Scene):
+    extra = scene.outside / "extra"
+    extra.mkdir()
+    wire = engine(
+        *one_step_each(
+            shell("cmd", f"echo cmd > {extra}/cmd.txt && echo no > {scene.outside}/no.txt"),
+            ("file", "WriteFile", {"path": str(extra / "file.txt"), "content": "file\n"}),
+        ),
+        args=("--yolo", "--sandbox", "workspace-write", "--add-dir", str(extra)),
+    )
+    messages, _ = run_turn(wire, answer=None)
+    values = results(messages)
+    assert "Read-only file system" in values["cmd"]["output"] and not values["file"]["is_error"]
+    assert (extra / "cmd.txt").read_text() == "cmd\n" and (extra / "file.txt").read_text() == "file\n"
+    assert not (scene.outside / "no.txt").exists()
