@@ -384,3 +384,21 @@ def test_added_dirs_are_part_of_the_workspace(engine, scene: Scene):
     assert "Read-only file system" in values["cmd"]["output"] and not values["file"]["is_error"]
     assert (extra / "cmd.txt").read_text() == "cmd\n" and (extra / "file.txt").read_text() == "file\n"
     assert not (scene.outside / "no.txt").exists()
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", ["off", "workspace-write"])
+def test_credentials_in_the_environment_are_not_passed_in(sandbox: Sandbox, mode: str):
+    sandbox.scripts = one_step_each(shell("env", "echo key=$ACME_API_KEY token=$GH_TOKEN lang=$LANG_OF_TEST"))
+    sandbox.write()
+    env = {**sandbox.env(), "ACME_API_KEY": "k-123", "GH_TOKEN": "t-456", "LANG_OF_TEST": "en"}
+    wire = WireProcess(sandbox.argv("--yolo", "--sandbox", mode), env, sandbox.work)
+    try:
+        messages, _ = run_turn(wire, answer=None)
+    finally:
+        wire.close()
+    output = results(messages)["env"]["output"]
+    if mode == "off":
+        assert output == "key=k-123 token=t-456 lang=en\n"
+    else:
+        assert output == "key= token= lang=en\n"

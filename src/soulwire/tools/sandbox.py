@@ -6,8 +6,9 @@ sides, so they cannot disagree:
 * Shell commands (foreground and background) run under bubblewrap: `command_argv` turns the
   command's argv into a `bwrap` argv. The file system is read-only, except the workspace
   (`workspace-write`) and the session's private temp dir (`$TMPDIR`); the user's secrets are not
-  visible at all (empty dirs, empty files); no network unless allowed; an own PID namespace,
-  so everything the command started dies with it.
+  visible at all (empty dirs, empty files, no credential-like environment variables); no
+  network unless allowed; an own PID namespace, so everything the command started dies with
+  it.
 * The file tools ask `hides` and `write_boundary` about the resolved path (symlinks followed):
   what the shell cannot see they cannot read, what it cannot write they cannot write.
 
@@ -23,6 +24,7 @@ then refuses to start rather than run unconfined."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +71,12 @@ SECRET_HOME_FILES = (".netrc", ".git-credentials", ".pgpass", ".pypirc", ".npmrc
 # Sockets that hand out keys or root: agents and container daemons.
 SECRET_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock")
 SECRET_ENV = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO")
+# Environment variables that look like credentials (API keys of the providers included) are
+# removed from the sandbox's environment.
+SECRET_ENV_NAME = re.compile(
+    r"(^|_)(API_?KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|CREDENTIALS?|ACCESS_KEY|PRIVATE_KEY)(_|$)",
+    re.IGNORECASE,
+)
 _PROBE_TIMEOUT_S = 10.0
 
 
@@ -223,7 +231,7 @@ class SandboxPolicy:
         out += ["--dev", "/dev", "--proc", "/proc"]
         for mount in sorted(self._path_mounts(escape), key=lambda m: len(m.target.parts)):
             out += mount.args
-        for name in SECRET_ENV:
+        for name in (*SECRET_ENV, *sorted(n for n in os.environ if SECRET_ENV_NAME.search(n))):
             out += ["--unsetenv", name]
         if self.private_tmp is not None:
             out += ["--setenv", "TMPDIR", str(self.private_tmp)]
