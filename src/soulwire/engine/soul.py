@@ -387,7 +387,9 @@ class Soul:
 
     def _status(self, usage: TokenUsage | None, message_id: str | None) -> StatusUpdate:
         sandbox = self.sandbox
-        shown = SandboxStatus(mode=sandbox.mode, network=sandbox.network) if sandbox else None
+        shown = (
+            SandboxStatus(mode=sandbox.mode, network=sandbox.network) if sandbox and sandbox.active else None
+        )
         if usage is None or self.model is None:
             return StatusUpdate(message_id=message_id, plan_mode=self.plan_mode(), sandbox=shown)
         size = self.model.max_context_size
