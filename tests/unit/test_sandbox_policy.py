@@ -92,6 +92,10 @@ def test_read_only_writes_nothing_but_its_tmp(home: Path):
     assert sandbox.write_boundary(home / "project" / "a.py") == BOUNDARY_READ_ONLY
     assert sandbox.private_tmp is not None and sandbox.write_boundary(sandbox.private_tmp / "x") is None
     assert ("--ro-bind", str(home / "project")) in mounts(sandbox.command_argv(["true"], cwd=home))
+    escaped = sandbox.command_argv(["true"], cwd=home, escape="write")  # writes anywhere …
+    assert escaped[escaped.index("--bind") + 1 : escaped.index("--bind") + 3] == ["/", "/"]
+    assert ("--ro-bind", str(home / "project")) not in mounts(escaped)
+    assert ("--tmpfs", str(home / ".ssh")) in mounts(escaped)  # … but secrets stay hidden
     sandbox.close()
 
 

@@ -244,9 +244,10 @@ class SandboxPolicy:
                 yield _Mount(real, ("--tmpfs", str(real)), hides=True)
             else:
                 yield _Mount(real, ("--ro-bind", "/dev/null", str(real)), hides=True)
-        if escape != "write":
-            for root in self.writable:
-                yield _Mount(root, ("--bind", str(root), str(root)))
+        if escape == "write":  # everything is writable already
+            return
+        for root in self.writable:
+            yield _Mount(root, ("--bind", str(root), str(root)))
         if self.mode == "read-only":  # the workspace itself is never hidden
             for root in self.workspace:
                 yield _Mount(root, ("--ro-bind", str(root), str(root)))
