@@ -404,3 +404,22 @@ def test_credentials_in_the_environment_are_not_passed_in(sandbox: Sandbox, mode
         assert output == "key=k-123 token=t-456 lang=en\n"
     else:
         assert output == "key= token= lang=en\n"
+
+
+@needs_bwrap
+def test_plan_mode_writes_its_plan_file_in_a_sandbox(engine, sandbox: Sandbox):
+    plan = sandbox.share / "plans" / "plan-session.md"  # inside the share dir, which is hidden
+    wire = engine(
+        *one_step_each(
+            ("w1", "WriteFile", {"path": str(plan), "content": "1. do it\n"}),
+            ("r1", "ReadFile", {"path": str(plan)}),
+            ("c1", "Shell", {"command": f"cat {plan}"}),
+        ),
+        args=("--session", "plan-session", "--plan", "--sandbox", "workspace-write", "--yolo"),
+    )
+    wire.initialize(protocol_version="1.10", capabilities={"supports_plan_mode": True})
+    messages, _ = run_turn(wire, answer=None)
+    values = results(messages)
+    assert not values["w1"]["is_error"] and plan.read_text() == "1. do it\n"
+    assert "1. do it" in values["r1"]["output"]
+    assert "No such file or directory" in values["c1"]["output"]  # commands still cannot see it

@@ -117,7 +117,9 @@ def in_sandbox(ctx: ToolContext) -> bool:
 
 
 def hidden_by_sandbox(ctx: ToolContext, target: Target) -> bool:
-    return ctx.sandbox is not None and ctx.sandbox.hides(target.real)
+    """The sandbox hides `target` from the file tools (never the plan file, which plan mode
+    lets the model read and write although it lives in the hidden share dir)."""
+    return ctx.sandbox is not None and target.real != plan_file(ctx) and ctx.sandbox.hides(target.real)
 
 
 def hidden_refusal(raw: str) -> ToolReturnValue:
