@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.test_sandbox import KEY, OUTSIDE_TEXT, Listener, Scene, needs_bwrap, shell
+from tests.e2e.test_sandbox import BWRAP_PROBLEM, KEY, OUTSIDE_TEXT, Listener, Scene, needs_bwrap, shell
 from tests.tool_calls import approve, one_step_each, requests, results, run_turn
 from tests.wire_client import Sandbox, payloads
 
@@ -161,3 +161,22 @@ def test_refuses_to_start_when_bubblewrap_cannot_run(sandbox: Sandbox, tmp_path:
     assert run.returncode == 2 and "cannot start with --sandbox workspace-write" in run.stderr
     run = _run_without_bwrap(sandbox, tmp_path, "--sandbox", "off")  # turned off explicitly
     assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the message differs off Linux")
+def test_doctor_reports_whether_the_sandbox_can_run(sandbox: Sandbox, tmp_path: Path):
+    sandbox.write()
+    soulwire = [sys.executable, "-m", "soulwire", "doctor", "--json"]
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    missing = subprocess.run(
+        soulwire, capture_output=True, text=True, env={**sandbox.env(), "PATH": str(empty)}, timeout=30
+    )
+    assert missing.returncode == 1
+    assert json.loads(missing.stdout)["sandbox"] == {
+        "ok": False,
+        "detail": "bubblewrap (`bwrap`) is not installed; install the `bubblewrap` package",
+    }
+    if BWRAP_PROBLEM is None:
+        present = subprocess.run(soulwire, capture_output=True, text=True, env=sandbox.env(), timeout=30)
+        assert json.loads(present.stdout)["sandbox"]["ok"] is True

@@ -13,7 +13,7 @@ from soulwire import __version__
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
-SUBCOMMANDS = ("info", "schema", "demo", "sessions")
+SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +127,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.cli.schema import run_schema
 
         return run_schema(argv)
+    if name == "doctor":
+        from soulwire.cli.doctor import run_doctor
+
+        return run_doctor(argv)
     if name == "demo":
         from soulwire.cli.demo import run_demo
 

@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soulwire",
         description="A coding-agent engine. Modes: --wire (JSON-RPC over stdio), --print (one-shot).",
-        epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions.",
+        epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions, doctor [--json].",
         allow_abbrev=False,
     )
     add = parser.add_argument
