@@ -194,7 +194,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         yolo=options.yolo or config.default_yolo,
         afk=options.afk or options.print_mode,
         scope=config.approval_scope,
-        mode="on-escape" if approval_mode(options, config) == "on-escape" else "ask",
+        mode=approval_mode(options, config),
     )
     questions = QuestionAsker(bus, afk=lambda: broker.afk, channel=channel)
     context = Context(session.store, system_prompt(options))

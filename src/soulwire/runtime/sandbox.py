@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from soulwire.config.loader import ConfigError
 from soulwire.config.model import Config
+from soulwire.engine.approvals import ApprovalMode
 from soulwire.runtime.options import SessionOptions
 from soulwire.tools.sandbox import SANDBOX_MODES, SandboxMode, SandboxPolicy, bubblewrap_problem
 
@@ -43,9 +44,11 @@ def session_sandbox(
     )
 
 
-def approval_mode(options: SessionOptions, config: Config) -> str:
-    """`ask` or `on-escape`."""
+def approval_mode(options: SessionOptions, config: Config) -> ApprovalMode:
+    """`ask` or `on-escape`: the options' (a host may set it per session), else the config's."""
     mode = options.approval or config.approval
-    if mode not in ("ask", "on-escape"):
+    if mode == "on-escape":
+        return "on-escape"
+    if mode != "ask":
         raise ConfigError(f"invalid approval mode {mode!r}; one of: ask, on-escape")
-    return mode
+    return "ask"
