@@ -110,8 +110,8 @@ def _sandbox_problem(options: SessionOptions) -> str | None:
     """Why the sandbox the command line or config asks for cannot run here (one line), or
     None. Checked before anything starts: a sandboxed session never runs unconfined."""
     mode = options.sandbox or options.raw_config.get("sandbox")
-    if mode in (None, "off") or not isinstance(mode, str):
-        return None
+    if mode not in ("read-only", "workspace-write"):
+        return None  # off, or a bad config value that the config's validation reports
     from soulwire.tools.sandbox import bubblewrap_problem
 
     problem = bubblewrap_problem()

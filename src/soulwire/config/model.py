@@ -9,6 +9,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationError,
     field_validator,
     model_validator,
@@ -109,7 +110,7 @@ class Config(_Section):
     that stay inside it run without asking, and only leaving it is asked."""
     sandbox: Literal["off", "read-only", "workspace-write"] = "off"
     """Where Shell commands and file tools may act (bubblewrap on Linux); `--sandbox` wins."""
-    sandbox_network: bool = False
+    sandbox_network: StrictBool = False
     """Whether commands in a sandbox may use the network; `--sandbox-network` wins."""
 
     @model_validator(mode="after")
