@@ -83,7 +83,7 @@ def test_on_escape_asks_only_for_leaving_the_sandbox(
     assert KEY not in values["write"]["output"]  # leaving for writes does not reveal secrets
     # Rejected ones did nothing.
     assert not (outside / "w.txt").exists() and values["write_outside"]["is_error"]
-    assert values["fetch"]["is_error"] and listener.accepted == 1  # only the approved command
+    assert values["fetch"]["is_error"] and listener.connections(1) == 1  # only the approved command
 
 
 @needs_bwrap
