@@ -14,14 +14,16 @@ from soulwire.runtime.options import SessionOptions
 from soulwire.tools.sandbox import SANDBOX_MODES, SandboxMode, SandboxPolicy, bubblewrap_problem
 
 STATE_KEY = "sandbox"
-"""`state.json`: `{"mode": …, "network": …}`, so a resumed session keeps its sandbox."""
+"""`state.json`: `{"mode": …, "network": …}` chosen for the session (flag or host), so a
+resumed session keeps it; a session that never chose follows the config as it is now."""
 
 
 def session_sandbox(
     options: SessionOptions, config: Config, state: dict[str, Any], add_dirs: Sequence[Path]
 ) -> SandboxPolicy:
-    """The session's sandbox policy; records the choice in `state`. Raises ConfigError when
-    a sandbox is asked for and bubblewrap cannot run here (never runs unconfined instead)."""
+    """The session's sandbox policy; an explicit choice is recorded in `state`. Raises
+    ConfigError when a sandbox is asked for and bubblewrap cannot run here (never runs
+    unconfined instead)."""
     stored = state.get(STATE_KEY)
     stored = cast(dict[str, Any], stored) if isinstance(stored, dict) else {}
     mode = options.sandbox or stored.get("mode") or config.sandbox
@@ -34,7 +36,8 @@ def session_sandbox(
         problem = bubblewrap_problem()
         if problem is not None:
             raise ConfigError(f"cannot start with --sandbox {mode}: {problem}")
-    state[STATE_KEY] = {"mode": mode, "network": bool(network)}
+    if options.sandbox is not None or options.sandbox_network is not None:
+        state[STATE_KEY] = {"mode": mode, "network": bool(network)}
     return SandboxPolicy.create(
         cast(SandboxMode, mode),
         network=bool(network),
