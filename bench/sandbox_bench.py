@@ -39,13 +39,15 @@ VARIANTS: dict[str, tuple[str, bool] | None] = {
 }
 
 
-async def _calls_ms(argv: list[str], cwd: Path, calls: int) -> tuple[float, float]:
+async def _calls_ms(
+    argv: list[str], env: dict[str, str] | None, cwd: Path, calls: int
+) -> tuple[float, float]:
     """(wall ms, CPU ms of the child processes) per call."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     for _ in range(calls):
         out = Capture(head=4096)
-        finished = await run_captured(argv, cwd=cwd, timeout=30, out=out)
+        finished = await run_captured(argv, cwd=cwd, timeout=30, out=out, env=env)
         if finished.returncode != 0 or out.text() != "step\n":
             raise RuntimeError(f"{argv[:3]}…: exit {finished.returncode}, output {out.text()!r}")
     wall = (time.perf_counter() - start) / calls * 1e3
@@ -72,7 +74,8 @@ def process_view(calls: int, repeat: int) -> tuple[dict[str, list[float]], dict[
             for name in VARIANTS:
                 policy = policies.get(name)
                 argv = policy.command_argv(command, cwd=work) if policy else command
-                wall_ms, cpu_ms = anyio.run(_calls_ms, argv, work, calls)
+                env = policy.command_env(None) if policy else None
+                wall_ms, cpu_ms = anyio.run(_calls_ms, argv, env, work, calls)
                 wall[name].append(wall_ms)
                 cpu[name].append(cpu_ms)
     finally:

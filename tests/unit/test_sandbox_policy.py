@@ -61,7 +61,11 @@ def test_workspace_write_argv(home: Path):
     assert ("--ro-bind", str(home / ".netrc")) in mounts(argv)  # a file reads as empty
     assert ("--bind", str(home / "project")) in mounts(argv)
     assert sandbox.private_tmp is not None and ("--bind", str(sandbox.private_tmp)) in mounts(argv)
-    assert argv[argv.index("TMPDIR") + 1] == str(sandbox.private_tmp)
+    env = sandbox.command_env(
+        {"PATH": "/bin", "OPENAI_API_KEY": "k", "SSH_AUTH_SOCK": "/s", "DB_PASSWORD": "p"}
+    )
+    assert env == {"PATH": "/bin", "TMPDIR": str(sandbox.private_tmp)}
+    assert sandbox.command_env({"A_TOKEN": "t"}, escape="full") == {"A_TOKEN": "t"}
     assert "--unshare-net" not in sandbox.command_argv(["true"], cwd=home, escape="network")
     assert sandbox.command_argv(["true"], cwd=home, escape="full") == ["true"]
     sandbox.close()

@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -231,12 +231,23 @@ class SandboxPolicy:
         out += ["--dev", "/dev", "--proc", "/proc"]
         for mount in sorted(self._path_mounts(escape), key=lambda m: len(m.target.parts)):
             out += mount.args
-        for name in (*SECRET_ENV, *sorted(n for n in os.environ if SECRET_ENV_NAME.search(n))):
-            out += ["--unsetenv", name]
-        if self.private_tmp is not None:
-            out += ["--setenv", "TMPDIR", str(self.private_tmp)]
         out += ["--chdir", str(cwd), "--", *argv]
         return out
+
+    def command_env(
+        self, env: Mapping[str, str] | None, *, escape: Escape | None = None
+    ) -> dict[str, str] | None:
+        """The environment to start the sandboxed command with (`env`, or this process's
+        when None): without credential-like variables, with `TMPDIR` at the private temp
+        dir. Filtered here rather than by bwrap's `--unsetenv`, which would leave the values
+        readable in `/proc/1/environ` (bwrap's own process inside the sandbox)."""
+        if not self.active or escape == "full":
+            return None if env is None else dict(env)
+        source = os.environ if env is None else env
+        clean = {k: v for k, v in source.items() if k not in SECRET_ENV and not SECRET_ENV_NAME.search(k)}
+        if self.private_tmp is not None:
+            clean["TMPDIR"] = str(self.private_tmp)
+        return clean
 
     def _path_mounts(self, escape: Escape | None) -> Iterable[_Mount]:
         for real in self.hidden_roots():

@@ -291,10 +291,12 @@ class Grep(TypedTool[GrepParams]):
         if refused is not None:
             return refused
         out, err = Capture(head=_GREP_CAPTURE_BYTES), Capture(head=64 * 1024)
-        argv = _rg_argv(rg, params)
+        argv, env = _rg_argv(rg, params), None
         if ctx.sandbox is not None:  # ripgrep sees what commands see: secrets hidden
-            argv = ctx.sandbox.command_argv(argv, cwd=ctx.work_dir)
-        finished = await run_captured(argv, cwd=ctx.work_dir, timeout=GREP_TIMEOUT_S, out=out, err=err)
+            argv, env = ctx.sandbox.command_argv(argv, cwd=ctx.work_dir), ctx.sandbox.command_env(None)
+        finished = await run_captured(
+            argv, cwd=ctx.work_dir, timeout=GREP_TIMEOUT_S, out=out, err=err, env=env
+        )
         if finished.returncode == 2 and not out.total:
             problem = err.text().strip() or "ripgrep failed"
             return tool_error(f"Search failed: {problem}", brief="Grep failed")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -110,12 +109,16 @@ _SANDBOX_SYMPTOMS = (
 )
 
 
-def sandboxed_argv(
-    policy: SandboxPolicy | None, argv: Sequence[str], *, cwd: Path, escape: Escape | None = None
-) -> list[str]:
-    """The argv a command really runs with: wrapped in the session's sandbox, if any. The
-    one place where Shell's commands (foreground and background) meet the sandbox."""
-    return list(argv) if policy is None else policy.command_argv(argv, cwd=cwd, escape=escape)
+def sandboxed_command(
+    policy: SandboxPolicy | None, command: str, *, cwd: Path, escape: Escape | None = None
+) -> tuple[list[str], dict[str, str] | None]:
+    """The argv and environment `command` really runs with: wrapped in the session's
+    sandbox, if any. The one place where Shell's commands (foreground and background) meet
+    the sandbox."""
+    argv, env = [_bash(), "-c", command], _environment()
+    if policy is None:
+        return argv, env
+    return policy.command_argv(argv, cwd=cwd, escape=escape), policy.command_env(env, escape=escape)
 
 
 def _sandbox_hint(ctx: ToolContext, escape: Escape | None, output: str) -> list[str]:
@@ -193,13 +196,8 @@ class Shell(TypedTool[ShellParams]):
         if refusal is not None:
             return refusal
         capture = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
-        finished = await run_captured(
-            sandboxed_argv(ctx.sandbox, [_bash(), "-c", command], cwd=ctx.work_dir, escape=escape),
-            cwd=ctx.work_dir,
-            timeout=params.timeout,
-            out=capture,
-            env=_environment(),
-        )
+        argv, env = sandboxed_command(ctx.sandbox, command, cwd=ctx.work_dir, escape=escape)
+        finished = await run_captured(argv, cwd=ctx.work_dir, timeout=params.timeout, out=capture, env=env)
         output, notes = _model_output(capture)
         if finished.returncode:
             notes += _sandbox_hint(ctx, escape, output)
@@ -226,6 +224,7 @@ class Shell(TypedTool[ShellParams]):
         )
         if refusal is not None:
             return refusal
+        argv, env = sandboxed_command(ctx.sandbox, command, cwd=ctx.work_dir, escape=escape)
         try:
             task = self._tasks.start(
                 command,
@@ -233,8 +232,8 @@ class Shell(TypedTool[ShellParams]):
                 cwd=ctx.work_dir,
                 timeout_s=params.timeout,
                 tool_call_id=ctx.tool_call_id,
-                argv=sandboxed_argv(ctx.sandbox, [_bash(), "-c", command], cwd=ctx.work_dir, escape=escape),
-                env=_environment(),
+                argv=argv,
+                env=env,
             )
         except TooManyTasks:
             limit = self._tasks.limits.max_running_tasks
