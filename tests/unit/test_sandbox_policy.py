@@ -113,3 +113,12 @@ def test_secrets_that_appear_later_are_hidden_too(home: Path):
     (home / ".kube").symlink_to(linked)  # a secret dir behind a link: its target is hidden
     assert sandbox.hides(linked / "config")
     sandbox.close()
+
+
+def test_missing_dirs_are_skipped_and_the_private_tmp_comes_back(home: Path):
+    sandbox = policy(home, add_dirs=[home / "gone"])
+    assert sandbox.private_tmp is not None
+    sandbox.private_tmp.rmdir()
+    argv = sandbox.command_argv(["true"], cwd=home / "project")
+    assert str(home / "gone") not in argv and sandbox.private_tmp.is_dir()
+    sandbox.close()

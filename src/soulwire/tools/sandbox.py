@@ -257,11 +257,17 @@ class SandboxPolicy:
                 yield _Mount(real, ("--ro-bind", "/dev/null", str(real)), hides=True)
         if escape == "write":  # everything is writable already
             return
+        if self.private_tmp is not None:  # a temp cleaner may have removed it
+            self.private_tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # A dir that does not exist (an added dir deleted since) cannot be mounted: skipped,
+        # rather than failing every command.
         for root in self.writable:
-            yield _Mount(root, ("--bind", str(root), str(root)))
+            if root.is_dir():
+                yield _Mount(root, ("--bind", str(root), str(root)))
         if self.mode == "read-only":  # the workspace itself is never hidden
             for root in self.workspace:
-                yield _Mount(root, ("--ro-bind", str(root), str(root)))
+                if root.is_dir():
+                    yield _Mount(root, ("--ro-bind", str(root), str(root)))
 
     def describe(self) -> str:
         """One line for people: what the sandbox allows."""
