@@ -65,7 +65,8 @@ def count(command: str, name: str) -> int:
         (root / "config.json").write_text(json.dumps(config))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_"))}
         env.update(HOME=str(home), SOULWIRE_SHARE_DIR=str(home / ".sw"), KIMI_SHARE_DIR=str(home / ".kimi"))
-        argv = [command, "--wire", "--config-file", str(root / "config.json"), "--work-dir", str(work), "--yolo"]
+        argv = [command, "--wire", "--config-file", str(root / "config.json"), "--work-dir", str(work)]
+        argv.append("--yolo")
         stdin = "".join(json.dumps(r) + "\n" for r in requests).encode()
         # The prompt waits for the handshake's answer in a real client; here both are queued
         # at once, which every engine must handle (the lean path reads one line first).
@@ -88,7 +89,9 @@ def count(command: str, name: str) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cmd", action="append", required=True, help="LABEL=COMMAND (repeatable)")
     parser.add_argument("--scenarios", default="handshake,stream-10000,tools-20")
     parser.add_argument("--json", help="write the counts here")

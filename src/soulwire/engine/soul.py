@@ -44,6 +44,7 @@ from soulwire.wire.messages import (
 from soulwire.wire.types import (
     AudioURLPart,
     ImageURLPart,
+    SandboxStatus,
     TextPart,
     ThinkPart,
     TokenUsage,
@@ -57,6 +58,7 @@ from soulwire.wire.types import (
 
 if TYPE_CHECKING:
     from soulwire.tools.mcp_client import MCPManager
+    from soulwire.tools.sandbox import SandboxPolicy
 
 TurnStatus = Literal["finished", "cancelled", "max_steps_reached"]
 
@@ -171,6 +173,8 @@ class Soul:
         """Plan mode, set by the runtime builder (with `plan_mode` reading it)."""
         self.hooks: HookEngine | None = None
         """The session's hooks, set by the runtime builder."""
+        self.sandbox: SandboxPolicy | None = None
+        """The session's sandbox, set by the runtime builder; handed to every tool call."""
         self.background: NoticeSource | None = None
         """Background tasks, set by the runtime builder: their end notices join the context."""
         self._steers: list[UserInput] = []
@@ -341,8 +345,12 @@ class Soul:
         return wait
 
     def _status(self, usage: TokenUsage | None, message_id: str | None) -> StatusUpdate:
+        sandbox = self.sandbox
+        shown = (
+            SandboxStatus(mode=sandbox.mode, network=sandbox.network) if sandbox and sandbox.active else None
+        )
         if usage is None or self.model is None:
-            return StatusUpdate(message_id=message_id, plan_mode=self.plan_mode())
+            return StatusUpdate(message_id=message_id, plan_mode=self.plan_mode(), sandbox=shown)
         size = self.model.max_context_size
         return StatusUpdate(
             context_usage=usage.input / size,
@@ -351,6 +359,7 @@ class Soul:
             token_usage=usage,
             message_id=message_id,
             plan_mode=self.plan_mode(),
+            sandbox=shown,
         )
 
     async def _compact_after_overflow(self, model: ResolvedModel) -> bool:
@@ -398,6 +407,7 @@ class Soul:
                 client=self.client_tools,
                 additional_dirs=self.additional_dirs,
                 state=self.state,
+                sandbox=self.sandbox,
             )
             for c in calls
         ]

@@ -30,6 +30,7 @@ from soulwire.llm.env import configuration_hint
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.registry import resolve_model
 from soulwire.runtime.options import SessionOptions
+from soulwire.runtime.sandbox import approval_mode, session_sandbox
 from soulwire.runtime.session import SessionHandle, open_session
 from soulwire.tools.base import Toolset
 from soulwire.tools.builtin import default_tools
@@ -182,6 +183,8 @@ class Runtime:
     def close(self, *, exit_ok: bool = True) -> None:
         if self.tasks is not None:  # no background command outlives the session
             self.tasks.close()
+        if self.soul.sandbox is not None:
+            self.soul.sandbox.close()
         self.bus.flush()
         if self.session.store.exists():
             self.state.save_if_changed()
@@ -222,6 +225,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         yolo=options.yolo or config.default_yolo,
         afk=options.afk or options.print_mode,
         scope=config.approval_scope,
+        mode=approval_mode(options, config),
     )
     questions = QuestionAsker(bus, afk=lambda: broker.afk, channel=channel)
     context = Context(session.store, system_prompt(options))
@@ -241,6 +245,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     keeper = StateKeeper(session.store, broker, soul.state, add_dirs=[str(d) for d in options.add_dirs])
     keeper.restore()
     soul.additional_dirs = _workspace_dirs(options, keeper.state)
+    soul.sandbox = sandbox = session_sandbox(options, config, keeper.state, soul.additional_dirs)
     if options.afk:
         soul.state["afk"] = True  # --afk is remembered by the session; print mode's afk is not
     plan = PlanMode(soul.state, plans_dir=options.share_dir / "plans", session_id=session.id)
@@ -261,7 +266,9 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     for tool in (
         AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION),
         AskUserQuestion(questions),
-        *default_tools(tasks, capabilities=model.capabilities if model else frozenset()),
+        *default_tools(
+            tasks, capabilities=model.capabilities if model else frozenset(), sandboxed=sandbox.active
+        ),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),  # the reference's order
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
     ):

@@ -61,6 +61,12 @@ class LaunchOptions:
     inherit_env: bool = True
     share_dir: str | os.PathLike[str] | None = None
     """The engine's data directory (config.toml, sessions): sets SOULWIRE_SHARE_DIR and KIMI_SHARE_DIR."""
+    sandbox: str | None = None
+    """Soulwire only: `off`, `read-only` or `workspace-write` (`--sandbox`)."""
+    sandbox_network: bool | None = None
+    """Soulwire only: network inside the sandbox (`--sandbox-network on|off`)."""
+    approval: str | None = None
+    """Soulwire only: `ask` or `on-escape` (`--approval`)."""
     _generated_id: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +114,12 @@ class LaunchOptions:
             argv.append("--yolo")
         if self.max_steps_per_turn is not None:
             argv += ["--max-steps-per-turn", str(self.max_steps_per_turn)]
+        if self.sandbox is not None:
+            argv += ["--sandbox", self.sandbox]
+        if self.sandbox_network is not None:
+            argv += ["--sandbox-network", "on" if self.sandbox_network else "off"]
+        if self.approval is not None:
+            argv += ["--approval", self.approval]
         argv += [str(a) for a in self.args]
         return argv
 
