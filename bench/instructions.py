@@ -4,9 +4,12 @@ on a shared machine where wall-clock timings swing by tens of percent.
 
 Scenarios (each a whole process, from exec to exit, all threads, children not traced):
 
-- `handshake`: `initialize`, then EOF;
+- `handshake`: `initialize`, then EOF once it is answered;
 - `stream-N`: `initialize`, one prompt answered by an N-chunk scripted reply, then EOF;
 - `tools-K`: `initialize`, one prompt running K Shell steps (`--yolo`), then EOF.
+
+The session is the same for every engine; the count includes start-up and shutdown, so the
+difference between two scenarios is the cost of what the longer one adds.
 
     python3 bench/instructions.py --cmd before=/path/to/old/soulwire --cmd after=.venv/bin/soulwire
 
@@ -67,24 +70,35 @@ def count(command: str, name: str) -> int:
         env.update(HOME=str(home), SOULWIRE_SHARE_DIR=str(home / ".sw"), KIMI_SHARE_DIR=str(home / ".kimi"))
         argv = [command, "--wire", "--config-file", str(root / "config.json"), "--work-dir", str(work)]
         argv.append("--yolo")
-        stdin = "".join(json.dumps(r) + "\n" for r in requests).encode()
-        # The prompt waits for the handshake's answer in a real client; here both are queued
-        # at once, which every engine must handle (the lean path reads one line first).
-        done = subprocess.run(
+        # Requests go in at once; stdin stays open until the last one is answered (stdin EOF
+        # cancels a running turn, spec §2.6), then closes: the engine exits by itself.
+        proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-            input=stdin,
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
             cwd=work,
-            timeout=1800,
-            check=False,
         )
-    found = COLLECTED.search(done.stderr)
-    if found is None:
-        raise SystemExit(f"{command} {name}: no count\n{done.stderr[-2000:].decode(errors='replace')}")
-    answered = done.stdout.count(b'"id":"p"') if len(requests) > 1 else 1
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests).encode())
+        proc.stdin.flush()
+        last = str(requests[-1]["id"])
+        answered = False
+        for line in proc.stdout:
+            message = json.loads(line)
+            if message.get("id") == last and "method" not in message:
+                answered = "result" in message
+                break
+        proc.stdin.close()
+        proc.stdout.read()
+        stderr = proc.stderr.read()
+        proc.wait(timeout=1800)
     if not answered:
-        raise SystemExit(f"{command} {name}: the prompt was not answered")
+        raise SystemExit(f"{command} {name}: the last request was not answered")
+    found = COLLECTED.search(stderr)
+    if found is None:
+        raise SystemExit(f"{command} {name}: no count\n{stderr[-2000:].decode(errors='replace')}")
     return int(found.group(1))
 
 

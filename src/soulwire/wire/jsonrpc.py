@@ -29,7 +29,6 @@ BUSY = "busy"
 IDLE = "idle"
 """`data.reason` of an INVALID_STATE error: a turn is running, or none is."""
 
-INBOUND_METHODS = frozenset({"initialize", "prompt", "steer", "replay", "set_plan_mode", "cancel"})
 
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 encode = _compact.encode
