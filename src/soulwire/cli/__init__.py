@@ -58,11 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.acp:
         sys.stderr.write("soulwire: ACP mode is not available yet; use --wire\n")
         return 2
-    sys.stderr.write(
-        "soulwire: the interactive terminal UI is not available yet.\n"
-        "Use `soulwire --wire` (JSON-RPC over stdio), `soulwire --print -p TEXT`, or `soulwire demo`.\n"
-    )
-    return 2
+    from soulwire.ui.shell import run_shell
+
+    return run_shell(options, prompt=args.prompt)
 
 
 def _session_options(a: argparse.Namespace) -> SessionOptions:

@@ -1,0 +1,28 @@
+"""The interactive terminal shell: `soulwire` with no mode flag.
+
+A front end over the runtime and the Wire event vocabulary, like `--wire` and `--print`:
+prompt_toolkit for the line editor, rich for Markdown, highlighting and diffs. Both are
+imported only from here, at first use. A terminal that cannot do it (TERM=dumb, or stdin or
+stdout not a terminal) gets the plain line mode instead."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from soulwire.runtime.options import SessionOptions
+
+
+def wants_plain_mode() -> bool:
+    return os.environ.get("TERM") == "dumb" or not (sys.stdin.isatty() and sys.stdout.isatty())
+
+
+def run_shell(options: SessionOptions, *, prompt: str | None = None) -> int:
+    """Run the shell until the user leaves; returns the exit code."""
+    if wants_plain_mode():
+        from soulwire.ui.shell.plain import run_plain
+
+        return run_plain(options, first_prompt=prompt)
+    from soulwire.ui.shell.app import run_app
+
+    return run_app(options, first_prompt=prompt)

@@ -1,0 +1,75 @@
+"""The terminal: finished blocks are printed into the normal scrollback (above the prompt
+while it runs), and rich renders everything to ANSI text at the terminal's current width."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import TextIO
+
+from rich.console import Console, RenderableType
+
+
+def color_system() -> str | None:
+    """What the terminal can show: nothing with NO_COLOR or TERM=dumb, else rich's guess."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return None
+    probe = Console(file=sys.stdout, force_terminal=True)
+    return probe.color_system or "standard"
+
+
+class Screen:
+    """Renders to ANSI and writes in order, batching writes while the prompt is shown."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+        self.colors = color_system()
+        self._queue: list[str] = []
+        self._scheduled = False
+
+    def width(self) -> int:
+        return max(20, shutil.get_terminal_size((80, 24)).columns)
+
+    def height(self) -> int:
+        return max(5, shutil.get_terminal_size((80, 24)).lines)
+
+    def ansi(self, renderable: RenderableType, width: int | None = None) -> str:
+        console = Console(
+            force_terminal=self.colors is not None,
+            color_system=self.colors,  # pyright: ignore[reportArgumentType]
+            no_color=self.colors is None,
+            width=width or self.width(),
+            highlight=False,
+            emoji=False,
+            soft_wrap=False,
+        )
+        with console.capture() as capture:
+            console.print(renderable)
+        return capture.get()
+
+    def print(self, renderable: RenderableType) -> None:
+        self.write(self.ansi(renderable))
+
+    def write(self, text: str) -> None:
+        """Queue text for the scrollback; written at once, or above a running prompt."""
+        self._queue.append(text)
+        from prompt_toolkit.application import get_app_or_none, run_in_terminal
+
+        app = get_app_or_none()
+        if app is None or not app.is_running:
+            self.flush()
+        elif not self._scheduled:
+            self._scheduled = True
+            run_in_terminal(self._flush_scheduled)
+
+    def _flush_scheduled(self) -> None:
+        self._scheduled = False
+        self.flush()
+
+    def flush(self) -> None:
+        if not self._queue:
+            return
+        text, self._queue = "".join(self._queue), []
+        self.out.write(text)
+        self.out.flush()
