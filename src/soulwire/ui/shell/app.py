@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,8 +105,8 @@ class ShellApp(Keys):
         if app is not None and app.is_done:
             return ANSI(prompt)
         width = self.screen.width()
-        live = self.view.live(width, max_lines=max(3, self.screen.height() - 10))
         picker = self.picker()
+        live = self.view.live(width, max_lines=max(3, self.screen.height() - 10), spinners=picker is None)
         if picker is not None:
             live += self.screen.ansi(picker.render(), width)
         if self.hint:
@@ -122,21 +121,26 @@ class ShellApp(Keys):
         model = runtime.soul.model.model_name if runtime.soul.model else "no model configured"
         alias = self.options.model_alias or runtime.config.default_model or ""
         parts = [f"{alias} ({model})" if alias and alias != model else model]
-        if status.context_usage is not None:
-            parts.append(f"context {status.context_usage * 100:.0f}%")
-        parts.append(f"{_count(status.tokens)} tokens")
-        parts.append(_short_path(self.options.work_dir))
         if runtime.broker.yolo or runtime.broker.afk:
             parts.append("YOLO")
         if runtime.plan.enabled:
             parts.append("PLAN")
+        if status.context_usage is not None:
+            parts.append(f"context {status.context_usage * 100:.0f}%")
+        parts.append(f"{_count(status.tokens)} tokens")
         if self._turn_running:
             parts.append("Enter steers · Ctrl-C interrupts")
+        parts.append(_short_path(self.options.work_dir))
         return " " + " · ".join(parts) + " "
 
     # -- main loop ------------------------------------------------------------
     async def main(self) -> int:
-        engine_commands = self.commands.engine_commands
+        from soulwire import __version__
+
+        # A line before the first prompt also keeps prompt_toolkit's first frame out of the
+        # scrollback when the prompt starts on the top row.
+        banner = f"Soulwire {__version__} · /help lists commands · Ctrl-D exits\n"
+        self.screen.write(f"\x1b[2m{banner}\x1b[0m" if self.screen.colors else banner)
         self.session = session = build_session(
             history=history_path(self.options.share_dir, self.options.work_dir),
             message=self._message,
@@ -144,7 +148,6 @@ class ShellApp(Keys):
             completer=ShellCompleter(self.commands.completions, self.options.work_dir),
             keys=self,
         )
-        del engine_commands
         painted = anyio.Event()
         session.app.after_render += lambda _app: painted.set()
         loop_signals = _sigint_to(self.interrupt)
@@ -436,4 +439,4 @@ def run_app(options: SessionOptions, first_prompt: str | None = None) -> int:
         return 130
 
 
-__all__ = ["ShellApp", "replace", "run_app"]
+__all__ = ["ShellApp", "run_app"]

@@ -84,13 +84,13 @@ class UICommands:
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
         for name, description, aliases in UI_COMMANDS:
-            table.add_row("/" + name + "".join(f", /{a}" for a in aliases), description)
+            table.add_row("/" + name + "".join(f", /{a}" for a in aliases), Text(description))
         for command in self.engine_commands():
             aliases = command.get("aliases")
             names = "/" + str(command["name"])
             if isinstance(aliases, list):
                 names += "".join(f", /{a}" for a in aliases)  # pyright: ignore[reportUnknownVariableType]
-            table.add_row(names, str(command["description"]))
+            table.add_row(names, Text(str(command["description"])))
         self.app.view.print(table)
         self.app.view.print(Text(KEYS_HELP, style="dim"))
 
@@ -145,7 +145,7 @@ class UICommands:
         for s in sessions[:20]:
             when = datetime.fromtimestamp(s.updated).strftime("%Y-%m-%d %H:%M")
             mark = " (this one)" if s.id == current else ""
-            table.add_row(s.id + mark, when, str(s.turns), s.title or "")
+            table.add_row(s.id + mark, when, str(s.turns), Text(s.title or ""))
         self.app.view.print(table)
         self.app.view.note("/sessions ID resumes one (a unique prefix is enough).")
 

@@ -179,6 +179,7 @@ class ConversationView:
             self.gap()
             if kind == "think":
                 self.print(Text("∴ Thinking", style="dim italic bold"))
+                self._gapped = True  # its first paragraph follows right under the label
         for block in self._splitter.feed(text):
             self._print_block(kind, block)
 
@@ -299,7 +300,7 @@ class ConversationView:
     def busy_tools(self) -> list[RunningTool]:
         return list(self._calls.values())
 
-    def live(self, width: int, max_lines: int = LIVE_MAX_LINES) -> str:
+    def live(self, width: int, max_lines: int = LIVE_MAX_LINES, *, spinners: bool = True) -> str:
         """ANSI text of the live area: the block being written and what is running."""
         pending = self._splitter.pending
         parts: list[str] = []
@@ -310,6 +311,8 @@ class ConversationView:
                 lines = rendered.rstrip("\n").split("\n")
                 self._live_cache = (key, "\n".join(lines[-max_lines:]) + "\n")
             parts.append(self._live_cache[1])
+        if not spinners:
+            return "".join(parts)
         now = time.monotonic()
         spinner_lines: list[RenderableType] = []
         for tool in self._calls.values():

@@ -1,0 +1,302 @@
+"""The interactive shell, driven like a person drives it: real `soulwire` in tmux, the
+scripted offline model, keys in, screen out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.tui.conftest import Tmux, tool_call, user_inputs, wait_for_file, wire_records
+from tests.wire_client import Sandbox
+
+Shell = Callable[..., Tmux]
+
+
+def test_a_prompt_is_answered_and_ctrl_d_leaves_with_status_0_and_the_terminal_restored(tmux_shell: Shell):
+    shell = tmux_shell("think: pondering the question\ntext: Hello from the **model**.")
+    shell.start()
+    shell.ready()
+    shell.type("hi there")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"Hello from the model\.")
+    assert "❯ hi there" in screen
+    assert "pondering the question" in screen and "Thinking" in screen
+    shell.wait_until(lambda s: "Working" not in s, "the turn's end")
+    shell.keys("C-d")
+    shell.wait_for(r"^EXIT=0$")
+    # main screen, cursor visible, no mouse reporting, no bracketed paste left on
+    assert shell.flags("alternate_on", "cursor_flag", "mouse_any_flag") == ["0", "1", "0"]
+
+
+def test_the_line_editor_moves_edits_and_inserts_newlines_with_ctrl_j(tmux_shell: Shell):
+    shell = tmux_shell("text: ok")
+    shell.start()
+    shell.ready()
+    shell.type("brown fox")
+    shell.keys("M-b")  # word back: before "fox"
+    shell.type("quick ")
+    shell.keys("Home")
+    shell.type("the ")
+    shell.keys("End", "BSpace", "BSpace", "BSpace")
+    shell.type("dog")
+    shell.keys("Left", "Left", "Left", "Right")
+    shell.keys("C-j")  # a new line in the middle of the message, not a submission
+    shell.wait_for(r"the brown quick d\n  og")
+    shell.keys("End")
+    shell.keys("C-j")
+    shell.type("second line")
+    shell.keys("Enter")
+    shell.wait_for(r"^ok\s*$")
+    assert user_inputs(shell.sandbox.share) == ["the brown quick d\nog\nsecond line"]
+
+
+def test_a_multi_line_paste_is_one_message(tmux_shell: Shell):
+    shell = tmux_shell("text: got it")
+    shell.start()
+    shell.ready()
+    shell.paste("first line\nsecond line\nthird line")
+    shell.wait_for("third line")
+    shell.keys("Enter")
+    shell.wait_for(r"^got it\s*$")
+    assert user_inputs(shell.sandbox.share) == ["first line\nsecond line\nthird line"]
+
+
+def test_history_is_kept_per_work_directory(tmux_shell: Shell, tmp_path: Path):
+    shell = tmux_shell("text: one", "text: two")
+    shell.start()
+    shell.ready()
+    shell.type("remember this prompt")
+    shell.keys("Enter")
+    shell.wait_for(r"^one\s*$")
+    shell.keys("C-d")
+    shell.wait_for("^EXIT=0$")
+    shell.start()
+    shell.ready()
+    shell.keys("Up")
+    shell.wait_for(r"❯ remember this prompt")
+    shell.keys("C-u", "C-d")
+    shell.wait_for("^EXIT=0$")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    shell.start(work=other)
+    shell.ready()
+    shell.keys("Up")
+    shell.type("X")
+    screen = shell.wait_for(r"❯ X")
+    assert "remember this prompt" not in screen
+
+
+def test_slash_commands_and_file_mentions_complete_with_tab(tmux_shell: Shell):
+    shell = tmux_shell()
+    (shell.sandbox.work / "src").mkdir(parents=True)
+    (shell.sandbox.work / "src" / "engine_main.py").write_text("print(1)\n")
+    shell.start()
+    shell.ready()
+    shell.type("/hel")
+    shell.wait_for(r"❯ /hel")
+    shell.keys("Tab")
+    shell.wait_for(r"❯ /help")
+    shell.keys("C-u")
+    shell.type("look at @engine_ma")
+    shell.wait_for(r"❯ look at @engine_ma")
+    shell.keys("Tab")
+    shell.wait_for(r"❯ look at @src/engine_main\.py")
+
+
+def test_help_lists_every_command_and_an_unknown_one_never_reaches_the_model(tmux_shell: Shell):
+    shell = tmux_shell()  # no script at all: a model call would fail loudly
+    shell.start()
+    shell.ready()
+    shell.type("/help")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"/sessions")
+    for name in ("/compact", "/clear", "/yolo", "/plan", "/init", "/exit", "/model", "/output"):
+        assert name in screen
+    shell.type("/xyz")
+    shell.keys("Enter")
+    shell.wait_for(r"Unknown command /xyz")
+    shell.type("/yolo")
+    shell.keys("Enter")
+    shell.wait_for(r"Auto-approve is on")
+    shell.wait_for(r"YOLO")
+    assert "exhausted" not in shell.screen(history=True)
+    assert [u for u in user_inputs(shell.sandbox.share)] == ["/yolo"]
+    shell.type("/exit")
+    shell.keys("Enter")
+    shell.wait_for("^EXIT=0$")
+
+
+def test_approval_shows_the_command_first_and_nothing_runs_before_the_answer(tmux_shell: Shell):
+    marker = "created_by_the_tool"
+    shell = tmux_shell(
+        tool_call("c1", "Shell", command=f"touch {marker} && seq 1 40"),
+        "text: first done",
+        tool_call("c2", "Shell", command="touch never_made"),  # rejected: the turn ends there
+        tool_call("c3", "Shell", command="touch never_either"),
+    )
+    shell.start()
+    shell.ready()
+    work = shell.sandbox.work
+    shell.type("make the file")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"Approve once")
+    assert f"touch {marker}" in screen and "Reject" in screen
+    assert not (work / marker).exists()
+    shell.keys("Enter")  # approve once (preselected)
+    screen = shell.wait_for(r"first done", history=True)
+    assert (work / marker).exists()
+    assert "approved once" in screen
+    # a successful Shell call's output is shown, long output truncated with a way to see all
+    assert "⎿ 1\n    2\n" in screen and "more lines (/output 1 shows all)" in screen
+    shell.type("/output 1")
+    shell.keys("Enter")
+    shell.wait_for(r"^25\s*$")
+
+    shell.type("again")
+    shell.keys("Enter")
+    shell.wait_for(r"touch never_made")
+    shell.wait_for(r"Approve once")
+    shell.keys("Escape")  # reject
+    shell.wait_for(r"✗ rejected")
+    shell.wait_for(r"^❯\s*$")
+    assert not (work / "never_made").exists()
+
+    shell.type("once more")
+    shell.keys("Enter")
+    shell.wait_for(r"touch never_either")
+    shell.wait_for(r"Approve once")
+    shell.keys("4")
+    shell.wait_for(r"Why\?")
+    shell.type("use python instead")
+    shell.keys("Enter")
+    shell.wait_for(r"rejected: use python instead")
+    assert not (work / "never_either").exists()
+    contexts = "".join(p.read_text() for p in shell.sandbox.share.glob("sessions/*/*/context.jsonl"))
+    assert "use python instead" in contexts  # the model is told why
+
+
+def test_approve_for_the_session_stops_asking_for_the_same_command(tmux_shell: Shell):
+    shell = tmux_shell(
+        tool_call("c1", "Shell", command="echo same-command"),
+        "text: one",
+        tool_call("c2", "Shell", command="echo same-command"),
+        "text: two",
+    )
+    shell.start()
+    shell.ready()
+    shell.type("first")
+    shell.keys("Enter")
+    shell.wait_for(r"Approve once")
+    shell.keys("Down", "Enter")
+    shell.wait_for(r"approved for this session")
+    shell.wait_for(r"^one\s*$")
+    shell.type("second")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"^two\s*$", history=True)
+    assert screen.count("wants to run command") == 1
+    assert screen.count("echo same-command") == 3  # the two calls and the approval's command
+
+
+def _running(pattern: str) -> bool:
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    return out.returncode == 0
+
+
+def test_ctrl_c_interrupts_the_turn_and_kills_the_running_command(tmux_shell: Shell):
+    shell = tmux_shell(
+        tool_call("c1", "Shell", command="sleep 4321 & sleep 4322; echo done"),
+        "text: after the interruption",
+    )
+    shell.start("--yolo")
+    shell.ready()
+    shell.type("run the long thing")
+    shell.keys("Enter")
+    shell.wait_for(r"Shell  \$ sleep 4321 & sleep 4322; echo done  \d+s")  # spinner with elapsed time
+    wait_for_file(lambda: _running("sleep 4322"), "the command running")
+    shell.keys("C-c")
+    shell.wait_for(r"Interrupted")
+    wait_for_file(lambda: not _running("sleep 432[12]"), "the command and its children killed", timeout=5)
+    shell.type("next")
+    shell.keys("Enter")
+    shell.wait_for(r"after the interruption")
+    # Ctrl-C at an empty prompt hints, a second one leaves
+    shell.keys("C-c")
+    shell.wait_for(r"Ctrl-C again or Ctrl-D to exit")
+    shell.keys("C-c")
+    shell.wait_for("^EXIT=0$")
+
+
+def test_a_question_is_answered_with_a_picker(tmux_shell: Shell):
+    questions = [
+        {
+            "question": "Which colour?",
+            "header": "Colour",
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}],
+        }
+    ]
+    shell = tmux_shell(tool_call("q1", "AskUserQuestion", questions=questions), "text: noted")
+    shell.start()
+    shell.ready()
+    shell.type("ask me")
+    shell.keys("Enter")
+    shell.wait_for(r"Which colour\?")
+    shell.wait_for(r"2\. Blue")
+    shell.keys("2")
+    shell.wait_for(r"^noted\s*$")
+    results = [m["payload"] for m in wire_records(shell.sandbox.share) if m["type"] == "ToolResult"]
+    assert "Blue" in json.dumps(results[0]["return_value"])
+
+
+def test_continue_shows_the_earlier_conversation(tmux_shell: Shell):
+    shell = tmux_shell("text: the first answer", "text: the second answer")
+    shell.start()
+    shell.ready()
+    shell.type("the first question")
+    shell.keys("Enter")
+    shell.wait_for(r"the first answer")
+    shell.keys("C-d")
+    shell.wait_for("^EXIT=0$")
+    shell.sandbox.scripts = ["text: the second answer"]  # a new process reads its scripts anew
+    shell.start("--continue")
+    screen = shell.wait_for(r"end of the earlier conversation")
+    assert "❯ the first question" in screen and "the first answer" in screen
+    shell.type("and now?")
+    shell.keys("Enter")
+    shell.wait_for(r"the second answer")
+    assert user_inputs(shell.sandbox.share) == ["the first question", "and now?"]
+
+
+def test_edits_show_the_file_and_a_diff(tmux_shell: Shell):
+    shell = tmux_shell(
+        tool_call("e1", "StrReplaceFile", path="notes.txt", edit={"old": "alpha", "new": "omega"}),
+        "text: edited",
+    )
+    (shell.sandbox.work).mkdir(parents=True, exist_ok=True)
+    (shell.sandbox.work / "notes.txt").write_text("alpha\nbeta\n")
+    shell.start()
+    shell.ready()
+    shell.type("edit it")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"Approve once")
+    assert "notes.txt" in screen
+    assert "- alpha" in screen and "+ omega" in screen
+    shell.keys("Enter")
+    shell.wait_for(r"^edited\s*$")
+    assert (shell.sandbox.work / "notes.txt").read_text() == "omega\nbeta\n"
+
+
+def test_plain_line_mode_without_a_terminal(tmp_path: Path):
+    """stdin not a terminal (or TERM=dumb): one line is one prompt, plain text out."""
+    sandbox = Sandbox(tmp_path)
+    sandbox.scripts = ["text: plain answer"]
+    sandbox.write()
+    argv = [sys.executable, "-m", "soulwire", "--config-file", str(sandbox.config_path), "-w", str(sandbox.work)]
+    out = subprocess.run(
+        argv, input="hello\n", capture_output=True, text=True, env={**sandbox.env(), "TERM": "dumb"}, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert "plain answer" in out.stdout
+    assert "\x1b[" not in out.stdout
