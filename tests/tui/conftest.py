@@ -70,7 +70,9 @@ class Tmux:
         ]
         environment = {**self.sandbox.env(), "TERM": "xterm-256color", **(env or {})}
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in environment.items() if "\n" not in v)
-        command = f"cd {shlex.quote(str(work))} && env -i {exports} {shlex.join(argv)}; echo EXIT=$?; sleep 600"
+        command = (
+            f"cd {shlex.quote(str(work))} && env -i {exports} {shlex.join(argv)}; echo EXIT=$?; sleep 600"
+        )
         if self.started:
             self.tmux("respawn-pane", "-k", "-t", "t", command)
         else:

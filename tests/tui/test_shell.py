@@ -293,9 +293,22 @@ def test_plain_line_mode_without_a_terminal(tmp_path: Path):
     sandbox = Sandbox(tmp_path)
     sandbox.scripts = ["text: plain answer"]
     sandbox.write()
-    argv = [sys.executable, "-m", "soulwire", "--config-file", str(sandbox.config_path), "-w", str(sandbox.work)]
+    argv = [
+        sys.executable,
+        "-m",
+        "soulwire",
+        "--config-file",
+        str(sandbox.config_path),
+        "-w",
+        str(sandbox.work),
+    ]
     out = subprocess.run(
-        argv, input="hello\n", capture_output=True, text=True, env={**sandbox.env(), "TERM": "dumb"}, timeout=60
+        argv,
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        env={**sandbox.env(), "TERM": "dumb"},
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     assert "plain answer" in out.stdout

@@ -149,8 +149,9 @@ class ShellApp(Keys):
             keys=self,
         )
         painted = anyio.Event()
-        session.app.after_render += lambda _app: painted.set()
+        session.app.after_render += lambda _app: painted.set()  # pyright: ignore[reportUnknownLambdaType]
         loop_signals = _sigint_to(self.interrupt)
+        code = 0
         try:
             async with anyio.create_task_group() as group:
                 self._group = group
@@ -361,7 +362,9 @@ class ShellApp(Keys):
         from soulwire.wire.types import DiffDisplayBlock
 
         self.view.end_run()
-        self.view.print(approval_renderable(request.sender, request.action, request.description, request.display))
+        self.view.print(
+            approval_renderable(request.sender, request.action, request.description, request.display)
+        )
         has_diff = any(isinstance(b, DiffDisplayBlock) for b in request.display)
         self.view.approval_shown(request.tool_call_id, has_diff)
         picker = await self._pick(approval_picker(request.sender, request.action))
@@ -395,7 +398,7 @@ def _build(options: SessionOptions) -> Runtime:
     from soulwire.runtime.builder import build_runtime
 
     runtime = build_runtime(options)
-    import rich.markdown  # noqa: F401  (loaded here, off the prompt's path, before the first answer)
+    import rich.markdown  # noqa: F401  # pyright: ignore[reportUnusedImport]  (off the prompt's path)
 
     startup_finished()
     return runtime

@@ -179,7 +179,9 @@ def tool_result_renderable(
     text = output_text(value)
     extra = display_renderables(value.display, skip_diffs=diff_shown)
     if name == "Shell":
-        body = truncated_output(text, f"/output {index}") if text.strip() else Text("(no output)", style="dim")
+        body = (
+            truncated_output(text, f"/output {index}") if text.strip() else Text("(no output)", style="dim")
+        )
         parts.append(_indented(body))
     elif extra:
         parts.append(_indented(Text(value.message or "done", style="dim")))

@@ -166,7 +166,9 @@ class UICommands:
             if not models:
                 self.app.view.note("No models are configured ([models] in the config file).")
             for name in models:
-                self.app.view.note(("❯ " if name == current else "  ") + name, "bold" if name == current else "")
+                self.app.view.note(
+                    ("❯ " if name == current else "  ") + name, "bold" if name == current else ""
+                )
             self.app.view.note("/model NAME switches (the conversation is kept).")
             return
         if args not in models:
@@ -190,7 +192,9 @@ class UICommands:
         if not target.is_absolute():
             target = self.app.options.work_dir / target
         text = context_to_markdown(
-            runtime.session.store.load_context(), session_id=session_id, work_dir=str(self.app.options.work_dir)
+            runtime.session.store.load_context(),
+            session_id=session_id,
+            work_dir=str(self.app.options.work_dir),
         )
         try:
             target.write_text(text, encoding="utf-8")

@@ -40,7 +40,9 @@ class PlainShell:
 
         if isinstance(message, ApprovalRequest):
             self.view.end_run()
-            self.view.print(approval_renderable(message.sender, message.action, message.description, message.display))
+            self.view.print(
+                approval_renderable(message.sender, message.action, message.description, message.display)
+            )
             while True:
                 answer = await self._line("Approve? [y]es / [a]lways this session / [n]o: ")
                 if answer is None:

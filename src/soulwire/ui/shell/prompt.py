@@ -48,13 +48,10 @@ class ShellCompleter(Completer):
             return
         word = before.split()[-1] if before.split() and not before.endswith((" ", "\n")) else ""
         if word.startswith("@"):
-            typed = word[1:]
-            shown = 0
-            for path in self._mention_candidates(typed):
-                yield Completion("@" + path, start_position=-len(word))
-                shown += 1
+            for shown, path in enumerate(self._mention_candidates(word[1:])):
                 if shown >= 50:
                     return
+                yield Completion("@" + path, start_position=-len(word))
 
     def _mention_candidates(self, typed: str) -> Iterator[str]:
         files = self._walk()

@@ -144,7 +144,9 @@ class ConversationView:
             self._on_approval_response(message)
         elif isinstance(message, StepRetry):
             self.end_run()
-            retry = f"↻ {message.error_type}: retrying (attempt {message.next_attempt}/{message.max_attempts})"
+            retry = (
+                f"↻ {message.error_type}: retrying (attempt {message.next_attempt}/{message.max_attempts})"
+            )
             self.print(Text(retry, style="yellow"))
         elif isinstance(message, StepInterrupted):
             self.end_run()
