@@ -17,18 +17,21 @@ import anyio.to_thread
 from prompt_toolkit.application import get_app_or_none
 from prompt_toolkit.formatted_text import ANSI, AnyFormattedText
 
-from soulwire.engine.client import ClientRequestError
 from soulwire.runtime.options import SessionOptions
-from soulwire.ui.shell.modals import OTHER, Picker, approval_picker, question_picker
 from soulwire.ui.shell.prompt import Keys, ShellCompleter, build_session, history_path
 from soulwire.ui.shell.screen import Screen
-from soulwire.ui.shell.view import ConversationView
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
 
     from soulwire.runtime.builder import Runtime
+    from soulwire.ui.shell.commands import UICommands
+    from soulwire.ui.shell.modals import Picker
+    from soulwire.ui.shell.view import ConversationView
     from soulwire.wire.messages import ApprovalRequest, QuestionRequest
+
+# Nothing here imports pydantic, rich or the engine at module level: the prompt is painted
+# first, and they load in a worker thread while the user starts typing.
 
 PROMPT = "\x1b[1;36m❯\x1b[0m "
 PROMPT_PLAIN = "❯ "
@@ -42,7 +45,8 @@ class ShellApp(Keys):
     def __init__(self, options: SessionOptions, *, first_prompt: str | None = None) -> None:
         self.options = options
         self.screen = Screen()
-        self.view = ConversationView(self.screen)
+        self._view: ConversationView | None = None
+        self._commands: UICommands | None = None
         self.runtime: Runtime | None = None
         self.ready = anyio.Event()
         self.exit_code: int | None = None
@@ -57,9 +61,25 @@ class ShellApp(Keys):
         self._unsubscribe: list[Any] = []
         self._group: anyio.abc.TaskGroup | None = None
         self.session: PromptSession[str] | None = None
-        from soulwire.ui.shell.commands import UICommands
 
-        self.commands = UICommands(self)
+    @property
+    def view(self) -> ConversationView:
+        if self._view is None:
+            from soulwire.ui.shell.view import ConversationView
+
+            self._view = ConversationView(self.screen)
+        return self._view
+
+    @property
+    def commands(self) -> UICommands:
+        if self._commands is None:
+            from soulwire.ui.shell.commands import UICommands
+
+            self._commands = UICommands(self)
+        return self._commands
+
+    def _completions(self) -> list[tuple[str, str]]:
+        return self.commands.completions()
 
     # -- Keys ---------------------------------------------------------------
     def picker(self) -> Picker | None:
@@ -101,8 +121,8 @@ class ShellApp(Keys):
     # -- prompt area ----------------------------------------------------------
     def _message(self) -> AnyFormattedText:
         app = get_app_or_none()
-        prompt = PROMPT if self.screen.colors else PROMPT_PLAIN
-        if app is not None and app.is_done:
+        prompt = PROMPT_PLAIN if self.screen.plain else PROMPT
+        if (app is not None and app.is_done) or self._view is None:
             return ANSI(prompt)
         width = self.screen.width()
         picker = self.picker()
@@ -115,9 +135,9 @@ class ShellApp(Keys):
 
     def _toolbar(self) -> AnyFormattedText:
         runtime = self.runtime
-        status = self.view.status
-        if runtime is None:
+        if runtime is None or self._view is None:
             return " starting… "
+        status = self._view.status
         model = runtime.soul.model.model_name if runtime.soul.model else "no model configured"
         alias = self.options.model_alias or runtime.config.default_model or ""
         parts = [f"{alias} ({model})" if alias and alias != model else model]
@@ -140,12 +160,12 @@ class ShellApp(Keys):
         # A line before the first prompt also keeps prompt_toolkit's first frame out of the
         # scrollback when the prompt starts on the top row.
         banner = f"Soulwire {__version__} · /help lists commands · Ctrl-D exits\n"
-        self.screen.write(f"\x1b[2m{banner}\x1b[0m" if self.screen.colors else banner)
+        self.screen.write(f"\x1b[2m{banner}\x1b[0m" if not self.screen.plain else banner)
         self.session = session = build_session(
             history=history_path(self.options.share_dir, self.options.work_dir),
             message=self._message,
             toolbar=self._toolbar,
-            completer=ShellCompleter(self.commands.completions, self.options.work_dir),
+            completer=ShellCompleter(self._completions, self.options.work_dir),
             keys=self,
         )
         painted = anyio.Event()
@@ -180,6 +200,8 @@ class ShellApp(Keys):
     async def _submit(self, text: str) -> None:
         if not text.strip():
             return
+        if self._view is None:  # typed before the engine loaded: wait for it
+            await self.ready.wait()
         stripped = text.strip()
         if stripped.startswith("/") and await self.commands.handle(stripped):
             return
@@ -243,7 +265,7 @@ class ShellApp(Keys):
         """Spinners and elapsed times move while something runs."""
         while True:
             await anyio.sleep(0.1)
-            if self._turn_running or self.view.busy_tools:
+            if self._turn_running or (self._view is not None and self._view.busy_tools):
                 self.invalidate()
 
     # -- engine ---------------------------------------------------------------
@@ -337,6 +359,8 @@ class ShellApp(Keys):
             return await self._approve(message)
         if isinstance(message, QuestionRequest):
             return await self._ask(message)
+        from soulwire.engine.client import ClientRequestError
+
         raise ClientRequestError("the terminal shell does not serve this request", unsupported=True)
 
     async def _pick(self, picker: Picker) -> Picker:
@@ -367,6 +391,8 @@ class ShellApp(Keys):
         )
         has_diff = any(isinstance(b, DiffDisplayBlock) for b in request.display)
         self.view.approval_shown(request.tool_call_id, has_diff)
+        from soulwire.ui.shell.modals import approval_picker
+
         picker = await self._pick(approval_picker(request.sender, request.action))
         response = picker.result or "reject"
         feedback = ""
@@ -376,6 +402,8 @@ class ShellApp(Keys):
 
     async def _ask(self, request: QuestionRequest) -> dict[str, Any]:
         from rich.text import Text
+
+        from soulwire.ui.shell.modals import OTHER, question_picker
 
         answers: dict[str, str] = {}
         self.view.end_run()
@@ -398,7 +426,11 @@ def _build(options: SessionOptions) -> Runtime:
     from soulwire.runtime.builder import build_runtime
 
     runtime = build_runtime(options)
-    import rich.markdown  # noqa: F401  # pyright: ignore[reportUnusedImport]  (off the prompt's path)
+    # Loaded here, off the prompt's path, before the first answer needs them.
+    import rich.markdown  # noqa: F401  # pyright: ignore[reportUnusedImport]
+
+    import soulwire.ui.shell.commands  # pyright: ignore[reportUnusedImport]
+    import soulwire.ui.shell.view  # noqa: F401  # pyright: ignore[reportUnusedImport]
 
     startup_finished()
     return runtime

@@ -6,15 +6,18 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console, RenderableType
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 
 def color_system() -> str | None:
     """What the terminal can show: nothing with NO_COLOR or TERM=dumb, else rich's guess."""
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return None
+    from rich.console import Console
+
     probe = Console(file=sys.stdout, force_terminal=True)
     return probe.color_system or "standard"
 
@@ -24,9 +27,24 @@ class Screen:
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
-        self.colors = color_system()
+        self._colors: str | None | bool = False  # False: not probed yet (rich loads at first use)
         self._queue: list[str] = []
         self._scheduled = False
+
+    @property
+    def colors(self) -> str | None:
+        if self._colors is False:
+            self._colors = color_system()
+        return self._colors  # pyright: ignore[reportReturnType]
+
+    @colors.setter
+    def colors(self, value: str | None) -> None:
+        self._colors = value
+
+    @property
+    def plain(self) -> bool:
+        """No colours wanted (known without loading rich)."""
+        return bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
 
     def width(self) -> int:
         return max(20, shutil.get_terminal_size((80, 24)).columns)
@@ -35,6 +53,8 @@ class Screen:
         return max(5, shutil.get_terminal_size((80, 24)).lines)
 
     def ansi(self, renderable: RenderableType, width: int | None = None) -> str:
+        from rich.console import Console
+
         console = Console(
             force_terminal=self.colors is not None,
             color_system=self.colors,  # pyright: ignore[reportArgumentType]
