@@ -80,7 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--cmd", help="time another command instead (e.g. kimi); prompt glyph via --prompt")
-    parser.add_argument("--prompt", default="❯")
+    parser.add_argument("--prompt", default="\u276f")  # the shell's prompt glyph
     parser.add_argument("--ready", default="scripted_echo")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

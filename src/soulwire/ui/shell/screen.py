@@ -27,7 +27,7 @@ class Screen:
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
-        self._colors: str | None | bool = False  # False: not probed yet (rich loads at first use)
+        self._colors: str | bool | None = False  # False: not probed yet (rich loads at first use)
         self._queue: list[str] = []
         self._scheduled = False
 
