@@ -108,12 +108,9 @@ def main() -> None:
             firsts.append(first)
             loads.append(loaded)
     print(f"command: {' '.join(argv[:1])}  runs: {args.runs}")
-    print(
-        f"spawn → input line painted: median {statistics.median(firsts):.0f} ms  (min {min(firsts):.0f}, max {max(firsts):.0f})"
-    )
-    print(
-        f"spawn → engine loaded:      median {statistics.median(loads):.0f} ms  (min {min(loads):.0f}, max {max(loads):.0f})"
-    )
+    for label, values in (("input line painted", firsts), ("engine loaded     ", loads)):
+        median, low, high = statistics.median(values), min(values), max(values)
+        print(f"spawn → {label}: median {median:.0f} ms  (min {low:.0f}, max {high:.0f})")
 
 
 if __name__ == "__main__":
