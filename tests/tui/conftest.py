@@ -125,9 +125,9 @@ class Tmux:
                 raise AssertionError(f"{what} not seen after {timeout} s:\n{text}")
             time.sleep(0.1)
 
-    def ready(self) -> str:
+    def ready(self, model: str = "scripted_echo") -> str:
         """The prompt is painted and the engine has loaded (the status line names the model)."""
-        return self.wait_for(r"scripted_echo")
+        return self.wait_for(model)
 
     def flags(self, *names: str) -> list[str]:
         return self.tmux("display-message", "-p", "-t", "t", " ".join(f"#{{{n}}}" for n in names)).split()

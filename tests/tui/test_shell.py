@@ -313,3 +313,37 @@ def test_plain_line_mode_without_a_terminal(tmp_path: Path):
     assert out.returncode == 0, out.stderr
     assert "plain answer" in out.stdout
     assert "\x1b[" not in out.stdout
+
+
+def test_text_typed_before_the_prompt_appears_is_kept(tmux_shell: Shell):
+    shell = tmux_shell("text: early bird answered")
+    shell.start()
+    shell.type("typed right away")  # the process is still starting
+    shell.wait_for(r"❯ typed right away")
+    shell.ready()
+    shell.keys("Enter")
+    shell.wait_for(r"early bird answered")
+    assert user_inputs(shell.sandbox.share) == ["typed right away"]
+
+
+def test_clear_and_export_and_sessions(tmux_shell: Shell):
+    shell = tmux_shell("text: an answer to keep")
+    shell.start()
+    shell.ready()
+    shell.type("a question")
+    shell.keys("Enter")
+    shell.wait_for(r"an answer to keep")
+    shell.type("/export notes.md")
+    shell.keys("Enter")
+    shell.wait_for(r"Exported to .*notes\.md")
+    exported = (shell.sandbox.work / "notes.md").read_text()
+    assert "a question" in exported and "an answer to keep" in exported
+    shell.type("/sessions")
+    shell.keys("Enter")
+    shell.wait_for(r"\(this one\)")
+    shell.type("/clear")
+    shell.keys("Enter")
+    shell.wait_for(r"The context has been cleared\.")
+    shell.type("/exit")
+    shell.keys("Enter")
+    shell.wait_for("^EXIT=0$")

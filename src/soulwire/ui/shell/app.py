@@ -146,7 +146,7 @@ class ShellApp(Keys):
         if runtime.plan.enabled:
             parts.append("PLAN")
         if status.context_usage is not None:
-            parts.append(f"context {status.context_usage * 100:.0f}%")
+            parts.append(f"context {status.context_usage * 100:.1f}%")
         parts.append(f"{_count(status.tokens)} tokens")
         if self._turn_running:
             parts.append("Enter steers · Ctrl-C interrupts")
@@ -297,7 +297,7 @@ class ShellApp(Keys):
         runtime.apply_client(supports_question=True, supports_plan_mode=True, hook_subscriptions=[])
         self._unsubscribe = [
             runtime.bus.subscribe(self._on_raw),
-            runtime.bus.subscribe(self.view.on_merged, merged=True),
+            runtime.bus.subscribe(self._on_merged, merged=True),
         ]
         if runtime.session.resumed:
             self._show_history(runtime)
@@ -308,6 +308,14 @@ class ShellApp(Keys):
 
     def _on_raw(self, message: Any) -> None:
         self.view.on_raw(message)
+        self.invalidate()
+
+    def _on_merged(self, message: Any) -> None:
+        from soulwire.wire.messages import SteerInput
+
+        if isinstance(message, SteerInput) and message.user_input in self._steers:
+            self._steers.remove(message.user_input)  # it joined the turn: not to be sent again
+        self.view.on_merged(message)
         self.invalidate()
 
     async def _close_runtime(self) -> None:
