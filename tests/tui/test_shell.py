@@ -341,9 +341,64 @@ def test_clear_and_export_and_sessions(tmux_shell: Shell):
     shell.type("/sessions")
     shell.keys("Enter")
     shell.wait_for(r"\(this one\)")
+    shell.keys("Escape")  # keep this session
+    shell.wait_until(lambda screen: "Resume which session" not in screen, "the picker closed")
     shell.type("/clear")
     shell.keys("Enter")
     shell.wait_for(r"The context has been cleared\.")
     shell.type("/exit")
     shell.keys("Enter")
+    shell.wait_for("^EXIT=0$")
+
+
+def test_sessions_picks_an_earlier_session_and_resumes_it(tmux_shell: Shell):
+    shell = tmux_shell("text: alpha answer")
+    shell.start()
+    shell.ready()
+    shell.type("alpha question")
+    shell.keys("Enter")
+    shell.wait_for(r"alpha answer")
+    shell.keys("C-d")
+    shell.wait_for("^EXIT=0$")
+    shell.sandbox.scripts = ["text: beta answer"]
+    shell.start()
+    shell.ready()
+    shell.type("beta question")
+    shell.keys("Enter")
+    shell.wait_for(r"beta answer")
+    shell.sandbox.scripts = ["text: back in alpha"]  # the resumed session's model reads them anew
+    shell.sandbox.write()
+    shell.type("/sessions")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"Resume which session\?")
+    assert "alpha question" in screen and "beta question (this one)" not in screen
+    line = next(line for line in screen.splitlines() if "alpha question" in line)
+    shell.keys(line.split(".")[0].strip(" ❯"))  # its number
+    screen = shell.wait_for(r"end of the earlier conversation")
+    assert "❯ alpha question" in screen
+    shell.type("continue")
+    shell.keys("Enter")
+    shell.wait_for(r"back in alpha")
+
+
+def test_a_configuration_error_exits_1_with_the_terminal_restored(tmux_shell: Shell):
+    shell = tmux_shell(default_model="missing")  # not a key of [models]
+    shell.start()
+    screen = shell.wait_for(r"^EXIT=1$")
+    assert "missing" in screen
+    assert shell.flags("alternate_on", "cursor_flag", "mouse_any_flag") == ["0", "1", "0"]
+
+
+def test_term_dumb_gives_a_plain_line_mode_in_a_terminal(tmux_shell: Shell):
+    shell = tmux_shell(tool_call("c1", "Shell", command="echo from-the-tool"), "text: plain done")
+    shell.start(env={"TERM": "dumb"})
+    shell.wait_for(r"^>")
+    shell.type("go")
+    shell.keys("Enter")
+    shell.wait_for(r"Approve\? \[y\]es")
+    shell.type("y")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"plain done")
+    assert "from-the-tool" in screen
+    shell.keys("C-d")
     shell.wait_for("^EXIT=0$")

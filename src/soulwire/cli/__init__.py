@@ -83,7 +83,7 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         yolo=a.yolo,
         afk=a.afk,
         plan=a.plan,
-        session_id=a.session or None,
+        session_id=a.session if a.session == "" else (a.session or None),  # "": the shell asks
         continue_last=a.continue_last,
         max_steps_per_turn=a.max_steps_per_turn,
         max_retries_per_step=a.max_retries_per_step,

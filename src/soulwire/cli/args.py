@@ -114,6 +114,6 @@ def parse_main(argv: list[str]) -> argparse.Namespace:
         args.final_message_only = True
     if not args.print_mode and (args.input_format or args.output_format or args.final_message_only):
         raise UsageError("--input-format, --output-format and --final-message-only need --print")
-    if args.session == "":
+    if args.session == "" and (args.print_mode or args.wire or args.acp):
         raise UsageError("--session needs an ID outside the interactive shell")
     return args

@@ -20,7 +20,12 @@ def wants_plain_mode() -> bool:
 def run_shell(options: SessionOptions, *, prompt: str | None = None) -> int:
     """Run the shell until the user leaves; returns the exit code."""
     if wants_plain_mode():
+        from dataclasses import replace
+
         from soulwire.ui.shell.plain import run_plain
+
+        if options.session_id == "":  # no picker in line mode: a new session
+            options = replace(options, session_id=None)
 
         return run_plain(options, first_prompt=prompt)
     from soulwire.ui.shell.app import run_app

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -210,6 +211,11 @@ class ShellApp(Keys):
             return
         self.start_turn(text)
 
+    def spawn(self, job: Any, *args: Any) -> None:
+        """Run a coroutine function beside the prompt."""
+        assert self._group is not None
+        self._group.start_soon(job, *args)
+
     def start_turn(self, user_input: str) -> None:
         assert self._group is not None
         self._turn_running = True
@@ -272,7 +278,16 @@ class ShellApp(Keys):
     async def _load(self, painted: anyio.Event) -> None:
         with anyio.move_on_after(1):
             await painted.wait()
+        choose_session = self.options.session_id == ""
+        if choose_session:
+            self.options = replace(self.options, session_id=None)
         await self.switch(self.options, first=True)
+        if choose_session and self.runtime is not None:
+            from soulwire.sessions.listing import list_sessions
+
+            sessions = list_sessions(self.options.share_dir, self.options.work_dir)
+            if sessions:
+                await self.commands.pick_session(sessions[:15])
         if self.first_prompt and self.exit_code is None:
             self.start_turn(self.first_prompt)
 
@@ -371,7 +386,7 @@ class ShellApp(Keys):
 
         raise ClientRequestError("the terminal shell does not serve this request", unsupported=True)
 
-    async def _pick(self, picker: Picker) -> Picker:
+    async def pick(self, picker: Picker) -> Picker:
         buffer = self.session.default_buffer if self.session else None
         if buffer is not None and not self._pickers:
             self._draft = buffer.text
@@ -401,7 +416,7 @@ class ShellApp(Keys):
         self.view.approval_shown(request.tool_call_id, has_diff)
         from soulwire.ui.shell.modals import approval_picker
 
-        picker = await self._pick(approval_picker(request.sender, request.action))
+        picker = await self.pick(approval_picker(request.sender, request.action))
         response = picker.result or "reject"
         feedback = ""
         if response == "reject_with_feedback":
@@ -416,7 +431,7 @@ class ShellApp(Keys):
         answers: dict[str, str] = {}
         self.view.end_run()
         for item in request.questions:
-            picker = await self._pick(question_picker(item))
+            picker = await self.pick(question_picker(item))
             if not picker.result:
                 self.view.note("  (question dismissed)")
                 return {"request_id": request.id, "answers": {}}

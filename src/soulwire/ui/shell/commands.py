@@ -16,12 +16,13 @@ from rich.text import Text
 from soulwire.engine.catalog import describe_builtin
 
 if TYPE_CHECKING:
+    from soulwire.sessions.listing import SessionSummary
     from soulwire.ui.shell.app import ShellApp
 
 UI_COMMANDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("help", "List the commands and keys", ("?",)),
     ("exit", "Leave the shell", ("quit", "q")),
-    ("sessions", "List this directory's sessions; /sessions ID resumes one", ("resume",)),
+    ("sessions", "Pick one of this directory's sessions and resume it (/sessions ID: that one)", ("resume",)),
     ("new", "Start a new session", ()),
     ("model", "List the configured models; /model NAME switches", ()),
     ("output", "Show the whole output of a tool call: /output [N] (default: the last)", ()),
@@ -75,7 +76,8 @@ class UICommands:
                 return False
             self.app.view.note(f"Unknown command /{name}. /help lists the commands.", "yellow")
             return True
-        await getattr(self, "_" + command)(args)
+        # As a task: a command that opens a picker needs the prompt running to be answered.
+        self.app.spawn(getattr(self, "_" + command), args)
         return True
 
     # -- the commands -----------------------------------------------------------
@@ -138,16 +140,27 @@ class UICommands:
         if not sessions:
             self.app.view.note("No sessions in this directory yet.")
             return
+        await self.pick_session(sessions[:15])
+
+    async def pick_session(self, sessions: list[SessionSummary]) -> None:
+        """A picker of sessions; the chosen one is resumed (Escape keeps the current one)."""
+        from soulwire.ui.shell.modals import Picker
+
         current = self.app.runtime.session.id if self.app.runtime else None
-        table = Table(box=None, padding=(0, 2, 0, 0))
-        for column in ("id", "updated", "turns", "title"):
-            table.add_column(column, style="bold cyan" if column == "id" else "")
-        for s in sessions[:20]:
+        options: list[tuple[str, str]] = []
+        for s in sessions:
             when = datetime.fromtimestamp(s.updated).strftime("%Y-%m-%d %H:%M")
             mark = " (this one)" if s.id == current else ""
-            table.add_row(s.id + mark, when, str(s.turns), Text(s.title or ""))
-        self.app.view.print(table)
-        self.app.view.note("/sessions ID resumes one (a unique prefix is enough).")
+            options.append((s.id, f"{when}  {s.turns:>3} turns  {(s.title or '')[:50]}  {s.id[:8]}{mark}"))
+        picker = Picker(
+            title="Resume which session?",
+            options=options,
+            hint="Enter resumes · ↑/↓ or digits move · Esc keeps this one",
+        )
+        chosen = (await self.app.pick(picker)).result
+        if not chosen or chosen == current or not self._idle("/sessions"):
+            return
+        await self.app.switch(replace(self.app.options, session_id=chosen, continue_last=False))
 
     async def _new(self, args: str) -> None:
         if self._idle("/new"):

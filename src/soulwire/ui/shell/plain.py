@@ -30,7 +30,10 @@ class PlainShell:
             sys.stdout.write(prompt)
             sys.stdout.flush()
             line = sys.stdin.readline()
-            return None if line == "" else line.rstrip("\n")
+            if line == "":  # end of input (Ctrl-D): leave the terminal on a fresh line
+                sys.stdout.write("\n")
+                return None
+            return line.rstrip("\n")
 
         return await anyio.to_thread.run_sync(read)
 
