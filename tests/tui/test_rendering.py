@@ -4,11 +4,12 @@ the scrollback, colours off with NO_COLOR, narrow and resized terminals, steerin
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.fake_llm_server import FakeLLMServer
+from tests.fake_llm_server import FakeLLMServer, Gate
 from tests.provider_streams import Answer, stream_reply
 from tests.tui.conftest import Tmux, tool_call, user_inputs
 
@@ -122,3 +123,24 @@ def test_enter_while_a_turn_runs_steers_it(tmux_shell: Shell):
     shell.wait_for(r"» also check the tests")
     shell.wait_for(r"saw the steer")
     assert user_inputs(shell.sandbox.share) == ["start"]  # one turn: the steer joined it
+
+
+def test_the_answer_shows_while_it_is_being_written(tmux_shell: Shell, llm: FakeLLMServer):
+    release = threading.Event()
+    pieces = ["A finished **paragraph**.\n\n", "An unfinished sen", "tence that ends later."]
+    reply = stream_reply("openai_legacy", Answer("m1", text=pieces))
+    cut = next(i for i, c in enumerate(reply.chunks) if isinstance(c, bytes) and b"tence that ends" in c)
+    reply.chunks.insert(cut, Gate(release))
+    llm.queue(reply)
+    shell = tmux_shell(**provider_config(llm))
+    shell.start()
+    shell.ready("test-model")
+    shell.type("stream please")
+    shell.keys("Enter")
+    try:
+        screen = shell.wait_for(r"An unfinished sen")  # the open paragraph, live
+        assert "A finished paragraph." in screen and "tence that ends" not in screen
+    finally:
+        release.set()
+    screen = shell.wait_for(r"An unfinished sentence that ends later\.")
+    assert screen.count("An unfinished sen") == 1  # the live copy was replaced, not left behind

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.tui.conftest import Tmux, tool_call, user_inputs, wait_for_file, wire_records
-from tests.wire_client import Sandbox
+from tests.wire_client import Sandbox, scripted_config
 
 Shell = Callable[..., Tmux]
 
@@ -402,3 +402,54 @@ def test_term_dumb_gives_a_plain_line_mode_in_a_terminal(tmux_shell: Shell):
     assert "from-the-tool" in screen
     shell.keys("C-d")
     shell.wait_for("^EXIT=0$")
+
+
+def test_model_lists_and_switches_keeping_the_conversation(tmux_shell: Shell):
+    shell = tmux_shell("text: from the first model")
+    models = scripted_config(shell.sandbox.root / "scripts.json")["models"]
+    shell.sandbox.config_extra = {"models": {**models, "other": models["scripted"]}}
+    shell.start()
+    shell.ready()
+    shell.type("hello")
+    shell.keys("Enter")
+    shell.wait_for(r"from the first model")
+    shell.type("/model")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"/model NAME switches")
+    assert "❯ scripted" in screen and "  other" in screen
+    shell.sandbox.scripts = ["text: from the other model"]
+    shell.sandbox.write()
+    shell.type("/model other")
+    shell.keys("Enter")
+    shell.wait_for(r"Model: other")
+    shell.wait_for(r"other \(scripted_echo\)")
+    shell.type("still there?")
+    shell.keys("Enter")
+    shell.wait_for(r"from the other model")
+    assert user_inputs(shell.sandbox.share) == ["hello", "still there?"]  # one session throughout
+
+
+def test_plan_flag_shows_in_the_status_line_and_ctrl_c_clears_a_typed_line(tmux_shell: Shell):
+    shell = tmux_shell()
+    shell.start("--plan")
+    shell.wait_for(r"PLAN")
+    shell.type("something I changed my mind about")
+    shell.wait_for(r"❯ something I changed my mind about")
+    shell.keys("C-c")
+    shell.wait_until(lambda screen: "changed my mind" not in screen, "the input cleared")
+    assert "Ctrl-C again" not in shell.screen()  # clearing is not a step towards exiting
+
+
+def test_ctrl_c_during_an_approval_rejects_and_interrupts(tmux_shell: Shell):
+    shell = tmux_shell(tool_call("c1", "Shell", command="touch not_created"), "text: later")
+    shell.start()
+    shell.ready()
+    shell.type("try")
+    shell.keys("Enter")
+    shell.wait_for(r"Approve once")
+    shell.keys("C-c")
+    shell.wait_for(r"Interrupted")
+    assert not (shell.sandbox.work / "not_created").exists()
+    shell.type("next")
+    shell.keys("Enter")
+    shell.wait_for(r"^later\s*$")
