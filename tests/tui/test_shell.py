@@ -453,3 +453,32 @@ def test_ctrl_c_during_an_approval_rejects_and_interrupts(tmux_shell: Shell):
     shell.type("next")
     shell.keys("Enter")
     shell.wait_for(r"^later\s*$")
+
+
+def test_a_multi_select_question_takes_several_answers_and_other_takes_text(tmux_shell: Shell):
+    questions = [
+        {
+            "question": "Which parts?",
+            "options": [{"label": "Parser"}, {"label": "Lexer"}, {"label": "Printer"}],
+            "multi_select": True,
+        },
+        {"question": "Anything else?", "options": [{"label": "No"}, {"label": "Later"}]},
+    ]
+    shell = tmux_shell(tool_call("q1", "AskUserQuestion", questions=questions), "text: thanks")
+    shell.start()
+    shell.ready()
+    shell.type("ask")
+    shell.keys("Enter")
+    shell.wait_for(r"Which parts\?")
+    shell.keys("Space", "Down", "Down", "Space")
+    shell.wait_for(r"\[x\] Printer")
+    shell.keys("Enter")
+    shell.wait_for(r"Anything else\?")
+    shell.keys("3")  # Other
+    shell.wait_for(r"Your answer:")
+    shell.type("the docs too")
+    shell.keys("Enter")
+    shell.wait_for(r"^thanks\s*$")
+    results = [m["payload"] for m in wire_records(shell.sandbox.share) if m["type"] == "ToolResult"]
+    value = json.dumps(results[0]["return_value"])
+    assert "Parser, Printer" in value and "the docs too" in value

@@ -7,6 +7,7 @@ and questions open a picker above the input line. Finished blocks go to the scro
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -495,6 +496,9 @@ def run_app(options: SessionOptions, first_prompt: str | None = None) -> int:
         return anyio.run(app.main)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # prompt_toolkit has restored the terminal by now; no traceback
+        sys.stderr.write(f"soulwire: internal error in the shell: {type(exc).__name__}: {exc}\n")
+        return 1
 
 
 __all__ = ["ShellApp", "run_app"]

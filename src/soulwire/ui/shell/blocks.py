@@ -62,6 +62,12 @@ def call_summary(name: str, raw_arguments: str | None) -> str:
         elif name == "Grep" and isinstance(args.get("path"), str):
             text = f"{text}  in {args['path']}"
         return _clip(text)
+    questions = args.get("questions")
+    if name == "AskUserQuestion" and isinstance(questions, list) and questions:
+        first = questions[0]  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(first, dict) and isinstance(first.get("question"), str):  # pyright: ignore[reportUnknownMemberType]
+            more = f"  (+{len(questions) - 1} more)" if len(questions) > 1 else ""  # pyright: ignore[reportUnknownArgumentType]
+            return _clip(first["question"] + more)  # pyright: ignore[reportUnknownArgumentType]
     if name == "SetTodoList" and isinstance(args.get("todos"), list):
         return f"{len(args['todos'])} items"  # pyright: ignore[reportUnknownArgumentType]
     if not args:
