@@ -35,7 +35,9 @@ def _arguments(raw: str | None) -> dict[str, Any]:
 
 
 def _clip(text: str, limit: int = SUMMARY_CHARS) -> str:
-    text = " ".join(text.split()) if "\n" not in text.strip() else text.strip().splitlines()[0] + " …"
+    """One line, as written (a command's spacing is kept), cut at `limit`."""
+    lines = text.strip().splitlines() or [""]
+    text = lines[0] + (" …" if len(lines) > 1 else "")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -60,7 +62,7 @@ def call_summary(name: str, raw_arguments: str | None) -> str:
         if name == "Shell":
             text = "$ " + text + ("  (background)" if args.get("run_in_background") else "")
         elif name == "Grep" and isinstance(args.get("path"), str):
-            text = f"{text}  in {args['path']}"
+            text = f"{text} in {args['path']}"
         return _clip(text)
     questions = args.get("questions")
     if name == "AskUserQuestion" and isinstance(questions, list) and questions:

@@ -20,6 +20,7 @@ from soulwire.wire.messages import (
     ApprovalResponse,
     CompactionBegin,
     CompactionEnd,
+    HookResolved,
     MCPLoadingBegin,
     MCPLoadingEnd,
     Notification,
@@ -165,6 +166,11 @@ class ConversationView:
             self.print(Text(f"🔔 {message.title}", style="cyan"))
         elif isinstance(message, SubagentEvent):
             self._on_subagent(message)
+        elif isinstance(message, HookResolved) and message.action == "block":
+            self.end_run()
+            target = f" ({message.target})" if message.target else ""
+            reason = f": {message.reason}" if message.reason else ""
+            self.print(Text(f"⛔ {message.event} hook{target} blocked{reason}", style="yellow"))
 
     def replay_user(self, message: TurnBegin) -> None:
         """A user prompt of an earlier turn (resume), as the prompt showed it."""
