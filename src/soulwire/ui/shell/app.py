@@ -151,7 +151,7 @@ class ShellApp(Keys):
             parts.append(f"context {status.context_usage * 100:.1f}%")
         parts.append(f"{_count(status.tokens)} tokens")
         if self._turn_running:
-            parts.append("Enter steers · Ctrl-C interrupts")
+            parts.append("Ctrl-C interrupts")
         parts.append(_short_path(self.options.work_dir))
         return " " + " · ".join(parts) + " "
 
@@ -250,7 +250,7 @@ class ShellApp(Keys):
             with scope:
                 outcome = await runtime.soul.run(user_input)
             if scope.cancelled_caught or outcome is None:
-                self.view.note("⏹ Interrupted — the turn was stopped. Type your next message.", "yellow")
+                self.view.interrupted()
             elif outcome.status == "max_steps_reached":
                 self.view.note(f"Stopped after the maximum of {outcome.steps} steps.", "yellow")
         except (LLMNotSet, LLMNotSupported) as exc:

@@ -107,6 +107,7 @@ class ConversationView:
         self.turn_started: float | None = None
         self._spinners: dict[str, Any] = {}
         self._gapped = True
+        self._unfinished: list[RunningTool] = []
 
     # -- event sinks ------------------------------------------------------------
     def on_raw(self, message: WireModel) -> None:
@@ -131,6 +132,7 @@ class ConversationView:
             self.turn_started = time.monotonic()
         elif isinstance(message, TurnEnd):
             self.end_run()
+            self._unfinished = list(self._calls.values())
             self._calls.clear()
             self._spinners.clear()
             self.activity = ""
@@ -238,6 +240,15 @@ class ConversationView:
                 diff_shown=result.tool_call_id in self._diffs_shown,
             )
         )
+
+    def interrupted(self) -> None:
+        """The turn was cancelled: say so, naming the tools that were still running."""
+        self.end_run()
+        for tool in self._unfinished or list(self._calls.values()):
+            self.print(Text(f"  ⎿ ⏹ stopped ({tool.name})", style="yellow"))
+        self._unfinished = []
+        self._calls.clear()
+        self.print(Text("⏹ Interrupted. Type your next message.", style="yellow"))
 
     def approval_shown(self, tool_call_id: str, has_diff: bool) -> None:
         if has_diff:
