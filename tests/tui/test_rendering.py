@@ -144,3 +144,24 @@ def test_the_answer_shows_while_it_is_being_written(tmux_shell: Shell, llm: Fake
         release.set()
     screen = shell.wait_for(r"An unfinished sentence that ends later\.")
     assert screen.count("An unfinished sen") == 1  # the live copy was replaced, not left behind
+
+
+def test_a_16_colour_terminal_gets_only_the_16_colours(tmux_shell: Shell):
+    shell = tmux_shell(
+        "think: hmm\ntext: Some `code` and **bold**.", tool_call("c1", "Shell", command="ls"), "text: ok"
+    )
+    shell.start(env={"TERM": "xterm", "COLORTERM": ""})
+    shell.ready()
+    shell.type("/he")  # the completion menu has colours of its own
+    menu = shell.wait_for("List the commands", escapes=True)
+    assert not re.search(r"\x1b\[[0-9;]*[34]8;[25];", menu), repr(menu)
+    shell.keys("C-u")
+    shell.type("go")
+    shell.keys("Enter")
+    shell.wait_for(r"Some code and bold\.")
+    shell.type("tool")
+    shell.keys("Enter")
+    shell.wait_for(r"Approve once")
+    screen = shell.screen(history=True, escapes=True)
+    assert COLOUR.search(screen)  # there is colour …
+    assert not re.search(r"\x1b\[[0-9;]*[34]8;[25];", screen), repr(screen)  # … of the 16 only

@@ -164,6 +164,7 @@ class ShellApp(Keys):
         banner = f"Soulwire {__version__} · /help lists commands · Ctrl-D exits\n"
         self.screen.write(f"\x1b[2m{banner}\x1b[0m" if not self.screen.plain else banner)
         self.session = session = build_session(
+            colors=self.screen.colors,
             history=history_path(self.options.share_dir, self.options.work_dir),
             message=self._message,
             toolbar=self._toolbar,

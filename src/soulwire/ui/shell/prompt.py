@@ -15,6 +15,7 @@ from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import ANSI, AnyFormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.output import ColorDepth
 
 if TYPE_CHECKING:
     from soulwire.ui.shell.modals import Picker
@@ -86,6 +87,7 @@ class Keys:
 
 def build_session(
     *,
+    colors: str | None,
     history: Path,
     message: Callable[[], AnyFormattedText],
     toolbar: Callable[[], AnyFormattedText],
@@ -159,10 +161,19 @@ def build_session(
         prompt_continuation=lambda width, line_number, wrap_count: "  ",
         enable_history_search=False,
         reserve_space_for_menu=4,
+        color_depth=_COLOR_DEPTHS[colors],
     )
     session.app.ttimeoutlen = 0.05  # Escape answers at once instead of waiting for a sequence
     session.app.min_redraw_interval = 1 / 30  # one repaint per frame at most while streaming
     return session
+
+
+_COLOR_DEPTHS = {
+    None: ColorDepth.DEPTH_1_BIT,
+    "standard": ColorDepth.DEPTH_4_BIT,
+    "256": ColorDepth.DEPTH_8_BIT,
+    "truecolor": ColorDepth.DEPTH_24_BIT,
+}
 
 
 def _wants_completion(document: Document) -> bool:

@@ -13,13 +13,17 @@ if TYPE_CHECKING:
 
 
 def color_system() -> str | None:
-    """What the terminal can show: nothing with NO_COLOR or TERM=dumb, else rich's guess."""
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+    """What the terminal can show, from the environment (read without loading rich):
+    nothing with NO_COLOR or TERM=dumb, 24-bit with COLORTERM=truecolor, 256 colours with a
+    `*-256color` TERM, else the 16 standard colours."""
+    term = os.environ.get("TERM", "")
+    if os.environ.get("NO_COLOR") or term == "dumb":
         return None
-    from rich.console import Console
-
-    probe = Console(file=sys.stdout, force_terminal=True)
-    return probe.color_system or "standard"
+    if os.environ.get("COLORTERM", "").lower() in ("truecolor", "24bit"):
+        return "truecolor"
+    if "256color" in term:
+        return "256"
+    return "standard"
 
 
 class Screen:
@@ -27,24 +31,14 @@ class Screen:
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
-        self._colors: str | bool | None = False  # False: not probed yet (rich loads at first use)
+        self.colors = color_system()
         self._queue: list[str] = []
         self._scheduled = False
 
     @property
-    def colors(self) -> str | None:
-        if self._colors is False:
-            self._colors = color_system()
-        return self._colors  # pyright: ignore[reportReturnType]
-
-    @colors.setter
-    def colors(self, value: str | None) -> None:
-        self._colors = value
-
-    @property
     def plain(self) -> bool:
-        """No colours wanted (known without loading rich)."""
-        return bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
+        """No colours, no styles."""
+        return self.colors is None
 
     def width(self) -> int:
         return max(20, shutil.get_terminal_size((80, 24)).columns)

@@ -106,7 +106,7 @@ class ConversationView:
         self._live_cache: tuple[tuple[int, int], str] | None = None
         self.turn_started: float | None = None
         self._spinners: dict[str, Any] = {}
-        self._gapped = True
+        self._gapped = False
         self._unfinished: list[RunningTool] = []
 
     # -- event sinks ------------------------------------------------------------
