@@ -165,3 +165,19 @@ def test_a_16_colour_terminal_gets_only_the_16_colours(tmux_shell: Shell):
     screen = shell.screen(history=True, escapes=True)
     assert COLOUR.search(screen)  # there is colour …
     assert not re.search(r"\x1b\[[0-9;]*[34]8;[25];", screen), repr(screen)  # … of the 16 only
+
+
+def test_a_steer_not_yet_taken_returns_to_the_input_line_when_the_turn_is_interrupted(tmux_shell: Shell):
+    shell = tmux_shell(tool_call("c1", "Shell", command="sleep 5731"))
+    shell.start("--yolo")
+    shell.ready()
+    shell.type("start")
+    shell.keys("Enter")
+    shell.wait_for(r"Shell  \$ sleep 5731  \d+s")
+    shell.type("my second thought")
+    shell.keys("Enter")
+    shell.wait_for(r"sent to the running turn")
+    shell.keys("C-c")
+    shell.wait_for(r"Interrupted")
+    shell.wait_for(r"❯ my second thought")
+    assert user_inputs(shell.sandbox.share) == ["start"]

@@ -58,6 +58,7 @@ class ShellApp(Keys):
         self._pickers: list[Picker] = []
         self._draft = ""
         self._steers: list[str] = []
+        self._interrupted = False
         self._last_interrupt = 0.0
         self.hint = ""
         self._unsubscribe: list[Any] = []
@@ -92,6 +93,8 @@ class ShellApp(Keys):
         picker = self.picker()
         if picker is not None:
             picker.cancel()
+            if self._turn is None:
+                return  # a picker of the shell's own (/sessions): closing it is enough
         if self._turn is not None:
             self._turn.cancel()
             self.hint = ""
@@ -247,10 +250,12 @@ class ShellApp(Keys):
                 return
             scope = anyio.CancelScope()
             self._turn = scope
+            self._interrupted = False
             outcome = None
             with scope:
                 outcome = await runtime.soul.run(user_input)
             if scope.cancelled_caught or outcome is None:
+                self._interrupted = True
                 self.view.interrupted()
             elif outcome.status == "max_steps_reached":
                 self.view.note(f"Stopped after the maximum of {outcome.steps} steps.", "yellow")
@@ -266,8 +271,13 @@ class ShellApp(Keys):
             self.view.turn_started = None
             self.invalidate()
         leftover, self._steers = self._steers, []
-        if leftover and self.exit_code is None:
-            self.start_turn("\n".join(leftover))
+        if not leftover or self.exit_code is not None:
+            return
+        if self._interrupted:  # back into the input line, to send again or not
+            if self.session is not None:
+                self.session.default_buffer.insert_text("\n".join(leftover))
+            return
+        self.start_turn("\n".join(leftover))  # came too late for the turn: the next prompt
 
     async def _tick(self) -> None:
         """Spinners and elapsed times move while something runs."""
