@@ -429,15 +429,22 @@ def test_model_lists_and_switches_keeping_the_conversation(tmux_shell: Shell):
     assert user_inputs(shell.sandbox.share) == ["hello", "still there?"]  # one session throughout
 
 
-def test_plan_flag_shows_in_the_status_line_and_ctrl_c_clears_a_typed_line(tmux_shell: Shell):
+def test_shift_tab_turns_plan_mode_on_and_ctrl_c_clears_a_typed_line(tmux_shell: Shell):
     shell = tmux_shell()
-    shell.start("--plan")
+    shell.start()
+    shell.ready()
+    shell.keys("BTab")  # Shift-Tab
+    shell.wait_for(r"Plan mode is on")
     shell.wait_for(r"PLAN")
     shell.type("something I changed my mind about")
     shell.wait_for(r"❯ something I changed my mind about")
     shell.keys("C-c")
     shell.wait_until(lambda screen: "changed my mind" not in screen, "the input cleared")
     assert "Ctrl-C again" not in shell.screen()  # clearing is not a step towards exiting
+    shell.keys("C-d")
+    shell.wait_for("^EXIT=0$")
+    shell.start("--continue")
+    shell.wait_for(r"PLAN")  # kept with the session
 
 
 def test_ctrl_c_during_an_approval_rejects_and_interrupts(tmux_shell: Shell):

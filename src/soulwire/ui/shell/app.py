@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from soulwire.ui.shell.commands import UICommands
     from soulwire.ui.shell.modals import Picker
     from soulwire.ui.shell.view import ConversationView
-    from soulwire.wire.messages import ApprovalRequest, QuestionRequest
 
 # Nothing here imports pydantic, rich or the engine at module level: the prompt is painted
 # first, and they load in a worker thread while the user starts typing.
@@ -111,6 +110,17 @@ class ShellApp(Keys):
         self._last_interrupt = now
         self.hint = EXIT_HINT
         self.invalidate()
+
+    def toggle_plan_mode(self) -> None:
+        """Shift-Tab: plan mode on or off (the model explores and plans, changes nothing)."""
+        if self.runtime is None:
+            return
+        enabled = self.runtime.set_plan_mode(not self.runtime.plan.enabled)
+        self.runtime.save_state()
+        if enabled:
+            self.view.note("Plan mode is on: the model explores and plans, and changes nothing.", "cyan")
+        else:
+            self.view.note("Plan mode is off.", "cyan")
 
     def leave(self, code: int) -> None:
         self.exit_code = code
@@ -388,12 +398,13 @@ class ShellApp(Keys):
 
     # -- the engine's requests (ClientChannel) ----------------------------------
     async def request(self, message: Any) -> Any:
+        from soulwire.ui.shell.modals import answer_approval, answer_questions
         from soulwire.wire.messages import ApprovalRequest, QuestionRequest
 
         if isinstance(message, ApprovalRequest):
-            return await self._approve(message)
+            return await answer_approval(message, self.pick, self.view)
         if isinstance(message, QuestionRequest):
-            return await self._ask(message)
+            return await answer_questions(message, self.pick, self.view)
         from soulwire.engine.client import ClientRequestError
 
         raise ClientRequestError("the terminal shell does not serve this request", unsupported=True)
@@ -415,45 +426,6 @@ class ShellApp(Keys):
                 self._draft = ""
             self.invalidate()
         return picker
-
-    async def _approve(self, request: ApprovalRequest) -> dict[str, Any]:
-        from soulwire.ui.shell.blocks import approval_renderable
-        from soulwire.wire.types import DiffDisplayBlock
-
-        self.view.end_run()
-        self.view.print(
-            approval_renderable(request.sender, request.action, request.description, request.display)
-        )
-        has_diff = any(isinstance(b, DiffDisplayBlock) for b in request.display)
-        self.view.approval_shown(request.tool_call_id, has_diff)
-        from soulwire.ui.shell.modals import approval_picker
-
-        picker = await self.pick(approval_picker(request.sender, request.action))
-        response = picker.result or "reject"
-        feedback = ""
-        if response == "reject_with_feedback":
-            response, feedback = "reject", picker.text
-        return {"request_id": request.id, "response": response, "feedback": feedback}
-
-    async def _ask(self, request: QuestionRequest) -> dict[str, Any]:
-        from rich.text import Text
-
-        from soulwire.ui.shell.modals import OTHER, question_picker
-
-        answers: dict[str, str] = {}
-        self.view.end_run()
-        for item in request.questions:
-            picker = await self.pick(question_picker(item))
-            if not picker.result:
-                self.view.note("  (question dismissed)")
-                return {"request_id": request.id, "answers": {}}
-            answer = picker.text if picker.result == OTHER else picker.result
-            answers[item.question] = answer
-            line = Text("? ", style="bold yellow")
-            line.append(item.question + " ")
-            line.append(answer, style="bold")
-            self.view.print(line)
-        return {"request_id": request.id, "answers": answers}
 
 
 def _build(options: SessionOptions) -> Runtime:

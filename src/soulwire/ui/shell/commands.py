@@ -31,6 +31,7 @@ UI_COMMANDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 _COMMAND = re.compile(r"^/([A-Za-z0-9_?:-]+)(?:\s+(.*))?$", re.DOTALL)
 KEYS_HELP = (
     "Enter sends · Ctrl-J new line · ↑/↓ history · Tab completes /commands and @files · "
+    "Shift-Tab plan mode · Ctrl-X Ctrl-E edit in $EDITOR · "
     "Ctrl-C interrupts a turn (twice at an empty prompt: exit) · Ctrl-D exits"
 )
 

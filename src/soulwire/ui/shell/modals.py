@@ -6,12 +6,19 @@ rejection's reason, an "Other" answer — is typed in the normal input line."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from rich.text import Text
 
-from soulwire.wire.types import QuestionItem
+from soulwire.ui.shell.blocks import approval_renderable
+from soulwire.wire.messages import ApprovalRequest, QuestionRequest
+from soulwire.wire.types import DiffDisplayBlock, QuestionItem
+
+if TYPE_CHECKING:
+    from soulwire.ui.shell.view import ConversationView
 
 APPROVAL_CHOICES = (
     ("approve", "Approve once"),
@@ -118,3 +125,38 @@ def question_picker(item: QuestionItem) -> Picker:
         free_text_prompt="Your answer:",
         escape_value=None,
     )
+
+
+Pick = Callable[[Picker], Awaitable[Picker]]
+"""Shows a picker above the input line and waits for its answer."""
+
+
+async def answer_approval(request: ApprovalRequest, pick: Pick, view: ConversationView) -> dict[str, Any]:
+    """The action and what it touches go to the scrollback first, then the choice."""
+    view.end_run()
+    view.print(approval_renderable(request.sender, request.action, request.description, request.display))
+    view.approval_shown(request.tool_call_id, any(isinstance(b, DiffDisplayBlock) for b in request.display))
+    picker = await pick(approval_picker(request.sender, request.action))
+    response = picker.result or "reject"
+    feedback = ""
+    if response == "reject_with_feedback":
+        response, feedback = "reject", picker.text
+    return {"request_id": request.id, "response": response, "feedback": feedback}
+
+
+async def answer_questions(request: QuestionRequest, pick: Pick, view: ConversationView) -> dict[str, Any]:
+    """One picker per question; Escape on any of them dismisses them all."""
+    answers: dict[str, str] = {}
+    view.end_run()
+    for item in request.questions:
+        picker = await pick(question_picker(item))
+        if not picker.result:
+            view.note("  (question dismissed)")
+            return {"request_id": request.id, "answers": {}}
+        answer = picker.text if picker.result == OTHER else picker.result
+        answers[item.question] = answer
+        line = Text("? ", style="bold yellow")
+        line.append(item.question + " ")
+        line.append(answer, style="bold")
+        view.print(line)
+    return {"request_id": request.id, "answers": answers}

@@ -84,6 +84,8 @@ class Keys:
 
     def picker(self) -> Picker | None: ...
 
+    def toggle_plan_mode(self) -> None: ...
+
 
 def build_session(
     *,
@@ -102,6 +104,10 @@ def build_session(
     @bindings.add("c-c", eager=True)
     def _(event: KeyPressEvent) -> None:
         keys.interrupt()
+
+    @bindings.add("s-tab", filter=~choosing)
+    def _(event: KeyPressEvent) -> None:
+        keys.toggle_plan_mode()
 
     @bindings.add("c-j", filter=~choosing)
     def _(event: KeyPressEvent) -> None:
@@ -160,6 +166,7 @@ def build_session(
         key_bindings=bindings,
         prompt_continuation=lambda width, line_number, wrap_count: "  ",
         enable_history_search=False,
+        enable_open_in_editor=True,  # Ctrl-X Ctrl-E: compose the message in $EDITOR
         reserve_space_for_menu=4,
         color_depth=_COLOR_DEPTHS[colors],
     )
