@@ -178,6 +178,6 @@ def test_a_steer_not_yet_taken_returns_to_the_input_line_when_the_turn_is_interr
     shell.keys("Enter")
     shell.wait_for(r"sent to the running turn")
     shell.keys("C-c")
-    shell.wait_for(r"Interrupted")
+    shell.wait_for(r"Turn interrupted")
     shell.wait_for(r"❯ my second thought")
     assert user_inputs(shell.sandbox.share) == ["start"]

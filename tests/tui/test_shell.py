@@ -217,7 +217,8 @@ def test_ctrl_c_interrupts_the_turn_and_kills_the_running_command(tmux_shell: Sh
     shell.wait_for(r"Shell  \$ sleep 4321 & sleep 4322; echo done  \d+s")  # spinner with elapsed time
     wait_for_file(lambda: _running("sleep 4322"), "the command running")
     shell.keys("C-c")
-    shell.wait_for(r"Interrupted")
+    screen = shell.wait_for(r"Turn interrupted")
+    assert "⎿ ⏹ interrupted (Shell)" in screen
     wait_for_file(lambda: not _running("sleep 432[12]"), "the command and its children killed", timeout=5)
     shell.type("next")
     shell.keys("Enter")
@@ -455,7 +456,7 @@ def test_ctrl_c_during_an_approval_rejects_and_interrupts(tmux_shell: Shell):
     shell.keys("Enter")
     shell.wait_for(r"Approve once")
     shell.keys("C-c")
-    shell.wait_for(r"Interrupted")
+    shell.wait_for(r"Turn interrupted")
     assert not (shell.sandbox.work / "not_created").exists()
     shell.type("next")
     shell.keys("Enter")

@@ -214,7 +214,7 @@ class ConversationView:
             return Text(block, style="dim italic")
         from rich.markdown import Markdown
 
-        return Markdown(block, code_theme="monokai")
+        return Markdown(block, code_theme="monokai", justify="default")  # no padding to the width
 
     # -- tools --------------------------------------------------------------
     def _on_call(self, call: ToolCall) -> None:
@@ -245,10 +245,10 @@ class ConversationView:
         """The turn was cancelled: say so, naming the tools that were still running."""
         self.end_run()
         for tool in self._unfinished or list(self._calls.values()):
-            self.print(Text(f"  ⎿ ⏹ stopped ({tool.name})", style="yellow"))
+            self.print(Text(f"  ⎿ ⏹ interrupted ({tool.name})", style="yellow"))
         self._unfinished = []
         self._calls.clear()
-        self.print(Text("⏹ Interrupted. Type your next message.", style="yellow"))
+        self.print(Text("⏹ Turn interrupted. Type your next message.", style="yellow"))
 
     def approval_shown(self, tool_call_id: str, has_diff: bool) -> None:
         if has_diff:
