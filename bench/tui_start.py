@@ -2,7 +2,9 @@
 
 Measures, per run: the time until the input line is painted (the prompt glyph is on the
 screen and keys are being read), and until the engine is loaded (the status line names the
-model). The terminal's cursor-position queries are answered as a terminal would.
+model), plus the CPU time the process had used when the input line appeared (user + system,
+10 ms resolution): unlike wall time, it hardly depends on how busy the machine is. The
+terminal's cursor-position queries are answered as a terminal would.
 
     python bench/tui_start.py [--runs 10] [--cmd "kimi"]   # --cmd: another shell to time
 """
@@ -29,9 +31,18 @@ from tests.wire_client import scripted_config  # noqa: E402
 CPR_QUERY = b"\x1b[6n"
 
 
+def cpu_ms(pid: int) -> float:
+    """User + system CPU time the process has used so far (all its threads), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def one_run(
     argv: list[str], env: dict[str, str], cwd: Path, prompt: bytes, ready: bytes
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     master, slave = pty.openpty()
     import fcntl
     import struct
@@ -44,7 +55,7 @@ def one_run(
     )
     os.close(slave)
     seen = b""
-    first = loaded = float("nan")
+    first = loaded = cpu = float("nan")
     deadline = start + 30
     try:
         while time.perf_counter() < deadline:
@@ -61,6 +72,7 @@ def one_run(
             now = time.perf_counter()
             if first != first and prompt in seen:
                 first = now - start
+                cpu = cpu_ms(proc.pid)
             if loaded != loaded and ready in seen:
                 loaded = now - start
             if first == first and loaded == loaded:
@@ -73,7 +85,7 @@ def one_run(
             proc.kill()
             proc.wait()
         os.close(master)
-    return first * 1000, loaded * 1000
+    return first * 1000, loaded * 1000, cpu
 
 
 def main() -> None:
@@ -102,13 +114,15 @@ def main() -> None:
             exe = Path(sys.executable).with_name("soulwire")
             argv = [str(exe), "--config-file", str(config), "--work-dir", str(root / "work")]
         one_run(argv, env, root / "work", args.prompt.encode(), args.ready.encode())  # warm the caches
-        firsts, loads = [], []
+        firsts, loads, cpus = [], [], []
         for _ in range(args.runs):
-            first, loaded = one_run(argv, env, root / "work", args.prompt.encode(), args.ready.encode())
+            first, loaded, cpu = one_run(argv, env, root / "work", args.prompt.encode(), args.ready.encode())
             firsts.append(first)
             loads.append(loaded)
+            cpus.append(cpu)
     print(f"command: {' '.join(argv[:1])}  runs: {args.runs}")
-    for label, values in (("input line painted", firsts), ("engine loaded     ", loads)):
+    rows = (("input line painted", firsts), ("engine loaded     ", loads), ("CPU used at paint ", cpus))
+    for label, values in rows:
         median, low, high = statistics.median(values), min(values), max(values)
         print(f"spawn → {label}: median {median:.0f} ms  (min {low:.0f}, max {high:.0f})")
 
