@@ -29,6 +29,8 @@ def test_a_prompt_is_answered_and_ctrl_d_leaves_with_status_0_and_the_terminal_r
     shell.wait_for(r"^EXIT=0$")
     # main screen, cursor visible, no mouse reporting, no bracketed paste left on
     assert shell.flags("alternate_on", "cursor_flag", "mouse_any_flag") == ["0", "1", "0"]
+    shell.type("echo-is-back")  # the terminal echoes again (cooked mode restored)
+    shell.wait_for(r"^echo-is-back")
 
 
 def test_the_line_editor_moves_edits_and_inserts_newlines_with_ctrl_j(tmux_shell: Shell):
@@ -320,7 +322,8 @@ def test_text_typed_before_the_prompt_appears_is_kept(tmux_shell: Shell):
     shell = tmux_shell("text: early bird answered")
     shell.start()
     shell.type("typed right away")  # the process is still starting
-    shell.wait_for(r"❯ typed right away")
+    screen = shell.wait_for(r"❯ typed right away")
+    assert screen.count("typed right away") == 1  # not echoed by the terminal as well
     shell.ready()
     shell.keys("Enter")
     shell.wait_for(r"early bird answered")

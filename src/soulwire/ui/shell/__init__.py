@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Generator
+from contextlib import contextmanager
 
 from soulwire.runtime.options import SessionOptions
 
@@ -28,6 +30,28 @@ def run_shell(options: SessionOptions, *, prompt: str | None = None) -> int:
             options = replace(options, session_id=None)
 
         return run_plain(options, first_prompt=prompt)
-    from soulwire.ui.shell.app import run_app
+    with _typeahead_not_echoed():
+        from soulwire.ui.shell.app import run_app
 
-    return run_app(options, first_prompt=prompt)
+        return run_app(options, first_prompt=prompt)
+
+
+@contextmanager
+def _typeahead_not_echoed() -> Generator[None]:
+    """Keys typed while the shell loads wait, unechoed, for the input line (which shows them);
+    the terminal's own settings are put back exactly as they were at the end."""
+    import termios
+
+    fd = sys.stdin.fileno()
+    try:
+        original = termios.tcgetattr(fd)
+        quiet = termios.tcgetattr(fd)
+        quiet[3] &= ~termios.ECHO
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: typed keys are kept
+    except termios.error:
+        yield
+        return
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, original)

@@ -174,8 +174,7 @@ class ShellApp(Keys):
 
         # A line before the first prompt also keeps prompt_toolkit's first frame out of the
         # scrollback when the prompt starts on the top row.
-        banner = f"Soulwire {__version__} · /help lists commands · Ctrl-D exits\n"
-        self.screen.write(f"\x1b[2m{banner}\x1b[0m" if not self.screen.plain else banner)
+        _banner(f"Soulwire {__version__} · /help lists commands · Ctrl-D exits")
         self.session = session = build_session(
             colors=self.screen.colors,
             history=history_path(self.options.share_dir, self.options.work_dir),
@@ -453,6 +452,19 @@ def _sigint_to(handler: Any) -> Any:
     except (NotImplementedError, RuntimeError):
         return lambda: None
     return lambda: loop.remove_signal_handler(signal.SIGINT)
+
+
+def _banner(text: str) -> None:
+    """The first line: it replaces whatever the terminal echoed of keys typed before the shell
+    took over (those keys are not lost: they wait for the input line)."""
+    from prompt_toolkit.application.current import get_app_session
+    from prompt_toolkit.formatted_text import FormattedText
+    from prompt_toolkit.shortcuts import print_formatted_text
+
+    output = get_app_session().output
+    output.write_raw("\r")
+    output.erase_end_of_line()
+    print_formatted_text(FormattedText([("ansibrightblack", text)]), output=output, flush=True)
 
 
 def _dim(text: str) -> Any:
