@@ -493,3 +493,13 @@ def test_a_multi_select_question_takes_several_answers_and_other_takes_text(tmux
     results = [m["payload"] for m in wire_records(shell.sandbox.share) if m["type"] == "ToolResult"]
     value = json.dumps(results[0]["return_value"])
     assert "Parser, Printer" in value and "the docs too" in value
+
+
+def test_a_message_sent_before_the_engine_has_loaded_waits_for_it(tmux_shell: Shell):
+    shell = tmux_shell("text: answered the early message")
+    shell.start()
+    shell.type("early message")
+    shell.wait_for(r"❯ early message")  # the input line is there; the engine usually is not yet
+    shell.keys("Enter")
+    shell.wait_for(r"answered the early message")
+    assert user_inputs(shell.sandbox.share) == ["early message"]

@@ -38,8 +38,9 @@ def run_shell(options: SessionOptions, *, prompt: str | None = None) -> int:
 
 @contextmanager
 def _typeahead_not_echoed() -> Generator[None]:
-    """Keys typed while the shell loads wait, unechoed, for the input line (which shows them);
-    the terminal's own settings are put back exactly as they were at the end."""
+    """Keys typed while the shell loads wait, unechoed, for the input line (which shows them;
+    an Enter among them sends the message); the terminal's own settings are put back exactly
+    as they were at the end."""
     import termios
 
     fd = sys.stdin.fileno()
@@ -47,6 +48,7 @@ def _typeahead_not_echoed() -> Generator[None]:
         original = termios.tcgetattr(fd)
         quiet = termios.tcgetattr(fd)
         quiet[3] &= ~termios.ECHO
+        quiet[0] &= ~termios.ICRNL  # an early Enter stays Enter (not Ctrl-J, a new line)
         termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: typed keys are kept
     except termios.error:
         yield
