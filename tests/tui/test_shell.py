@@ -503,3 +503,22 @@ def test_a_message_sent_before_the_engine_has_loaded_waits_for_it(tmux_shell: Sh
     shell.keys("Enter")
     shell.wait_for(r"answered the early message")
     assert user_inputs(shell.sandbox.share) == ["early message"]
+
+
+def test_plan_mode_shows_the_plan_and_approving_it_leaves_plan_mode(tmux_shell: Shell):
+    shell = tmux_shell()
+    plan_file = shell.sandbox.share / "plans" / "planned-1.md"
+    shell.sandbox.scripts = [
+        tool_call("w1", "WriteFile", path=str(plan_file), content="# The plan\n\nStep one: build it.\n"),
+        tool_call("x1", "ExitPlanMode"),
+        "text: carrying out the plan",
+    ]
+    shell.start("--plan", "--session", "planned-1")
+    shell.wait_for(r"PLAN")
+    shell.type("plan the work")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"Approve")
+    assert "Step one: build it." in screen and "The plan" in screen  # the plan, shown
+    shell.keys("1")
+    shell.wait_for(r"carrying out the plan")
+    shell.wait_until(lambda screen: "PLAN" not in screen, "plan mode off in the status line")

@@ -28,6 +28,7 @@ def test_call_summaries_say_what_the_tool_does():
     assert call_summary("Grep", json.dumps({"pattern": "TODO", "path": "src"})) == "TODO in src"
     assert call_summary("Unknown", json.dumps({"k": 1})) == "k=1"
     assert call_summary("Shell", "{not json") == "{not json"
+    assert call_summary("ExitPlanMode", "{}") == ""
     assert call_summary("Shell", json.dumps({"command": "echo 'a  b'\nls"})) == "$ echo 'a  b' …"
 
 

@@ -73,7 +73,8 @@ def call_summary(name: str, raw_arguments: str | None) -> str:
     if name == "SetTodoList" and isinstance(args.get("todos"), list):
         return f"{len(args['todos'])} items"  # pyright: ignore[reportUnknownArgumentType]
     if not args:
-        return _clip(raw_arguments or "")
+        raw = (raw_arguments or "").strip()
+        return "" if raw in ("", "{}", "null") else _clip(raw)
     return _clip(", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items()))
 
 

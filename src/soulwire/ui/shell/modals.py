@@ -36,6 +36,7 @@ class Picker:
     title: str
     options: list[tuple[str, str]]  # (value, label)
     hint: str
+    body: str = ""
     multi: bool = False
     free_text_value: str | None = None
     """The option whose choice opens the input line for text."""
@@ -86,6 +87,8 @@ class Picker:
     def render(self) -> Text:
         out = Text()
         out.append(self.title + "\n", style="bold yellow")
+        if self.body:
+            out.append(self.body + "\n", style="dim")
         if self.typing:
             out.append(f"  {self.free_text_prompt} (Enter sends, Esc skips)\n", style="yellow")
             return out
@@ -111,7 +114,8 @@ def approval_picker(sender: str, action: str) -> Picker:
 
 def question_picker(item: QuestionItem) -> Picker:
     options = [(o.label, o.label + (f" — {o.description}" if o.description else "")) for o in item.options]
-    options.append((OTHER, item.other_label or "Other (type an answer)"))
+    other = item.other_label or "Other (type an answer)"
+    options.append((OTHER, other + (f" — {item.other_description}" if item.other_description else "")))
     title = (f"[{item.header}] " if item.header else "") + item.question
     hint = "Enter chooses · ↑/↓ or digits move · Esc dismisses"
     if item.multi_select:
@@ -120,6 +124,7 @@ def question_picker(item: QuestionItem) -> Picker:
         title=title,
         options=options,
         hint=hint,
+        body=item.body,
         multi=item.multi_select,
         free_text_value=OTHER,
         free_text_prompt="Your answer:",
