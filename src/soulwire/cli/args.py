@@ -31,7 +31,10 @@ def _int_at_least(minimum: int):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soulwire",
-        description="A coding-agent engine. Modes: --wire (JSON-RPC over stdio), --print (one-shot).",
+        description=(
+            "A coding-agent engine. Modes: the interactive shell (no mode flag), "
+            "--wire (JSON-RPC over stdio), --print (one-shot)."
+        ),
         epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions.",
         allow_abbrev=False,
     )
