@@ -97,18 +97,14 @@ def output_text(value: ToolReturnValue) -> str:
 
 
 def _indented(renderable: RenderableType, first: str = "  ⎿ ") -> RenderableType:
-    from rich.padding import Padding
+    """`renderable` in a column to the right of `first` (long lines wrap inside the column)."""
+    from rich.table import Table
 
-    if isinstance(renderable, Text):
-        lines = renderable.split("\n", allow_blank=True)
-        out = Text()
-        for i, line in enumerate(lines):
-            out.append(first if i == 0 else " " * len(first))
-            out.append_text(line)
-            if i < len(lines) - 1:
-                out.append("\n")
-        return out
-    return Padding(renderable, (0, 0, 0, len(first)))
+    grid = Table.grid()
+    grid.add_column(width=len(first), no_wrap=True)
+    grid.add_column()
+    grid.add_row(first, renderable)
+    return grid
 
 
 def truncated_output(text: str, hint: str) -> Text:
@@ -187,7 +183,7 @@ def tool_result_renderable(
         return Group(*parts)
     text = output_text(value)
     extra = display_renderables(value.display, skip_diffs=diff_shown)
-    if name == "Shell":
+    if name in ("Shell", "Agent"):  # a command's output, a sub-agent's report: worth reading
         body = (
             truncated_output(text, f"/output {index}") if text.strip() else Text("(no output)", style="dim")
         )
@@ -202,9 +198,13 @@ def tool_result_renderable(
     return Group(*parts)
 
 
-def approval_renderable(sender: str, action: str, description: str, display: list[Any]) -> RenderableType:
+def approval_renderable(
+    sender: str, action: str, description: str, display: list[Any], *, subagent: str | None = None
+) -> RenderableType:
     head = Text("? ", style="bold yellow")
     head.append(f"{sender} wants to {action}", style="bold")
+    if subagent:
+        head.append(f"  (asked by the {subagent} sub-agent)", style="dim")
     parts: list[RenderableType] = [head]
     for block in display:
         if isinstance(block, ShellDisplayBlock):

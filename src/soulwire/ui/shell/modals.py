@@ -139,7 +139,15 @@ Pick = Callable[[Picker], Awaitable[Picker]]
 async def answer_approval(request: ApprovalRequest, pick: Pick, view: ConversationView) -> dict[str, Any]:
     """The action and what it touches go to the scrollback first, then the choice."""
     view.end_run()
-    view.print(approval_renderable(request.sender, request.action, request.description, request.display))
+    view.print(
+        approval_renderable(
+            request.sender,
+            request.action,
+            request.description,
+            request.display,
+            subagent=request.subagent_type or request.agent_id,
+        )
+    )
     view.approval_shown(request.tool_call_id, any(isinstance(b, DiffDisplayBlock) for b in request.display))
     picker = await pick(approval_picker(request.sender, request.action))
     response = picker.result or "reject"
