@@ -60,7 +60,9 @@ class Screen:
         )
         with console.capture() as capture:
             console.print(renderable)
-        return capture.get()
+        # Padding that is plain spaces at a line's end (not a code block's background) is dropped:
+        # text copied from the scrollback has no trailing blanks.
+        return "\n".join(line.rstrip(" ") for line in capture.get().split("\n"))
 
     def print(self, renderable: RenderableType) -> None:
         self.write(self.ansi(renderable))
