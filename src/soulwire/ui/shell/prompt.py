@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
-from prompt_toolkit.formatted_text import ANSI, AnyFormattedText
+from prompt_toolkit.formatted_text import AnyFormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import ColorDepth
@@ -189,7 +189,3 @@ def _wants_completion(document: Document) -> bool:
         return True
     words = before.split()
     return bool(words) and words[-1].startswith("@") and not before.endswith((" ", "\n"))
-
-
-def ansi(text: str) -> Any:
-    return ANSI(text)
