@@ -18,7 +18,7 @@ Shell = Callable[..., Tmux]
 def test_a_prompt_is_answered_and_ctrl_d_leaves_with_status_0_and_the_terminal_restored(tmux_shell: Shell):
     shell = tmux_shell("think: pondering the question\ntext: Hello from the **model**.")
     shell.start()
-    shell.ready()
+    assert "context 0.0%" in shell.ready()  # the status line: model and context use
     shell.type("hi there")
     shell.keys("Enter")
     screen = shell.wait_for(r"Hello from the model\.")

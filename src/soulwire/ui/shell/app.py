@@ -337,6 +337,9 @@ class ShellApp(Keys):
         ]
         if runtime.session.resumed:
             self._show_history(runtime)
+        soul = runtime.soul
+        if soul.max_context_size:  # known from the start (0% for a new session)
+            self.view.status.context_usage = soul.context.token_count / soul.max_context_size
         self.ready.set()
         self.invalidate()
         await runtime.session_started()
@@ -391,9 +394,6 @@ class ShellApp(Keys):
                     self.view.on_merged(message)
             self.view.end_run()
         self.view.note("── end of the earlier conversation ──", "dim")
-        soul = runtime.soul
-        if soul.max_context_size:
-            self.view.status.context_usage = soul.context.token_count / soul.max_context_size
 
     # -- the engine's requests (ClientChannel) ----------------------------------
     async def request(self, message: Any) -> Any:
