@@ -134,6 +134,8 @@ class Tmux:
 
     def close(self) -> None:
         self.tmux("kill-server", check=False)
+        socket_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (socket_dir / self.socket).unlink(missing_ok=True)  # tmux may leave the socket file
 
 
 @pytest.fixture
