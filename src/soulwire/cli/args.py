@@ -31,8 +31,11 @@ def _int_at_least(minimum: int):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soulwire",
-        description="A coding-agent engine. Modes: --wire (JSON-RPC over stdio), --print (one-shot).",
-        epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions.",
+        description=(
+            "A coding-agent engine. Modes: the interactive shell (no mode flag), "
+            "--wire (JSON-RPC over stdio), --print (one-shot)."
+        ),
+        epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions, doctor [--json].",
         allow_abbrev=False,
     )
     add = parser.add_argument
@@ -77,6 +80,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="auto-approve tool actions",
     )
+    add(
+        "--sandbox",
+        choices=["off", "read-only", "workspace-write"],
+        help="run Shell commands and file tools in a sandbox (bubblewrap; default: config, else off)",
+    )
+    add(
+        "--sandbox-network",
+        choices=["on", "off"],
+        help="network inside the sandbox (default off)",
+    )
+    add(
+        "--approval",
+        choices=["ask", "on-escape"],
+        help="on-escape: with a sandbox, ask only for actions that leave it",
+    )
     add("--afk", action="store_true", help="nobody is watching: auto-approve and dismiss questions")
     add("--plan", action="store_true", help="start in plan mode")
     add("--prompt", "-p", "--command", "-c", dest="prompt", metavar="TEXT", help="prompt (print mode)")
@@ -114,6 +132,6 @@ def parse_main(argv: list[str]) -> argparse.Namespace:
         args.final_message_only = True
     if not args.print_mode and (args.input_format or args.output_format or args.final_message_only):
         raise UsageError("--input-format, --output-format and --final-message-only need --print")
-    if args.session == "":
+    if args.session == "" and (args.print_mode or args.wire or args.acp):
         raise UsageError("--session needs an ID outside the interactive shell")
     return args

@@ -29,7 +29,7 @@ from soulwire.llm.errors import (
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
 from soulwire.llm.registry import ResolvedModel
-from soulwire.tools.base import Approver, ClientTools, ToolContext, Toolset
+from soulwire.tools.base import Approver, ClientTools, NoticeSource, ToolContext, Toolset
 from soulwire.wire.fold import Merger, assemble
 from soulwire.wire.messages import (
     StatusUpdate,
@@ -44,6 +44,7 @@ from soulwire.wire.messages import (
 from soulwire.wire.types import (
     AudioURLPart,
     ImageURLPart,
+    SandboxStatus,
     TextPart,
     ThinkPart,
     TokenUsage,
@@ -56,8 +57,8 @@ from soulwire.wire.types import (
 )
 
 if TYPE_CHECKING:
-    from soulwire.tools.builtin.background import BackgroundTasks
     from soulwire.tools.mcp_client import MCPManager
+    from soulwire.tools.sandbox import SandboxPolicy
 
 TurnStatus = Literal["finished", "cancelled", "max_steps_reached"]
 
@@ -172,7 +173,9 @@ class Soul:
         """Plan mode, set by the runtime builder (with `plan_mode` reading it)."""
         self.hooks: HookEngine | None = None
         """The session's hooks, set by the runtime builder."""
-        self.background: BackgroundTasks | None = None
+        self.sandbox: SandboxPolicy | None = None
+        """The session's sandbox, set by the runtime builder; handed to every tool call."""
+        self.background: NoticeSource | None = None
         """Background tasks, set by the runtime builder: their end notices join the context."""
         self._steers: list[UserInput] = []
         self.mcp: MCPManager | None = None
@@ -342,8 +345,12 @@ class Soul:
         return wait
 
     def _status(self, usage: TokenUsage | None, message_id: str | None) -> StatusUpdate:
+        sandbox = self.sandbox
+        shown = (
+            SandboxStatus(mode=sandbox.mode, network=sandbox.network) if sandbox and sandbox.active else None
+        )
         if usage is None or self.model is None:
-            return StatusUpdate(message_id=message_id, plan_mode=self.plan_mode())
+            return StatusUpdate(message_id=message_id, plan_mode=self.plan_mode(), sandbox=shown)
         size = self.model.max_context_size
         return StatusUpdate(
             context_usage=usage.input / size,
@@ -352,6 +359,7 @@ class Soul:
             token_usage=usage,
             message_id=message_id,
             plan_mode=self.plan_mode(),
+            sandbox=shown,
         )
 
     async def _compact_after_overflow(self, model: ResolvedModel) -> bool:
@@ -399,6 +407,7 @@ class Soul:
                 client=self.client_tools,
                 additional_dirs=self.additional_dirs,
                 state=self.state,
+                sandbox=self.sandbox,
             )
             for c in calls
         ]

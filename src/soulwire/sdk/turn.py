@@ -8,10 +8,11 @@ never looked at the stream."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+
+import anyio
 
 from soulwire.sdk.errors import ProtocolError, SDKError, TurnNotFinishedError
 from soulwire.sdk.jsonutil import as_object
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 class _TurnOwner(Protocol):
     """What a Turn needs from its session."""
 
-    def _cancel_stream(self, stream: EventStream, *, wait_answer: bool) -> asyncio.Future[None] | None: ...
+    def _cancel_stream(self, stream: EventStream, *, wait_answer: bool) -> anyio.Event | None: ...
     async def steer(self, user_input: UserInput | Sequence[Any]) -> None: ...
 
 
@@ -239,7 +240,8 @@ class Turn(_SessionStream[TurnResult]):
         self.context_usage: float | None = None
         self.approvals: list[Approval | Question] = []
         """Approvals and questions the engine asked during this turn."""
-        self.tool_tasks: set[asyncio.Task[None]] = set()
+        self.tool_tasks: set[anyio.CancelScope] = set()
+        """Scopes of the external tool calls running for this turn."""
         self.request_params: Any = None
         """The `prompt` params, kept while the turn waits for a cancelled one to end."""
 
@@ -358,9 +360,10 @@ class Turn(_SessionStream[TurnResult]):
             return
         answered = self._owner._cancel_stream(self, wait_answer=True)
         if answered is not None:
-            await answered
+            await answered.wait()
         if wait:
-            await asyncio.wait_for(self._ended.wait(), timeout)
+            with anyio.fail_after(timeout):
+                await self._ended.wait()
 
     async def steer(self, user_input: UserInput | Sequence[Any]) -> None:
         """Add input to this running turn (engines with `steer` only)."""
@@ -402,7 +405,7 @@ class Replay(_SessionStream[ReplayResult]):
         if not self._finished:
             answered = self._owner._cancel_stream(self, wait_answer=True)
             if answered is not None:
-                await answered
+                await answered.wait()
             await self._ended.wait()
 
 

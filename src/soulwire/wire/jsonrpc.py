@@ -29,15 +29,19 @@ BUSY = "busy"
 IDLE = "idle"
 """`data.reason` of an INVALID_STATE error: a turn is running, or none is."""
 
-INBOUND_METHODS = frozenset({"initialize", "prompt", "steer", "replay", "set_plan_mode", "cancel"})
 
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 encode = _compact.encode
 """Compact JSON with raw UTF-8, the form every server line takes."""
 
 
-class RPCError(Exception):
-    """An error to answer a request with; `code` is one of the constants above."""
+class WireError(Exception):
+    """Root of the protocol layer's exceptions."""
+
+
+class RPCError(WireError):
+    """A JSON-RPC error: one to answer a request with, or one the other side answered with;
+    `code` is one of the constants above, `data` its structured detail."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)

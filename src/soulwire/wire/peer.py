@@ -23,7 +23,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.from_thread
 import anyio.lowlevel
 from pydantic import BaseModel, ValidationError
 
@@ -31,6 +30,7 @@ from soulwire.wire.jsonrpc import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     RPCError,
+    WireError,
     classify,
     encode,
     error_line,
@@ -49,7 +49,7 @@ Answer = Callable[[Any, BaseException | None], None]
 with, or PeerClosedError (or the error given to `close`) when no answer can come."""
 
 
-class PeerClosedError(Exception):
+class PeerClosedError(WireError):
     """The connection ended before the answer came."""
 
 
@@ -267,7 +267,9 @@ class Peer:
         if self._token is None or threading.get_ident() == self._thread:
             func(*args)
         else:
-            anyio.from_thread.run_sync(func, *args, token=self._token)
+            from anyio.from_thread import run_sync  # rare: only answers from other threads
+
+            run_sync(func, *args, token=self._token)
 
     def notify(self, method: str, params: Any = None) -> None:
         body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}

@@ -18,13 +18,15 @@ import os
 import stat
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from soulwire.wire.lines import LineReader
+
+if TYPE_CHECKING:  # memory streams are for tests: their module loads with `memory_pair`
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 FLUSH_AT = 1 << 16
 """Buffered bytes that make `send` write at once, bounding memory under a fast stream."""
@@ -57,10 +59,20 @@ class MessageStream(Protocol):
     async def aclose(self) -> None: ...
 
 
+class _Sending:
+    """What every stream below shares: once the far side is gone, sends are dropped."""
+
+    _broken = False
+
+    @property
+    def broken(self) -> bool:
+        return self._broken
+
+
 # ---------------------------------------------------------------- file descriptors
 
 
-class FdStream:
+class FdStream(_Sending):
     """Newline-delimited messages over two file descriptors (stdin/stdout by default).
 
     A pipe or socket is read without blocking, waking on readiness; a regular file or a
@@ -116,10 +128,6 @@ class FdStream:
         return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
 
     # -- sending --------------------------------------------------------------------
-    @property
-    def broken(self) -> bool:
-        return self._broken
-
     def send(self, message: bytes) -> None:
         if self._broken:
             return
@@ -156,7 +164,7 @@ class FdStream:
 # ---------------------------------------------------------------- child processes
 
 
-class ProcessStream:
+class ProcessStream(_Sending):
     """Messages over a child process's stdin and stdout (stderr is the owner's business)."""
 
     def __init__(self, process: anyio.abc.Process) -> None:
@@ -189,10 +197,6 @@ class ProcessStream:
         self._lines.clear()
         return batch
 
-    @property
-    def broken(self) -> bool:
-        return self._broken
-
     def send(self, message: bytes) -> None:
         if not self._broken:
             self._buffer += message
@@ -220,7 +224,7 @@ class ProcessStream:
 # ---------------------------------------------------------------- in memory and callbacks
 
 
-class MemoryStream:
+class MemoryStream(_Sending):
     """One end of an in-memory connection (see `memory_pair`)."""
 
     def __init__(
@@ -235,10 +239,6 @@ class MemoryStream:
             return await self._incoming.receive()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             raise anyio.EndOfStream from None
-
-    @property
-    def broken(self) -> bool:
-        return self._broken
 
     def send(self, message: bytes) -> None:
         if self._broken:
@@ -264,7 +264,7 @@ def memory_pair() -> tuple[MemoryStream, MemoryStream]:
     return MemoryStream(a_send, a_receive), MemoryStream(b_send, b_receive)
 
 
-class CallbackStream:
+class CallbackStream(_Sending):
     """A stream over async callables: `receive()` returns one message (str or bytes) and
     raises one of `closed_errors` (or returns None) at the end; `send(text)` sends one. This
     is the shape a WebSocket connection has (`receive_text` / `send_text`)."""
@@ -292,10 +292,6 @@ class CallbackStream:
         if message is None:
             raise anyio.EndOfStream
         return message.encode() if isinstance(message, str) else message
-
-    @property
-    def broken(self) -> bool:
-        return self._broken
 
     def send(self, message: bytes) -> None:
         if not self._broken:

@@ -100,11 +100,8 @@ def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[U
 
 
 async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
-    await runtime.session_started()
-    try:
+    async with runtime.running(wait_for_start=True):
         return await _run_prompts(runtime, prompts, printer)
-    finally:
-        await runtime.session_ended()
 
 
 async def _run_prompts(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:

@@ -77,27 +77,6 @@ def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello
     return hello, jsonrpc.response_line(inbound.id, result)
 
 
-def _preload_provider(runtime: Any) -> None:
-    """Set up a real provider's SDK (its import and its client) in the background while the
-    client composes its first prompt, instead of during that prompt. A prompt that comes
-    first waits for the same work (the import lock, the client's lock), as it would anyway."""
-    from soulwire.llm.provider import Preloadable  # loaded by now; kept off the lean path
-
-    model = runtime.soul.model
-    provider = model.provider if model is not None else None
-    if not isinstance(provider, Preloadable):
-        return
-    preload = provider.preload
-
-    def run() -> None:
-        try:
-            preload()
-        except Exception:
-            pass  # the first request tries again and reports the error to the client
-
-    threading.Thread(target=run, name="soulwire-preload", daemon=True).start()
-
-
 def _write_all(fd: int, data: bytes) -> None:
     try:
         while data:
@@ -136,7 +115,6 @@ def serve_wire(options: SessionOptions) -> int:
         return 2
     if warmup.error is not None:
         raise warmup.error
-    _preload_provider(warmup.runtime)
     server: Any = sys.modules["soulwire.ui.wire.server"]
     hello = early[0] if early is not None else None
     code: int = server.run_server(warmup.runtime, reader, hello)

@@ -15,8 +15,10 @@ import sys
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from soulwire.engine.client import ClientRequestError
+from soulwire.llm.provider import Preloadable
 from soulwire.runtime.builder import Runtime
 from soulwire.ui.wire.errors import rpc_error_for
 from soulwire.ui.wire.handshake import (
@@ -42,7 +44,7 @@ from soulwire.wire.methods import InitializeParams, PromptParams, SetPlanModePar
 from soulwire.wire.peer import Method, Peer, PeerClosedError
 from soulwire.wire.serde import event_line
 from soulwire.wire.streams import FdStream, MessageStream
-from soulwire.wire.types import WireModel, user_input_adapter
+from soulwire.wire.types import WireModel
 
 SHUTDOWN_GRACE_S = 2.0
 
@@ -242,18 +244,33 @@ class WireServer:
     async def serve(self, stream: MessageStream, *, signals: bool = True) -> None:
         """Serve until the input ends (or SIGTERM/SIGINT, unless `signals` is off because the
         process hosts many sessions), then wind down the running turn."""
-        async with Peer(stream, methods=self.methods(), error_for=rpc_error_for) as peer:
+        async with (
+            self.runtime.running(),
+            Peer(stream, methods=self.methods(), error_for=rpc_error_for) as peer,
+        ):
             self.peer = peer
             if signals:
                 peer.start_soon(self._watch_signals, peer)
-            peer.start_soon(self.runtime.session_started)
+            peer.start_soon(self._preload_provider)
             await peer.input_closed.wait()
             self._shutdown(peer)
             with anyio.move_on_after(SHUTDOWN_GRACE_S):
                 while self._busy:
                     await anyio.sleep(0.005)
-        await self.runtime.session_ended()
         await stream.drain()
+
+    async def _preload_provider(self) -> None:
+        """Set up a real provider's SDK (its import and its client) in a worker thread while
+        the client composes its first prompt, instead of during that prompt. A prompt that
+        comes first waits for the same work (the import lock, the client's lock)."""
+        model = self.runtime.soul.model
+        provider = model.provider if model is not None else None
+        if not isinstance(provider, Preloadable):
+            return
+        try:
+            await anyio.to_thread.run_sync(provider.preload, abandon_on_cancel=True)
+        except Exception:
+            pass  # the first request tries again and reports the error to the client
 
     async def _watch_signals(self, peer: Peer) -> None:
         """SIGTERM and SIGINT end the input, as EOF does."""
@@ -283,7 +300,9 @@ def prewarm(runtime: Runtime) -> None:
     from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult, TurnBegin, TurnEnd
     from soulwire.wire.types import TextPart, TokenUsage, ToolReturnValue
 
-    user_input_adapter().validate_python([{"type": "text", "text": "x"}])
+    # The method table validates strictly with these models: build their validators now.
+    PromptParams.model_validate({"user_input": [{"type": "text", "text": "x"}]}, strict=True)
+    SteerParams.model_validate({"user_input": "x"}, strict=True)
     value = ToolReturnValue(is_error=False, output="x")
     for message in (
         TurnBegin(user_input="x"),
