@@ -135,10 +135,12 @@ def test_the_sandbox_is_kept_with_the_session(engine, sandbox: Sandbox):
 def test_a_session_that_never_chose_follows_the_config(engine, sandbox: Sandbox):
     sandbox.config_extra = {"sandbox": "read-only"}
     session = ("--session", "config-session")
-    messages, _ = run_turn(engine("text: one", args=session), answer=None)
+    first = engine("text: one", args=session)
+    messages, _ = run_turn(first, answer=None)
     assert payloads(messages, "StatusUpdate")[-1]["sandbox"] == {"mode": "read-only", "network": False}
     state_file = next(sandbox.share.glob("sessions/*/config-session/state.json"))
     assert "sandbox" not in json.loads(state_file.read_text())
+    assert first.close() == 0  # one process per session: the next one opens it after this one
     sandbox.config_extra = {"sandbox": "workspace-write", "sandbox_network": True}
     messages, _ = run_turn(engine("text: two", args=session), answer=None)
     assert payloads(messages, "StatusUpdate")[-1]["sandbox"] == {"mode": "workspace-write", "network": True}
