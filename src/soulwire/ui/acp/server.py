@@ -1,0 +1,41 @@
+"""The ACP server: the SDK's agent-side connection over our transport, around the agent.
+Imported in the background by the start-up path (the SDK and the engine are heavy)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from acp.agent.connection import AgentSideConnection
+
+from soulwire.runtime.options import SessionOptions
+from soulwire.ui.acp.agent import SoulwireAgent
+from soulwire.ui.acp.stdio import LineInput, LineOutput
+from soulwire.ui.acp.transport import InitializeHandler, StdioTransport
+
+
+async def _serve(
+    options: SessionOptions, reader: LineInput, writer: LineOutput, on_initialize: InitializeHandler
+) -> None:
+    transport = StdioTransport(reader, writer, on_initialize)
+
+    def notify(session_id: str, update: dict[str, Any]) -> None:
+        params = {"sessionId": session_id, "update": update}
+        writer.send({"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+    agent = SoulwireAgent(options, notify, transport.defer)
+    # session/resume and session/close are still "unstable" in the SDK's router; they are
+    # part of what this agent offers, so the unstable routes are switched on.
+    connection = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
+    try:
+        await connection.listen()
+    finally:
+        await agent.shutdown()
+
+
+def run_server(
+    options: SessionOptions, reader: LineInput, writer: LineOutput, on_initialize: InitializeHandler
+) -> int:
+    """Serve until stdin ends; every session is closed (and its commands killed) on the way out."""
+    anyio.run(_serve, options, reader, writer, on_initialize)
+    return 0
