@@ -274,6 +274,8 @@ class AcpSession:
             )
         except LLMNotSet as exc:
             raise RequestError(-32602, str(exc)) from None
+        if thinking and (model is None or not model.thinking):
+            raise RequestError(-32602, f"The model {alias!r} does not support thinking")
         soul.model = model
 
     def send_commands(self) -> None:
