@@ -190,11 +190,8 @@ class AcpSession:
     # -- history --------------------------------------------------------------
     def replay(self) -> None:
         """Send the whole recorded history as updates (for `session/load`)."""
-        for record in self.runtime.session.store.wire_records():
-            message = record.get("message")
-            if isinstance(message, dict):
-                event: Any = message
-                self.mapper.replay(parse_envelope(str(event.get("type", "")), event.get("payload")))
+        for message in self.runtime.session.store.wire_records():
+            self.mapper.replay(parse_envelope(str(message.get("type", "")), message.get("payload")))
         self.mapper.close_open("The turn ended before this tool finished.")
 
     # -- modes and options ------------------------------------------------------

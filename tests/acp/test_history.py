@@ -1,0 +1,127 @@
+"""session/load, session/list and session/resume across processes; malformed input; exit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from acp import RequestError
+from acp.schema import HttpMcpServer, McpServerStdio
+
+from tests.acp.conftest import acp_argv, run_agent, tool_script
+from tests.wire_client import Sandbox
+
+pytestmark = pytest.mark.anyio
+TINY_SERVER = str(Path(__file__).resolve().parents[1] / "mcp_servers" / "tiny_server.py")
+
+
+def _prompt(text: str) -> list[dict[str, str]]:
+    return [{"type": "text", "text": text}]
+
+
+async def test_load_replays_the_history_in_a_new_process_before_answering(sandbox: Sandbox) -> None:
+    sandbox.work.mkdir(parents=True)
+    (sandbox.work / "a.txt").write_text("alpha\n")
+    scripts = ("think: hmm\n" + tool_script("r1", "ReadFile", path="a.txt"), "text: It says alpha", "text: later")
+    async with run_agent(sandbox, *scripts) as agent:
+        await agent.initialize()
+        session_id = (await agent.new_session()).session_id
+        await agent.conn.prompt(session_id=session_id, prompt=_prompt("what is in a.txt?"))
+    async with run_agent(sandbox) as agent:
+        await agent.initialize()
+        listed = await agent.conn.list_sessions(cwd=str(sandbox.work))
+        assert [s.session_id for s in listed.sessions] == [session_id]
+        assert listed.sessions[0].title == "what is in a.txt?"
+        assert listed.sessions[0].cwd == str(sandbox.work)
+        await agent.conn.load_session(cwd=str(sandbox.work), session_id=session_id, mcp_servers=[])
+        seen = len(agent.editor.updates)  # everything replayed arrived before the response
+        kinds = [u.session_update for _, u in agent.editor.updates[:seen]]
+        assert kinds[0] == "user_message_chunk"
+        assert agent.editor.text("user_message_chunk") == "what is in a.txt?"
+        assert agent.editor.text("agent_thought_chunk") == "hmm"
+        assert agent.editor.text() == "It says alpha"
+        call = agent.editor.updates_of_call("r1")
+        assert call[0].kind == "read" and call[0].locations[0].path == str(sandbox.work / "a.txt")
+        assert call[-1].status == "completed" and "alpha" in call[-1].content[0].content.text
+        assert all(s == session_id for s, _ in agent.editor.updates)
+
+
+async def test_resume_continues_the_conversation_without_replay(sandbox: Sandbox) -> None:
+    async with run_agent(sandbox, "text: first answer", "text: second answer") as agent:
+        await agent.initialize()
+        session_id = (await agent.new_session()).session_id
+        await agent.conn.prompt(session_id=session_id, prompt=_prompt("one"))
+    async with run_agent(sandbox, "text: second answer") as agent:
+        await agent.initialize()
+        await agent.conn.resume_session(cwd=str(sandbox.work), session_id=session_id)
+        assert agent.editor.of("agent_message_chunk") == []
+        reply = await agent.conn.prompt(session_id=session_id, prompt=_prompt("two"))
+        assert reply.stop_reason == "end_turn"
+        assert agent.editor.text() == "second answer"
+        context = (sandbox.share / "sessions").rglob("context.jsonl")
+        text = next(iter(context)).read_text()
+        assert "first answer" in text and "second answer" in text
+
+
+async def test_loading_an_unknown_session_is_an_error(sandbox: Sandbox) -> None:
+    async with run_agent(sandbox) as agent:
+        await agent.initialize()
+        with pytest.raises(RequestError) as failure:
+            await agent.conn.load_session(cwd=str(sandbox.work), session_id="nope", mcp_servers=[])
+        assert "Session not found: nope" in str(failure.value)
+        with pytest.raises(RequestError) as relative:
+            await agent.conn.new_session(cwd="relative/dir", mcp_servers=[])
+        assert relative.value.code == -32602
+
+
+async def test_mcp_servers_of_the_client_are_used(sandbox: Sandbox) -> None:
+    call = tool_script("m1", "shout", text="quiet")
+    async with run_agent(sandbox, call, "text: done") as agent:
+        await agent.initialize()
+        stdio = McpServerStdio(name="tiny", command=sys.executable, args=[TINY_SERVER, "tiny"], env=[])
+        unreachable = HttpMcpServer(type="http", name="web", url="http://127.0.0.1:9/mcp", headers=[])
+        session = await agent.conn.new_session(cwd=str(sandbox.work), mcp_servers=[stdio, unreachable])
+        await agent.conn.set_session_mode(session_id=session.session_id, mode_id="yolo")
+        await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("shout"))
+        final = agent.editor.updates_of_call("m1")[-1]
+        assert final.status == "completed" and "QUIET" in final.content[0].content.text
+
+
+def test_malformed_input_gets_json_rpc_errors_and_the_agent_keeps_serving(raw_agent) -> None:  # type: ignore[no-untyped-def]
+    proc = raw_agent()
+    proc.send_raw("this is not json")
+    assert proc.recv() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    proc.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    assert proc.recv()["result"]["protocolVersion"] == 1
+    proc.send({"jsonrpc": "2.0", "id": 2, "method": "session/frobnicate", "params": {}})
+    assert proc.recv()["error"]["code"] == -32601
+    proc.send({"jsonrpc": "2.0", "id": 3, "method": "_soulwire/whatever", "params": {}})
+    assert proc.recv()["error"]["code"] == -32601
+    proc.send({"jsonrpc": "2.0", "id": 4, "method": "session/new", "params": {"mcpServers": []}})
+    assert proc.recv()["error"]["code"] == -32602
+    proc.send({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"protocolVersion": "one"}})
+    assert proc.recv()["error"]["code"] == -32602
+    proc.send_raw("[1, 2]")
+    assert proc.recv()["error"]["code"] == -32600
+    proc.send({"jsonrpc": "2.0", "id": 6, "method": "session/list", "params": {}})
+    assert proc.recv()["result"] == {"sessions": []}
+
+
+def test_stdin_eof_ends_the_process(sandbox: Sandbox) -> None:
+    sandbox.write()
+    hello = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    new = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(sandbox.work), "mcpServers": []}})
+    done = subprocess.run(
+        acp_argv(sandbox),
+        input=f"{hello}\n{new}\n".encode(),
+        capture_output=True,
+        env=sandbox.env(),
+        timeout=20,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [m.get("id") for m in lines if "id" in m] == [1, 2]
