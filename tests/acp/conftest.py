@@ -14,7 +14,6 @@ from typing import Any
 
 import anyio
 import pytest
-from acp import PROTOCOL_VERSION, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
@@ -24,6 +23,7 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
+from acp import PROTOCOL_VERSION, spawn_agent_process
 from tests.wire_client import Sandbox, WireProcess
 
 WAIT_S = 20.0
@@ -49,7 +49,9 @@ class Editor:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> Any:
         self.permissions.append(tool_call)
         self.asked.set()
         while not self.answers:
@@ -73,11 +75,7 @@ class Editor:
         return "".join(u.content.text for u in self.of(kind, session_id) if u.content.type == "text")
 
     def tool_statuses(self, call_id: str) -> list[str]:
-        return [
-            u.status
-            for u in self.updates_of_call(call_id)
-            if u.status is not None
-        ]
+        return [u.status for u in self.updates_of_call(call_id) if u.status is not None]
 
     def updates_of_call(self, call_id: str) -> list[Any]:
         return [
@@ -128,14 +126,16 @@ async def run_agent(sandbox: Sandbox, *scripts: str, args: tuple[str, ...] = ())
     editor = Editor()
     argv = acp_argv(sandbox, *args)
     with open(sandbox.root / "stderr.log", "ab") as stderr:
-        async with spawn_agent_process(
-            editor,  # pyright: ignore[reportArgumentType]
-            argv[0],
-            *argv[1:],
-            env=sandbox.env(),
-            cwd=sandbox.work,
-            transport_kwargs={"stderr": stderr.fileno()},
-        ) as (conn, process):
+        async with (
+            spawn_agent_process(
+                editor,  # pyright: ignore[reportArgumentType]
+                argv[0],
+                *argv[1:],
+                env=sandbox.env(),
+                cwd=sandbox.work,
+                transport_kwargs={"stderr": stderr.fileno()},
+            ) as (conn, process)
+        ):
             with anyio.fail_after(WAIT_S * 3):
                 yield Agent(conn, editor, process, sandbox)
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from acp import RequestError
 
+from acp import RequestError
 from tests.acp.conftest import run_agent, tool_script
 from tests.wire_client import Sandbox
 
@@ -36,7 +36,9 @@ async def test_prompt_streams_text_and_thinking_and_ends_the_turn(sandbox: Sandb
     async with run_agent(sandbox, script) as agent:
         await agent.initialize()
         session = await agent.new_session()
-        reply = await agent.conn.prompt(session_id=session.session_id, prompt=[{"type": "text", "text": "hi"}])
+        reply = await agent.conn.prompt(
+            session_id=session.session_id, prompt=[{"type": "text", "text": "hi"}]
+        )
         assert reply.stop_reason == "end_turn"
         assert agent.editor.text("agent_thought_chunk") == "let me seemore"
         assert agent.editor.text() == "Hello, world"
@@ -68,7 +70,9 @@ async def test_cwd_of_the_session_is_the_work_dir_of_its_tools(sandbox: Sandbox)
     async with run_agent(sandbox, tool_script("r1", "ReadFile", path="marker.txt"), "text: done") as agent:
         await agent.initialize()
         session = await agent.new_session(cwd=other)
-        reply = await agent.conn.prompt(session_id=session.session_id, prompt=[{"type": "text", "text": "read"}])
+        reply = await agent.conn.prompt(
+            session_id=session.session_id, prompt=[{"type": "text", "text": "read"}]
+        )
         assert reply.stop_reason == "end_turn"
         final = agent.editor.updates_of_call("r1")[-1]
         assert final.status == "completed"
@@ -80,7 +84,9 @@ async def test_set_config_option_and_mode(sandbox: Sandbox) -> None:
     async with run_agent(sandbox) as agent:
         await agent.initialize()
         session = await agent.new_session()
-        reply = await agent.conn.set_config_option(config_id="thinking", session_id=session.session_id, value="on")
+        reply = await agent.conn.set_config_option(
+            config_id="thinking", session_id=session.session_id, value="on"
+        )
         assert {o.id: o.current_value for o in reply.config_options}["thinking"] == "on"
         await agent.conn.set_session_mode(session_id=session.session_id, mode_id="plan")
         with pytest.raises(RequestError) as bad_mode:
@@ -108,7 +114,9 @@ async def test_step_limit_is_max_turn_requests(sandbox: Sandbox) -> None:
     async with run_agent(sandbox, *scripts, args=("--max-steps-per-turn", "1")) as agent:
         await agent.initialize()
         session = await agent.new_session()
-        reply = await agent.conn.prompt(session_id=session.session_id, prompt=[{"type": "text", "text": "go"}])
+        reply = await agent.conn.prompt(
+            session_id=session.session_id, prompt=[{"type": "text", "text": "go"}]
+        )
         assert reply.stop_reason == "max_turn_requests"
 
 

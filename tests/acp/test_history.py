@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from acp import RequestError
 from acp.schema import HttpMcpServer, McpServerStdio
 
+from acp import RequestError
 from tests.acp.conftest import acp_argv, run_agent, tool_script
 from tests.wire_client import Sandbox
 
@@ -25,7 +25,11 @@ def _prompt(text: str) -> list[dict[str, str]]:
 async def test_load_replays_the_history_in_a_new_process_before_answering(sandbox: Sandbox) -> None:
     sandbox.work.mkdir(parents=True)
     (sandbox.work / "a.txt").write_text("alpha\n")
-    scripts = ("think: hmm\n" + tool_script("r1", "ReadFile", path="a.txt"), "text: It says alpha", "text: later")
+    scripts = (
+        "think: hmm\n" + tool_script("r1", "ReadFile", path="a.txt"),
+        "text: It says alpha",
+        "text: later",
+    )
     async with run_agent(sandbox, *scripts) as agent:
         await agent.initialize()
         session_id = (await agent.new_session()).session_id
@@ -113,7 +117,14 @@ def test_malformed_input_gets_json_rpc_errors_and_the_agent_keeps_serving(raw_ag
 def test_stdin_eof_ends_the_process(sandbox: Sandbox) -> None:
     sandbox.write()
     hello = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
-    new = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(sandbox.work), "mcpServers": []}})
+    new = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(sandbox.work), "mcpServers": []},
+        }
+    )
     done = subprocess.run(
         acp_argv(sandbox),
         input=f"{hello}\n{new}\n".encode(),

@@ -19,7 +19,9 @@ def _prompt(text: str) -> list[dict[str, str]]:
 
 
 async def test_read_tool_has_kind_locations_and_goes_through_its_statuses(sandbox: Sandbox) -> None:
-    async with run_agent(sandbox, tool_script("r1", "ReadFile", path="notes.txt", line_offset=2), "text: ok") as agent:
+    async with run_agent(
+        sandbox, tool_script("r1", "ReadFile", path="notes.txt", line_offset=2), "text: ok"
+    ) as agent:
         (sandbox.work / "notes.txt").write_text("one\ntwo\nthree\n")
         await agent.initialize()
         session = await agent.new_session()
@@ -176,5 +178,3 @@ async def test_cancel_resolves_a_pending_permission_request(sandbox: Sandbox) ->
         assert result == ["cancelled"]
         assert not (sandbox.work / "x.txt").exists()
         assert agent.editor.tool_statuses("w1")[-1] == "failed"
-
-

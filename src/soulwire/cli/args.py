@@ -31,7 +31,10 @@ def _int_at_least(minimum: int):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soulwire",
-        description="A coding-agent engine. Modes: --wire (JSON-RPC over stdio), acp (Agent Client Protocol), --print (one-shot).",
+        description=(
+            "A coding-agent engine. Modes: --wire (JSON-RPC over stdio), acp (Agent Client Protocol), "
+            "--print (one-shot)."
+        ),
         epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions.",
         allow_abbrev=False,
     )
@@ -85,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--print", dest="print_mode", action="store_true", help="run one prompt and print the answer"
     )
     mode.add_argument("--wire", action="store_true", help="serve the Wire protocol on stdin/stdout")
-    mode.add_argument("--acp", action="store_true", help="serve the Agent Client Protocol (also: soulwire acp)")
+    mode.add_argument(
+        "--acp", action="store_true", help="serve the Agent Client Protocol (also: soulwire acp)"
+    )
     add("--quiet", action="store_true", help="--print --output-format text --final-message-only")
     add("--input-format", choices=["text", "stream-json"], help="print mode input format")
     add("--output-format", choices=["text", "stream-json"], help="print mode output format")

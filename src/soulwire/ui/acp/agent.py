@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from acp import RequestError
 from acp.schema import (
     HttpMcpServer,
     ListSessionsResponse,
@@ -24,6 +23,7 @@ from acp.schema import (
     SseMcpServer,
 )
 
+from acp import RequestError
 from soulwire.config.loader import ConfigError
 from soulwire.runtime.builder import build_runtime
 from soulwire.runtime.options import SessionOptions
@@ -90,9 +90,12 @@ class SoulwireAgent:
             return self.sessions[session_id]
         work_dir = _work_dir(cwd)
         if session_id is not None and not (
-            is_valid_session_id(session_id) and session_dir(self._base.share_dir, work_dir, session_id).is_dir()
+            is_valid_session_id(session_id)
+            and session_dir(self._base.share_dir, work_dir, session_id).is_dir()
         ):
-            raise RequestError(-32002, f"Session not found: {session_id} (in {work_dir})", {"sessionId": session_id})
+            raise RequestError(
+                -32002, f"Session not found: {session_id} (in {work_dir})", {"sessionId": session_id}
+            )
         options = dataclasses.replace(
             self._base,
             work_dir=work_dir,
@@ -149,7 +152,9 @@ class SoulwireAgent:
         self._defer(session.id, session.send_commands)
         return ResumeSessionResponse(modes=session.modes(), config_options=list(session.config_options()))
 
-    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> ListSessionsResponse:
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
         work_dir = _work_dir(cwd) if cwd else self._base.work_dir
         found = list_sessions(self._base.share_dir, work_dir)
         return ListSessionsResponse(
@@ -172,7 +177,8 @@ class SoulwireAgent:
         session = self.sessions.get(session_id)
         if session is None:
             raise RequestError(
-                -32002, f"Session not found: {session_id} (open it with session/new, load or resume)",
+                -32002,
+                f"Session not found: {session_id} (open it with session/new, load or resume)",
                 {"sessionId": session_id},
             )
         return session

@@ -6,7 +6,6 @@ from typing import Any
 
 from acp.schema import (
     AudioContentBlock,
-    BlobResourceContents,
     EmbeddedResourceContentBlock,
     ImageContentBlock,
     ResourceContentBlock,
@@ -50,7 +49,7 @@ def user_input(blocks: list[PromptBlock]) -> list[Any]:
             path = _file_path(resource.uri)
             if isinstance(resource, TextResourceContents):
                 parts.append(TextPart(text=f'<resource path="{path}">\n{resource.text}\n</resource>'))
-            elif isinstance(resource, BlobResourceContents) and (resource.mime_type or "").startswith("image/"):
+            elif (resource.mime_type or "").startswith("image/"):
                 url = f"data:{resource.mime_type};base64,{resource.blob}"
                 parts.append(ImageURLPart(image_url=MediaURL(url=url)))
             else:

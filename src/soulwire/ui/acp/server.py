@@ -3,7 +3,7 @@ Imported in the background by the start-up path (the SDK and the engine are heav
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from acp.agent.connection import AgentSideConnection
@@ -26,7 +26,7 @@ async def _serve(
     agent = SoulwireAgent(options, notify, transport.defer)
     # session/resume and session/close are still "unstable" in the SDK's router; they are
     # part of what this agent offers, so the unstable routes are switched on.
-    connection = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
+    connection = AgentSideConnection(cast(Any, agent), transport, listening=False, use_unstable_protocol=True)
     try:
         await connection.listen()
     finally:

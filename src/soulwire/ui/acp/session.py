@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-from acp import RequestError
 from acp.schema import (
     FileEditToolCallContent,
     PermissionOption,
@@ -21,6 +20,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from acp import RequestError
 from soulwire.engine.client import ClientRequestError
 from soulwire.llm.errors import AuthenticationError, ChatProviderError, LLMNotSet, LLMNotSupported
 from soulwire.llm.registry import resolve_model
@@ -39,7 +39,9 @@ MODES = (
 )
 _PERMISSION_OPTIONS = [
     PermissionOption(option_id="approve", name="Allow once", kind="allow_once"),
-    PermissionOption(option_id="approve_for_session", name="Allow always (this session)", kind="allow_always"),
+    PermissionOption(
+        option_id="approve_for_session", name="Allow always (this session)", kind="allow_always"
+    ),
     PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
 ]
 
@@ -266,7 +268,9 @@ class AcpSession:
         try:
             model = resolve_model(
                 self.runtime.config,
-                model_alias=alias if alias in self.runtime.config.models else self.runtime.options.model_alias,
+                model_alias=alias
+                if alias in self.runtime.config.models
+                else self.runtime.options.model_alias,
                 thinking=thinking,
             )
         except LLMNotSet as exc:
