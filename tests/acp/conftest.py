@@ -20,10 +20,12 @@ from acp.schema import (
     ClientCapabilities,
     DeniedOutcome,
     Implementation,
+    ReadTextFileResponse,
     RequestPermissionResponse,
+    WriteTextFileResponse,
 )
 
-from acp import PROTOCOL_VERSION, spawn_agent_process
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process
 from tests.wire_client import Sandbox, WireProcess
 
 WAIT_S = 20.0
@@ -61,6 +63,18 @@ class Editor:
         if answer == "cancelled":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
+
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> Any:
+        """An open buffer (unsaved text) when the test put one in `files`, else an error."""
+        if path not in self.files:
+            raise RequestError.resource_not_found(path)
+        return ReadTextFileResponse(content=self.files[path])
+
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
+        self.files[path] = content
+        return WriteTextFileResponse()
 
     def answer(self, option_id: str) -> None:
         self.answers.append(option_id)

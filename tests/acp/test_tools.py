@@ -178,3 +178,39 @@ async def test_cancel_resolves_a_pending_permission_request(sandbox: Sandbox) ->
         assert result == ["cancelled"]
         assert not (sandbox.work / "x.txt").exists()
         assert agent.editor.tool_statuses("w1")[-1] == "failed"
+
+
+async def test_with_fs_capabilities_file_tools_use_the_editors_buffers(sandbox: Sandbox) -> None:
+    scripts = (
+        tool_script("r1", "ReadFile", path="main.py"),
+        tool_script("e1", "StrReplaceFile", path="main.py", edit={"old": "unsaved", "new": "edited"}),
+        tool_script("w1", "WriteFile", path="fresh.txt", content="new file"),
+        "text: done",
+    )
+    async with run_agent(sandbox, *scripts, args=("--yolo",)) as agent:
+        on_disk = sandbox.work / "main.py"
+        on_disk.write_text("print('saved')\n")
+        buffer = str(on_disk)
+        agent.editor.files[buffer] = "print('unsaved')\n"
+        await agent.initialize(fs={"readTextFile": True, "writeTextFile": True})
+        session = await agent.new_session()
+        await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("edit"))
+        read = agent.editor.updates_of_call("r1")[-1]
+        assert "print('unsaved')" in read.content[0].content.text
+        assert agent.editor.files[buffer] == "print('edited')\n"
+        assert on_disk.read_text() == "print('saved')\n"  # the editor decides when to save
+        assert agent.editor.files[str(sandbox.work / "fresh.txt")] == "new file"
+        assert agent.editor.tool_statuses("w1")[-1] == "completed"
+
+
+async def test_without_fs_capabilities_the_disk_is_used(sandbox: Sandbox) -> None:
+    edit = tool_script("e1", "StrReplaceFile", path="main.py", edit={"old": "saved", "new": "edited"})
+    async with run_agent(sandbox, edit, "text: done", args=("--yolo",)) as agent:
+        on_disk = sandbox.work / "main.py"
+        on_disk.write_text("print('saved')\n")
+        agent.editor.files[str(on_disk)] = "print('unsaved')\n"
+        await agent.initialize()
+        session = await agent.new_session()
+        await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("edit"))
+        assert on_disk.read_text() == "print('edited')\n"
+        assert agent.editor.files[str(on_disk)] == "print('unsaved')\n"

@@ -30,7 +30,7 @@ from soulwire.llm.errors import (
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
 from soulwire.llm.registry import ResolvedModel
-from soulwire.tools.base import Approver, ClientTools, ToolContext, Toolset
+from soulwire.tools.base import Approver, ClientTools, FileAccess, ToolContext, Toolset
 from soulwire.wire.messages import (
     StatusUpdate,
     SteerInput,
@@ -198,6 +198,7 @@ class Soul:
         self.context = context
         self.toolset = toolset
         self.approver = approver
+        self.files: FileAccess | None = None  # a front end may route file tools through an editor
         self.model = model
         self.loop_control = loop_control
         self.work_dir = work_dir
@@ -439,6 +440,7 @@ class Soul:
                 client=self.client_tools,
                 additional_dirs=self.additional_dirs,
                 state=self.state,
+                files=self.files,
             )
             for c in calls
         ]

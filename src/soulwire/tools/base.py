@@ -56,6 +56,19 @@ class ClientTools(Protocol):
     async def call_external(self, tool_call_id: str, name: str, arguments: str | None) -> ToolReturnValue: ...
 
 
+class FileAccess(Protocol):
+    """Where the file tools read and write text when not the disk: an editor's buffers (ACP
+    `fs/read_text_file`, `fs/write_text_file`), so that unsaved changes are what they see."""
+
+    async def read_text(self, path: Path) -> str | None:
+        """The file's text; None when the file does not exist."""
+        ...
+
+    async def write_text(self, path: Path, text: str) -> None:
+        """Replace the file's text; raises OSError when it cannot."""
+        ...
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may use while it runs; passed explicitly, never global."""
@@ -66,6 +79,8 @@ class ToolContext:
     client: ClientTools | None = None
     additional_dirs: Sequence[Path] = ()
     state: dict[str, Any] = field(default_factory=dict)
+    files: FileAccess | None = None
+    """The editor's view of files, when a front end provides one (else the disk)."""
     rejected: bool = False
     """Set when the user rejected an action without feedback: the turn stops after the step."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from soulwire.runtime.options import SessionOptions
 from soulwire.sessions.listing import list_sessions
 from soulwire.sessions.paths import is_valid_session_id, session_dir
 from soulwire.sessions.store import FileSessionStore
+from soulwire.ui.acp.handshake import ClientCapabilities
 from soulwire.ui.acp.prompts import PromptBlock
 from soulwire.ui.acp.session import AcpSession, PermissionAsker
 
@@ -68,8 +70,11 @@ def _work_dir(cwd: str) -> Path:
 class SoulwireAgent:
     """Implements the agent side of ACP; one process serves any number of sessions."""
 
-    def __init__(self, options: SessionOptions, notify: Any, defer: Any) -> None:
+    def __init__(
+        self, options: SessionOptions, notify: Any, defer: Any, client: Callable[[], ClientCapabilities]
+    ) -> None:
         self._base = options
+        self._client_capabilities = client  # what the editor declared in its latest `initialize`
         self._notify = notify
         self._defer = defer  # sends updates right after the response that names the session
         self._client: PermissionAsker | None = None
@@ -109,7 +114,7 @@ class SoulwireAgent:
         except ConfigError as exc:
             raise RequestError(-32602, str(exc)) from None
         assert self._client is not None
-        session = AcpSession(runtime, self._client, self._notify)
+        session = AcpSession(runtime, self._client, self._notify, self._client_capabilities())
         self.sessions[session.id] = session
         await runtime.session_started()
         return session

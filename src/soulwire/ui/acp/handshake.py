@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from soulwire import __version__
+from soulwire.runtime.options import SessionOptions
+from soulwire.ui.acp.stdio import error_message, result_message
 
 PROTOCOL_VERSION = 1
 """The ACP protocol version this agent speaks (the only stable one)."""
@@ -81,3 +83,19 @@ def initialize_result(capabilities: set[str]) -> dict[str, Any]:
         "authMethods": [],
         "agentInfo": {"name": "soulwire", "title": "Soulwire", "version": __version__},
     }
+
+
+class Handshake:
+    """Answers `initialize` (also later ones, through the transport) and keeps what the
+    editor declared."""
+
+    def __init__(self, options: SessionOptions) -> None:
+        self.capabilities = model_capabilities(options.raw_config, options.model_alias)
+        self.client = ClientCapabilities()
+
+    def __call__(self, request_id: Any, params: Any) -> dict[str, Any]:
+        try:
+            self.client = ClientCapabilities.parse(params)
+        except HandshakeError as exc:
+            return error_message(request_id, -32602, "Invalid params", {"details": str(exc)})
+        return result_message(request_id, initialize_result(self.capabilities))

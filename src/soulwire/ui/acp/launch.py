@@ -14,13 +14,8 @@ from typing import Any
 
 from soulwire.config.process_env import import_pydantic_plugin_loader, startup_finished
 from soulwire.runtime.options import SessionOptions
-from soulwire.ui.acp.handshake import (
-    ClientCapabilities,
-    HandshakeError,
-    initialize_result,
-    model_capabilities,
-)
-from soulwire.ui.acp.stdio import LineInput, LineOutput, error_message, result_message
+from soulwire.ui.acp.handshake import Handshake
+from soulwire.ui.acp.stdio import LineInput, LineOutput
 
 
 class _Warmup(threading.Thread):
@@ -35,22 +30,6 @@ class _Warmup(threading.Thread):
             importlib.import_module("anyio._backends._asyncio")
         except BaseException as exc:  # surfaced on the main thread
             self.error = exc
-
-
-class Handshake:
-    """Answers `initialize` (also later ones, through the transport) and keeps what the
-    editor declared."""
-
-    def __init__(self, options: SessionOptions) -> None:
-        self.capabilities = model_capabilities(options.raw_config, options.model_alias)
-        self.client = ClientCapabilities()
-
-    def __call__(self, request_id: Any, params: Any) -> dict[str, Any]:
-        try:
-            self.client = ClientCapabilities.parse(params)
-        except HandshakeError as exc:
-            return error_message(request_id, -32602, "Invalid params", {"details": str(exc)})
-        return result_message(request_id, initialize_result(self.capabilities))
 
 
 def _first_initialize(line: bytes) -> tuple[Any, Any] | None:

@@ -10,20 +10,21 @@ from acp.agent.connection import AgentSideConnection
 
 from soulwire.runtime.options import SessionOptions
 from soulwire.ui.acp.agent import SoulwireAgent
+from soulwire.ui.acp.handshake import Handshake
 from soulwire.ui.acp.stdio import LineInput, LineOutput
-from soulwire.ui.acp.transport import InitializeHandler, StdioTransport
+from soulwire.ui.acp.transport import StdioTransport
 
 
 async def _serve(
-    options: SessionOptions, reader: LineInput, writer: LineOutput, on_initialize: InitializeHandler
+    options: SessionOptions, reader: LineInput, writer: LineOutput, handshake: Handshake
 ) -> None:
-    transport = StdioTransport(reader, writer, on_initialize)
+    transport = StdioTransport(reader, writer, handshake)
 
     def notify(session_id: str, update: dict[str, Any]) -> None:
         params = {"sessionId": session_id, "update": update}
         writer.send({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
-    agent = SoulwireAgent(options, notify, transport.defer)
+    agent = SoulwireAgent(options, notify, transport.defer, lambda: handshake.client)
     # session/resume and session/close are still "unstable" in the SDK's router; they are
     # part of what this agent offers, so the unstable routes are switched on.
     connection = AgentSideConnection(cast(Any, agent), transport, listening=False, use_unstable_protocol=True)
@@ -33,9 +34,7 @@ async def _serve(
         await agent.shutdown()
 
 
-def run_server(
-    options: SessionOptions, reader: LineInput, writer: LineOutput, on_initialize: InitializeHandler
-) -> int:
+def run_server(options: SessionOptions, reader: LineInput, writer: LineOutput, handshake: Handshake) -> int:
     """Serve until stdin ends; every session is closed (and its commands killed) on the way out."""
-    anyio.run(_serve, options, reader, writer, on_initialize)
+    anyio.run(_serve, options, reader, writer, handshake)
     return 0

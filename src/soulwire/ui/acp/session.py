@@ -26,6 +26,8 @@ from soulwire.llm.errors import AuthenticationError, ChatProviderError, LLMNotSe
 from soulwire.llm.registry import resolve_model
 from soulwire.runtime.builder import Runtime
 from soulwire.tools.base import ApprovalOutcome
+from soulwire.ui.acp.editor import EditorFiles
+from soulwire.ui.acp.handshake import ClientCapabilities
 from soulwire.ui.acp.prompts import PromptBlock, user_input
 from soulwire.ui.acp.tooling import ToolContent, text_content, tool_kind
 from soulwire.ui.acp.updates import UpdateMapper
@@ -107,7 +109,11 @@ class AcpSession:
     """A live session of this process."""
 
     def __init__(
-        self, runtime: Runtime, client: PermissionAsker, notify: Callable[[str, dict[str, Any]], None]
+        self,
+        runtime: Runtime,
+        client: PermissionAsker,
+        notify: Callable[[str, dict[str, Any]], None],
+        capabilities: ClientCapabilities,
     ) -> None:
         self.runtime = runtime
         self.id = runtime.session.id
@@ -121,6 +127,10 @@ class AcpSession:
         runtime.attach_client(self)
         runtime.apply_client(supports_question=False, supports_plan_mode=False, hook_subscriptions=[])
         runtime.soul.approver = _ApprovalWatch(runtime.broker, self.mapper.started)
+        if capabilities.read_text_file or capabilities.write_text_file:
+            runtime.soul.files = EditorFiles(
+                client, self.id, read=capabilities.read_text_file, write=capabilities.write_text_file
+            )
         runtime.bus.subscribe(self.mapper.raw)
         runtime.bus.subscribe(self.mapper.merged, merged=True)
 
