@@ -11,11 +11,11 @@ client-side wall clock):
 Commands are templates: {config} (a kimi-format config.json with a `_scripted_echo` model),
 {work} (the work dir) and {home} are filled in per run; HOME, SOULWIRE_SHARE_DIR and
 KIMI_SHARE_DIR point into the temporary dir, and the config is also copied to
-`<share>/config.json` for an agent that takes no --config-file.
+`<share>/config.toml` for an agent that takes no --config-file (`kimi acp`).
 
     python3 bench/acp_bench.py \
         --cmd "soulwire=.venv/bin/soulwire acp --config-file {config} --work-dir {work}" \
-        --cmd "kimi=/tmp/kimi313/bin/kimi --config-file {config} --work-dir {work} acp" \
+        --cmd "kimi=/tmp/kimi313/bin/kimi acp" \
         --repeat 10 --stream-sizes 1000,10000
 """
 
@@ -34,6 +34,23 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+
+def _toml(config: dict[str, Any]) -> str:
+    """The bench config as TOML (for an agent that reads `<share>/config.toml` only)."""
+    lines = [f"default_model = {json.dumps(config['default_model'])}"]
+    for table in ("models", "providers"):
+        for name, entry in config[table].items():
+            lines.append(f"[{table}.{name}]")
+            for key, value in entry.items():
+                if isinstance(value, dict):
+                    continue
+                lines.append(f"{key} = {json.dumps(value)}")
+            for key, value in entry.items():
+                if isinstance(value, dict):
+                    lines.append(f"[{table}.{name}.{key}]")
+                    lines += [f"{k} = {json.dumps(v)}" for k, v in value.items()]
+    return "\n".join(lines) + "\n"
 
 
 class Agent:
@@ -68,7 +85,14 @@ class Agent:
         config_path = self.dir / "config.json"
         config_path.write_text(json.dumps(config))
         for share in (home / ".soulwire", home / ".kimi"):
-            (share / "config.json").write_text(json.dumps(config))
+            (share / "config.toml").write_text(_toml(config))
+        # `kimi acp` refuses session/new without a stored Kimi Code login, even for a model that
+        # needs none: a dummy token (never sent anywhere — the model is scripted) lets it start.
+        credentials = home / ".kimi" / "credentials"
+        credentials.mkdir()
+        token = {"access_token": "bench", "refresh_token": "bench", "expires_at": time.time() + 86400,
+                 "scope": "", "token_type": "Bearer"}  # fmt: skip
+        (credentials / "kimi-code.json").write_text(json.dumps(token))
         argv = [part.format(config=config_path, work=work, home=home) for part in shlex.split(template)]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_", "OPENAI_"))}
         env.update(

@@ -3,6 +3,8 @@ Imported in the background by the start-up path (the SDK and the engine are heav
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any, cast
 
 import anyio
@@ -19,10 +21,13 @@ async def _serve(
     options: SessionOptions, reader: LineInput, writer: LineOutput, handshake: Handshake
 ) -> None:
     transport = StdioTransport(reader, writer, handshake)
+    writer.bind(asyncio.get_running_loop().call_soon)
+    chunk_head = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
 
     def notify(session_id: str, update: dict[str, Any]) -> None:
-        params = {"sessionId": session_id, "update": update}
-        writer.send({"jsonrpc": "2.0", "method": "session/update", "params": params})
+        # Built as text: this runs once per streamed chunk.
+        body = json.dumps(update, ensure_ascii=False, separators=(",", ":"))
+        writer.write(f'{chunk_head}{json.dumps(session_id)},"update":{body}}}}}\n'.encode())
 
     agent = SoulwireAgent(options, notify, transport.defer, lambda: handshake.client)
     # session/resume and session/close are still "unstable" in the SDK's router; they are
@@ -32,6 +37,7 @@ async def _serve(
         await connection.listen()
     finally:
         await agent.shutdown()
+        writer.bind(None)
 
 
 def run_server(options: SessionOptions, reader: LineInput, writer: LineOutput, handshake: Handshake) -> int:
