@@ -6,7 +6,9 @@ client-side wall clock):
 
 - `init`: spawn → the `initialize` response (what an editor waits for before anything else);
 - `stream`: one `session/prompt` whose single scripted step streams N text chunks; reports the
-  turn's wall time from the prompt to its response, chunks/s, and the first chunk's latency.
+  turn's wall time from the prompt to its response, chunks/s, the first chunk's latency and
+  the agent's CPU time per chunk (user + system, from /proc: far less sensitive than wall time
+  to a busy machine).
 
 Commands are templates: {config} (a kimi-format config.json with a `_scripted_echo` model),
 {work} (the work dir) and {home} are filled in per run; HOME, SOULWIRE_SHARE_DIR and
@@ -140,6 +142,11 @@ class Agent:
             elif on_message is not None:
                 on_message(at, message)
 
+    def cpu_s(self) -> float:
+        """CPU time (user + system) the agent process has used so far (Linux)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         try:
             assert self.proc.stdin is not None
@@ -192,8 +199,10 @@ def bench_stream(template: str, size: int) -> dict[str, float]:
                 chunks.append(at)
 
         prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "stream"}]}
+        cpu_before = agent.cpu_s()
         sent = agent.send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt})
         done, reply = agent.wait_for(2, on_message)
+        cpu = agent.cpu_s() - cpu_before
         if "result" not in reply:
             raise RuntimeError(f"prompt failed: {reply}")
         wall = done - sent
@@ -202,6 +211,7 @@ def bench_stream(template: str, size: int) -> dict[str, float]:
             "chunks": len(chunks),
             "chunks_per_s": len(chunks) / wall,
             "first_chunk_ms": (chunks[0] - sent) * 1000 if chunks else float("nan"),
+            "agent_cpu_us_per_chunk": cpu / max(len(chunks), 1) * 1e6,
         }
     finally:
         agent.close()
@@ -228,7 +238,7 @@ def main() -> int:
             runs = [bench_stream(template, size) for _ in range(args.stream_repeat)]
             result[f"stream_{size}"] = {
                 key: statistics.median(r[key] for r in runs)
-                for key in ("wall_ms", "chunks_per_s", "first_chunk_ms")
+                for key in ("wall_ms", "chunks_per_s", "first_chunk_ms", "agent_cpu_us_per_chunk")
             } | {"chunks": runs[0]["chunks"]}
         results[name] = result
         print(f"{name}: {json.dumps(result, indent=1)}", file=sys.stderr)

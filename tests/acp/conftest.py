@@ -4,7 +4,11 @@ offline model."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -18,10 +22,15 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
+    CreateTerminalResponse,
     DeniedOutcome,
     Implementation,
+    KillTerminalResponse,
     ReadTextFileResponse,
+    ReleaseTerminalResponse,
     RequestPermissionResponse,
+    TerminalOutputResponse,
+    WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
 
@@ -47,6 +56,7 @@ class Editor:
     asked: anyio.Event = field(default_factory=anyio.Event)
     answer_given: anyio.Event = field(default_factory=anyio.Event)
     files: dict[str, str] = field(default_factory=dict)
+    terminals: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -75,6 +85,65 @@ class Editor:
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
         self.files[path] = content
         return WriteTextFileResponse()
+
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: Any = None,
+        cwd: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A real process, as an editor's terminal would run it."""
+        extra = {e.name: e.value for e in env or []}
+        process = await asyncio.create_subprocess_exec(
+            command, *(args or []), cwd=cwd, env={**os.environ, **extra},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        terminal_id = f"term-{len(self.terminals) + 1}"
+        output = bytearray()
+
+        async def pump() -> None:
+            assert process.stdout is not None
+            while chunk := await process.stdout.read(65536):
+                output.extend(chunk)
+
+        self.terminals[terminal_id] = {
+            "process": process,
+            "output": output,
+            "reader": asyncio.ensure_future(pump()),
+            "command": [command, *(args or [])],
+            "events": [],
+        }
+        return CreateTerminalResponse(terminal_id=terminal_id)
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        terminal = self.terminals[terminal_id]
+        code = await terminal["process"].wait()
+        await terminal["reader"]
+        return WaitForTerminalExitResponse(
+            exit_code=code if code >= 0 else None, signal=None if code >= 0 else "SIGKILL"
+        )
+
+    async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        terminal = self.terminals[terminal_id]
+        return TerminalOutputResponse(output=terminal["output"].decode(), truncated=False)
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        terminal = self.terminals[terminal_id]
+        terminal["events"].append("kill")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(terminal["process"].pid, signal.SIGKILL)
+        return KillTerminalResponse()
+
+    async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        terminal = self.terminals[terminal_id]
+        terminal["events"].append("release")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(terminal["process"].pid, signal.SIGKILL)
+        return ReleaseTerminalResponse()
 
     def answer(self, option_id: str) -> None:
         self.answers.append(option_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import anyio
@@ -214,3 +215,51 @@ async def test_without_fs_capabilities_the_disk_is_used(sandbox: Sandbox) -> Non
         await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("edit"))
         assert on_disk.read_text() == "print('edited')\n"
         assert agent.editor.files[str(on_disk)] == "print('unsaved')\n"
+
+
+async def test_with_the_terminal_capability_shell_runs_in_the_editors_terminal(sandbox: Sandbox) -> None:
+    scripts = (tool_script("s1", "Shell", command="echo from-terminal; echo $GIT_PAGER; pwd"), "text: ran")
+    async with run_agent(sandbox, *scripts, args=("--yolo",)) as agent:
+        await agent.initialize(terminal=True)
+        session = await agent.new_session()
+        await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("run"))
+        ((terminal_id, terminal),) = agent.editor.terminals.items()
+        assert terminal["command"][1:] == ["-c", "echo from-terminal; echo $GIT_PAGER; pwd"]
+        assert terminal["events"] == ["release"]
+        final = agent.editor.updates_of_call("s1")[-1]
+        assert final.status == "completed"
+        assert [c.type for c in final.content] == ["terminal"] and final.content[0].terminal_id == terminal_id
+        assert final.raw_output.splitlines() == ["from-terminal", "cat", str(sandbox.work)]
+
+
+async def test_a_failing_terminal_command_fails_the_call(sandbox: Sandbox) -> None:
+    scripts = (tool_script("s1", "Shell", command="echo oops; exit 3"), "text: ran")
+    async with run_agent(sandbox, *scripts, args=("--yolo",)) as agent:
+        await agent.initialize(terminal=True)
+        session = await agent.new_session()
+        await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("run"))
+        final = agent.editor.updates_of_call("s1")[-1]
+        assert final.status == "failed"
+        assert "exit code: 3" in final.content[1].content.text
+
+
+async def test_cancel_kills_the_editors_terminal(sandbox: Sandbox) -> None:
+    async with run_agent(sandbox, tool_script("s1", "Shell", command="sleep 60"), args=("--yolo",)) as agent:
+        await agent.initialize(terminal=True)
+        session = await agent.new_session()
+        result: list[str] = []
+
+        async def run() -> None:
+            reply = await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("sleep"))
+            result.append(reply.stop_reason)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            while not agent.editor.terminals:
+                await anyio.sleep(0.05)
+            await agent.conn.cancel(session_id=session.session_id)
+        assert result == ["cancelled"]
+        (terminal,) = agent.editor.terminals.values()
+        assert terminal["events"] == ["kill", "release"]
+        with anyio.fail_after(5):
+            assert await terminal["process"].wait() == -signal.SIGKILL

@@ -30,7 +30,7 @@ from soulwire.llm.errors import (
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
 from soulwire.llm.registry import ResolvedModel
-from soulwire.tools.base import Approver, ClientTools, FileAccess, ToolContext, Toolset
+from soulwire.tools.base import Approver, ClientTools, CommandRunner, FileAccess, ToolContext, Toolset
 from soulwire.wire.messages import (
     StatusUpdate,
     SteerInput,
@@ -199,6 +199,7 @@ class Soul:
         self.toolset = toolset
         self.approver = approver
         self.files: FileAccess | None = None  # a front end may route file tools through an editor
+        self.terminal: CommandRunner | None = None  # … and Shell through the editor's terminal
         self.model = model
         self.loop_control = loop_control
         self.work_dir = work_dir
@@ -441,6 +442,7 @@ class Soul:
                 additional_dirs=self.additional_dirs,
                 state=self.state,
                 files=self.files,
+                terminal=self.terminal,
             )
             for c in calls
         ]

@@ -70,6 +70,25 @@ class FileAccess(Protocol):
 
 
 @dataclass
+class CommandResult:
+    """How a command run elsewhere ended, and what it printed."""
+
+    output: str
+    returncode: int | None
+    timed_out: bool = False
+    truncated: bool = False
+
+
+class CommandRunner(Protocol):
+    """Runs a foreground Shell command somewhere else: an editor's terminal (ACP
+    `terminal/*`), so the user watches it there. Cancelling the call kills the command."""
+
+    async def run(
+        self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, tool_call_id: str
+    ) -> CommandResult: ...
+
+
+@dataclass
 class ToolContext:
     """Everything a tool may use while it runs; passed explicitly, never global."""
 
@@ -81,6 +100,8 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)
     files: FileAccess | None = None
     """The editor's view of files, when a front end provides one (else the disk)."""
+    terminal: CommandRunner | None = None
+    """The editor's terminal for foreground commands, when a front end provides one."""
     rejected: bool = False
     """Set when the user rejected an action without feedback: the turn stops after the step."""
 

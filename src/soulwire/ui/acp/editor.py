@@ -1,12 +1,19 @@
-"""The editor's side of the file tools: `fs/read_text_file` and `fs/write_text_file`, so the
-agent reads and edits what the user sees, unsaved changes included."""
+"""The editor's side of the tools: files through `fs/read_text_file` and `fs/write_text_file`,
+so the agent reads and edits what the user sees (unsaved changes included), and Shell commands
+in the editor's terminals."""
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+from acp.schema import EnvVariable
+
 from acp import RequestError
+from soulwire.tools.base import CommandResult
 
 _ENCODING, _ERRORS = "utf-8", "surrogateescape"
 
@@ -45,3 +52,69 @@ class EditorFiles:
             await self._client.write_text_file(session_id=self._session_id, path=str(path), content=text)
         except (RequestError, ConnectionError, ValueError) as exc:
             raise OSError(f"the editor could not write it: {exc}") from None
+
+
+_OUTPUT_LIMIT = 1 << 20  # bytes of a command's output the editor keeps for us
+_STOP_WAIT_S = 1.0  # how long a cancelled command's kill/release may take
+
+
+def _returncode(exit_code: int | None, signal_name: str | None) -> int | None:
+    if exit_code is not None:
+        return exit_code
+    if signal_name:
+        try:
+            return -int(signal.Signals[signal_name if signal_name.startswith("SIG") else f"SIG{signal_name}"])
+        except KeyError:
+            return -1
+    return None
+
+
+class EditorTerminal:
+    """A `CommandRunner` for Shell over the editor's terminals (`terminal/create`,
+    `wait_for_exit`, `output`, `kill`, `release`): the user watches the command in the editor,
+    the model gets its output. A cancelled call kills the command before it returns."""
+
+    def __init__(self, client: Any, session_id: str, show: Callable[[str, str], None]) -> None:
+        self._client = client
+        self._session_id = session_id
+        self._show = show  # (tool call id, terminal id): embed the terminal in the call
+
+    async def run(
+        self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, tool_call_id: str
+    ) -> CommandResult:
+        ids = {"session_id": self._session_id}
+        try:
+            created = await self._client.create_terminal(
+                command=argv[0],
+                args=argv[1:],
+                cwd=str(cwd),
+                env=[EnvVariable(name=k, value=v) for k, v in env.items()],
+                output_byte_limit=_OUTPUT_LIMIT,
+                **ids,
+            )
+        except (RequestError, ConnectionError, ValueError) as exc:
+            return CommandResult(output=f"The editor could not start the command: {exc}", returncode=127)
+        ids["terminal_id"] = created.terminal_id
+        self._show(tool_call_id, created.terminal_id)
+        try:
+            timed_out, returncode = False, None
+            with anyio.move_on_after(timeout) as deadline:
+                status = await self._client.wait_for_terminal_exit(**ids)
+                returncode = _returncode(status.exit_code, status.signal)
+            if deadline.cancelled_caught:
+                timed_out = True
+                await self._client.kill_terminal(**ids)
+            output = await self._client.terminal_output(**ids)
+            return CommandResult(output.output, returncode, timed_out=timed_out, truncated=output.truncated)
+        except (RequestError, ConnectionError, ValueError) as exc:
+            return CommandResult(output=f"The editor's terminal failed: {exc}", returncode=1)
+        except BaseException:
+            with anyio.move_on_after(_STOP_WAIT_S, shield=True):
+                await self._client.kill_terminal(**ids)
+            raise
+        finally:
+            with anyio.move_on_after(_STOP_WAIT_S, shield=True):
+                try:
+                    await self._client.release_terminal(**ids)
+                except (RequestError, ConnectionError, ValueError):
+                    pass

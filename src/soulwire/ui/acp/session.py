@@ -26,7 +26,7 @@ from soulwire.llm.errors import AuthenticationError, ChatProviderError, LLMNotSe
 from soulwire.llm.registry import resolve_model
 from soulwire.runtime.builder import Runtime
 from soulwire.tools.base import ApprovalOutcome
-from soulwire.ui.acp.editor import EditorFiles
+from soulwire.ui.acp.editor import EditorFiles, EditorTerminal
 from soulwire.ui.acp.handshake import ClientCapabilities
 from soulwire.ui.acp.prompts import PromptBlock, user_input
 from soulwire.ui.acp.tooling import ToolContent, text_content, tool_kind
@@ -131,6 +131,8 @@ class AcpSession:
             runtime.soul.files = EditorFiles(
                 client, self.id, read=capabilities.read_text_file, write=capabilities.write_text_file
             )
+        if capabilities.terminal:
+            runtime.soul.terminal = EditorTerminal(client, self.id, self.mapper.terminal)
         runtime.bus.subscribe(self.mapper.raw)
         runtime.bus.subscribe(self.mapper.merged, merged=True)
 

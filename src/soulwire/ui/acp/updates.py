@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp.schema import AgentPlanUpdate, ToolCallProgress, ToolCallStart
+from acp.schema import AgentPlanUpdate, TerminalToolCallContent, ToolCallProgress, ToolCallStart
 from pydantic import BaseModel
 
-from soulwire.ui.acp.tooling import NEVER_ASK, describe_call, plan_entries, result_content
+from soulwire.ui.acp.tooling import NEVER_ASK, describe_call, plan_entries, result_content, text_content
 from soulwire.wire.messages import StatusUpdate, SteerInput, StepRetry, ToolResult, TurnBegin
 from soulwire.wire.types import (
     AudioURLPart,
@@ -91,6 +91,7 @@ class TurnUsage:
 class _Call:
     name: str
     status: str = "pending"
+    terminal: str | None = None  # the editor terminal the command runs in
 
 
 @dataclass
@@ -180,6 +181,19 @@ class UpdateMapper:
             call.status = "in_progress"
             self.send({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"})
 
+    def terminal(self, call_id: str, terminal_id: str) -> None:
+        """The call's command runs in an editor terminal: show it in the call."""
+        call = self._calls.get(call_id)
+        if call is not None:
+            call.terminal = terminal_id
+        self.send(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "content": [{"type": "terminal", "terminalId": terminal_id}],
+            }
+        )
+
     def _finish(self, result: ToolResult) -> None:
         call = self._calls.pop(result.tool_call_id, None)
         value = result.return_value
@@ -187,11 +201,16 @@ class UpdateMapper:
             self._calls[result.tool_call_id] = call
             self.started(result.tool_call_id)
             self._calls.pop(result.tool_call_id, None)
+        content: list[Any] = result_content(value, work_dir=self.work_dir)
+        if call is not None and call.terminal is not None:  # the terminal shows the output
+            content = [TerminalToolCallContent(type="terminal", terminal_id=call.terminal)]
+            if value.is_error and value.message:
+                content.append(text_content(value.message))
         update = ToolCallProgress(
             session_update="tool_call_update",
             tool_call_id=result.tool_call_id,
             status="failed" if value.is_error else "completed",
-            content=result_content(value, work_dir=self.work_dir) or None,
+            content=content or None,
             raw_output=value.output if isinstance(value.output, str) else None,
         )
         self.send(dump(update))
