@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,104 @@ def test_stdin_eof_ends_the_process(sandbox: Sandbox) -> None:
     assert done.returncode == 0, done.stderr.decode()
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [m.get("id") for m in lines if "id" in m] == [1, 2]
+
+
+def test_stdin_eof_during_a_turn_kills_the_command_and_exits(sandbox: Sandbox, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    command = f"sh -c 'echo $$ > {pid_file}; sleep 60'"
+    sandbox.scripts = [tool_script("s1", "Shell", command=command)]
+    sandbox.write()
+    proc = subprocess.Popen(
+        [*acp_argv(sandbox), "--yolo"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sandbox.env()
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def call(request_id: int, method: str, params: dict[str, object]) -> None:
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        proc.stdin.write(line.encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    call(1, "initialize", {"protocolVersion": 1})
+    call(2, "session/new", {"cwd": str(sandbox.work), "mcpServers": []})
+    session_id = None
+    while session_id is None:
+        message = json.loads(proc.stdout.readline())
+        if message.get("id") == 2:
+            session_id = message["result"]["sessionId"]
+    call(3, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "sleep"}]})
+    for _ in range(400):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0
+    for _ in range(100):
+        if not _alive(pid):
+            break
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+async def test_close_ends_a_session(sandbox: Sandbox) -> None:
+    async with run_agent(sandbox) as agent:
+        await agent.initialize()
+        session_id = (await agent.new_session()).session_id
+        await agent.conn.close_session(session_id=session_id)
+        with pytest.raises(RequestError) as failure:
+            await agent.conn.prompt(session_id=session_id, prompt=_prompt("x"))
+        assert "Session not found" in str(failure.value)
+
+
+def test_sigterm_during_a_turn_kills_the_command_and_exits(sandbox: Sandbox, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    command = f"sh -c 'echo $$ > {pid_file}; sleep 60'"
+    sandbox.scripts = [tool_script("s1", "Shell", command=command)]
+    sandbox.write()
+    proc = subprocess.Popen(
+        [*acp_argv(sandbox), "--yolo"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sandbox.env()
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(sandbox.work), "mcpServers": []},
+        },
+    ]
+    for line in lines:
+        proc.stdin.write(json.dumps(line).encode() + b"\n")
+    proc.stdin.flush()
+    session_id = None
+    while session_id is None:
+        message = json.loads(proc.stdout.readline())
+        if message.get("id") == 2:
+            session_id = message["result"]["sessionId"]
+    prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "sleep"}]}
+    proc.stdin.write(
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}).encode() + b"\n"
+    )
+    proc.stdin.flush()
+    for _ in range(400):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    proc.terminate()
+    assert proc.wait(timeout=10) == 0
+    for _ in range(100):
+        if not _alive(pid):
+            break
+        time.sleep(0.05)
+    assert not _alive(pid)
+    proc.stdin.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from typing import Any, cast
 
 import anyio
@@ -34,10 +35,22 @@ async def _serve(
     # part of what this agent offers, so the unstable routes are switched on.
     connection = AgentSideConnection(cast(Any, agent), transport, listening=False, use_unstable_protocol=True)
     try:
-        await connection.listen()
+        async with anyio.create_task_group() as group:
+            group.start_soon(_stop_on_signal, group.cancel_scope)
+            await connection.listen()  # returns at the end of stdin
+            group.cancel_scope.cancel()
     finally:
-        await agent.shutdown()
+        await agent.shutdown()  # every turn cancelled, every command killed, sessions closed
         writer.bind(None)
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """SIGTERM / SIGINT end the server as the end of stdin does (the default would leave the
+    running commands, each in its own process group, behind)."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 def run_server(options: SessionOptions, reader: LineInput, writer: LineOutput, handshake: Handshake) -> int:
