@@ -56,6 +56,8 @@ async def test_sessions_have_distinct_ids_commands_modes_and_options(sandbox: Sa
         assert commands and {"init", "compact", "clear", "yolo", "plan"} <= {
             c.name for c in commands[0].available_commands
         }
+        compact = next(c for c in commands[0].available_commands if c.name == "compact")
+        assert compact.input is not None and compact.input.root.hint
         assert first.modes.current_mode_id == "default"
         assert [m.id for m in first.modes.available_modes] == ["default", "plan", "yolo"]
         options = {o.id: o for o in first.config_options}
@@ -126,3 +128,23 @@ async def test_unknown_session_is_a_clear_error(sandbox: Sandbox) -> None:
         with pytest.raises(RequestError) as failure:
             await agent.conn.prompt(session_id="no-such-session", prompt=[{"type": "text", "text": "x"}])
         assert "Session not found: no-such-session" in str(failure.value)
+
+
+async def test_image_prompts_follow_the_models_capabilities(sandbox: Sandbox) -> None:
+    image = {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}
+    async with run_agent(sandbox) as agent:
+        reply = await agent.initialize()
+        assert reply.agent_capabilities.prompt_capabilities.image is False
+        session = await agent.new_session()
+        with pytest.raises(RequestError) as refused:
+            await agent.conn.prompt(session_id=session.session_id, prompt=[image])
+        assert refused.value.code == -32602
+    sandbox.capabilities = ["image_in"]
+    async with run_agent(sandbox, "text: a picture") as agent:
+        reply = await agent.initialize()
+        assert reply.agent_capabilities.prompt_capabilities.image is True
+        session = await agent.new_session()
+        answer = await agent.conn.prompt(
+            session_id=session.session_id, prompt=[{"type": "text", "text": "see"}, image]
+        )
+        assert answer.stop_reason == "end_turn"

@@ -78,6 +78,9 @@ class _ApprovalWatch:
         return outcome
 
 
+_COMMAND_HINTS = {"compact": "what to keep in focus (optional)", "plan": "on | off | view | clear"}
+
+
 def _permission_content(display: Sequence[Any]) -> list[ToolContent]:
     content: list[ToolContent] = []
     for block in display:
@@ -292,8 +295,11 @@ class AcpSession:
         soul.model = model
 
     def send_commands(self) -> None:
-        commands = [
-            {"name": c["name"], "description": c["description"]}
-            for c in self.runtime.soul.slash_commands.describe()
-        ]
+        commands: list[dict[str, Any]] = []
+        for command in self.runtime.soul.slash_commands.describe():
+            entry: dict[str, Any] = {"name": command["name"], "description": command["description"]}
+            hint = _COMMAND_HINTS.get(command["name"])
+            if hint:
+                entry["input"] = {"hint": hint}
+            commands.append(entry)
         self._send({"sessionUpdate": "available_commands_update", "availableCommands": commands})
