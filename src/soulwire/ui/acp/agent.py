@@ -33,7 +33,7 @@ from soulwire.sessions.paths import is_valid_session_id, session_dir
 from soulwire.sessions.store import FileSessionStore
 from soulwire.ui.acp.handshake import ClientCapabilities
 from soulwire.ui.acp.prompts import PromptBlock
-from soulwire.ui.acp.session import AcpSession, PermissionAsker
+from soulwire.ui.acp.session import AcpSession, PermissionAsker, prewarm
 
 SHUTDOWN_GRACE_S = 0.8
 McpServer = HttpMcpServer | SseMcpServer | McpServerStdio | Any
@@ -79,6 +79,7 @@ class SoulwireAgent:
         self._defer = defer  # sends updates right after the response that names the session
         self._client: PermissionAsker | None = None
         self.sessions: dict[str, AcpSession] = {}
+        self._warmed = False
 
     def on_connect(self, conn: Any) -> None:
         self._client = conn
@@ -128,9 +129,17 @@ class SoulwireAgent:
     ) -> NewSessionResponse:
         session = await self._open(cwd, None, mcp_servers, additional_directories)
         self._defer(session.id, session.send_commands)
+        self._defer(session.id, self._prewarm)
         return NewSessionResponse(
             session_id=session.id, modes=session.modes(), config_options=list(session.config_options())
         )
+
+    def _prewarm(self) -> None:
+        """Once, while the editor shows the new session: build the validators and serializers
+        the first prompt would otherwise build on its way to the first chunk."""
+        if not self._warmed:
+            self._warmed = True
+            prewarm()
 
     async def load_session(
         self,
