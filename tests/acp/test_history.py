@@ -41,6 +41,8 @@ async def test_load_replays_the_history_in_a_new_process_before_answering(sandbo
         assert [s.session_id for s in listed.sessions] == [session_id]
         assert listed.sessions[0].title == "what is in a.txt?"
         assert listed.sessions[0].cwd == str(sandbox.work)
+        everywhere = await agent.conn.list_sessions()
+        assert [(s.session_id, s.cwd) for s in everywhere.sessions] == [(session_id, str(sandbox.work))]
         await agent.conn.load_session(cwd=str(sandbox.work), session_id=session_id, mcp_servers=[])
         seen = len(agent.editor.updates)  # everything replayed arrived before the response
         kinds = [u.session_update for _, u in agent.editor.updates[:seen]]

@@ -28,6 +28,7 @@ from acp import RequestError
 from soulwire.config.loader import ConfigError
 from soulwire.runtime.builder import build_runtime
 from soulwire.runtime.options import SessionOptions
+from soulwire.sessions.index import known_work_dirs
 from soulwire.sessions.listing import list_sessions
 from soulwire.sessions.paths import is_valid_session_id, session_dir
 from soulwire.sessions.store import FileSessionStore
@@ -169,17 +170,20 @@ class SoulwireAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
-        work_dir = _work_dir(cwd) if cwd else self._base.work_dir
-        found = list_sessions(self._base.share_dir, work_dir)
+        """The sessions of `cwd`, or of every work dir Soulwire has seen, newest first."""
+        share = self._base.share_dir
+        work_dirs = [str(_work_dir(cwd))] if cwd else known_work_dirs(share)
+        found = [(s, work_dir) for work_dir in work_dirs for s in list_sessions(share, work_dir)]
+        found.sort(key=lambda pair: pair[0].updated, reverse=True)
         return ListSessionsResponse(
             sessions=[
                 SessionInfo(
                     session_id=s.id,
-                    cwd=str(work_dir),
+                    cwd=work_dir,
                     title=s.title,
                     updated_at=datetime.fromtimestamp(s.updated, UTC).isoformat().replace("+00:00", "Z"),
                 )
-                for s in found
+                for s, work_dir in found
             ]
         )
 
