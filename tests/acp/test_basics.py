@@ -61,6 +61,7 @@ async def test_sessions_have_distinct_ids_commands_modes_and_options(sandbox: Sa
         assert first.modes.current_mode_id == "default"
         assert [m.id for m in first.modes.available_modes] == ["default", "plan", "yolo"]
         options = {o.id: o for o in first.config_options}
+        assert options["mode"].current_value == "default"
         assert options["model"].current_value == "scripted"
         assert options["thinking"].current_value == "off"
 
@@ -148,3 +149,17 @@ async def test_image_prompts_follow_the_models_capabilities(sandbox: Sandbox) ->
             session_id=session.session_id, prompt=[{"type": "text", "text": "see"}, image]
         )
         assert answer.stop_reason == "end_turn"
+
+
+async def test_a_slash_command_that_changes_the_mode_is_announced(sandbox: Sandbox) -> None:
+    async with run_agent(sandbox) as agent:
+        await agent.initialize()
+        session = await agent.new_session()
+        await agent.conn.prompt(session_id=session.session_id, prompt=[{"type": "text", "text": "/yolo"}])
+        assert [u.current_mode_id for u in agent.editor.of("current_mode_update")] == ["yolo"]
+        options = agent.editor.of("config_option_update")[-1].config_options
+        assert {o.id: o.current_value for o in options}["mode"] == "yolo"
+        reply = await agent.conn.set_config_option(
+            config_id="mode", session_id=session.session_id, value="plan"
+        )
+        assert {o.id: o.current_value for o in reply.config_options}["mode"] == "plan"

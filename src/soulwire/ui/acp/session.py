@@ -31,7 +31,7 @@ from soulwire.ui.acp.editor import EditorFiles, EditorTerminal
 from soulwire.ui.acp.handshake import ClientCapabilities
 from soulwire.ui.acp.prompts import PromptBlock, user_input
 from soulwire.ui.acp.tooling import ToolContent, text_content, tool_kind
-from soulwire.ui.acp.updates import UpdateMapper
+from soulwire.ui.acp.updates import UpdateMapper, dump
 from soulwire.wire.messages import ApprovalRequest, parse_envelope
 from soulwire.wire.types import BriefDisplayBlock, DiffDisplayBlock, ShellDisplayBlock, WireModel
 
@@ -261,6 +261,8 @@ class AcpSession:
         if mode != self._mode:
             self._mode = mode
             self._send({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+            options = [dump(o) for o in self.config_options()]
+            self._send({"sessionUpdate": "config_option_update", "configOptions": options})
 
     def config_options(self) -> list[SessionConfigOptionSelect]:
         model = self.runtime.soul.model
@@ -271,6 +273,17 @@ class AcpSession:
         choices = [SessionConfigSelectOption(value=a, name=a) for a in aliases]
         thinking = "on" if model is not None and model.thinking else "off"
         return [
+            SessionConfigOptionSelect(
+                type="select",
+                id="mode",
+                name="Mode",
+                category="mode",
+                current_value=self.current_mode(),
+                options=[
+                    SessionConfigSelectOption(value=m.id, name=m.name, description=m.description)
+                    for m in MODES
+                ],
+            ),
             SessionConfigOptionSelect(
                 type="select",
                 id="model",
@@ -293,6 +306,9 @@ class AcpSession:
         ]
 
     def set_config_option(self, config_id: str, value: str | bool) -> None:
+        if config_id == "mode" and isinstance(value, str):
+            self.set_mode(value)  # the same choice as session/set_mode, for clients that use options
+            return
         soul = self.runtime.soul
         alias = soul.model.alias if soul.model is not None else self.runtime.options.model_alias
         thinking = soul.model.thinking if soul.model is not None else None
