@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
@@ -34,7 +35,6 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
-from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process
 from tests.wire_client import Sandbox, WireProcess
 
 WAIT_S = 20.0

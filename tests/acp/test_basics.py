@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from acp import RequestError
+
 from tests.acp.conftest import run_agent, tool_script
 from tests.wire_client import Sandbox
 

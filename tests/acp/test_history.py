@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from acp import RequestError
 from acp.schema import HttpMcpServer, McpServerStdio
 
-from acp import RequestError
 from tests.acp.conftest import acp_argv, run_agent, tool_script
 from tests.wire_client import Sandbox
 

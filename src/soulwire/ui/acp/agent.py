@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from acp import RequestError
 from acp.schema import (
     HttpMcpServer,
     ListSessionsResponse,
@@ -24,7 +25,6 @@ from acp.schema import (
     SseMcpServer,
 )
 
-from acp import RequestError
 from soulwire.config.loader import ConfigError
 from soulwire.runtime.builder import build_runtime
 from soulwire.runtime.options import SessionOptions

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from acp import RequestError
 from acp.schema import EnvVariable
 
-from acp import RequestError
 from soulwire.tools.base import CommandResult
 
 _ENCODING, _ERRORS = "utf-8", "surrogateescape"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
+from acp import RequestError
 from acp.schema import (
-    FileEditToolCallContent,
     PermissionOption,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
@@ -21,7 +21,6 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from acp import RequestError
 from soulwire.engine.client import ClientRequestError
 from soulwire.llm.errors import AuthenticationError, ChatProviderError, LLMNotSet, LLMNotSupported
 from soulwire.llm.registry import resolve_model
@@ -30,7 +29,7 @@ from soulwire.tools.base import ApprovalOutcome
 from soulwire.ui.acp.editor import EditorFiles, EditorTerminal
 from soulwire.ui.acp.handshake import ClientCapabilities
 from soulwire.ui.acp.prompts import PromptBlock, user_input
-from soulwire.ui.acp.tooling import ToolContent, text_content, tool_kind
+from soulwire.ui.acp.tooling import ToolContent, diff_content, text_content, tool_kind
 from soulwire.ui.acp.updates import UpdateMapper, dump
 from soulwire.wire.messages import ApprovalRequest, parse_envelope
 from soulwire.wire.types import BriefDisplayBlock, DiffDisplayBlock, ShellDisplayBlock, WireModel
@@ -49,7 +48,7 @@ _PERMISSION_OPTIONS = [
 ]
 
 
-class PermissionAsker:
+class PermissionAsker(Protocol):
     """The editor's side of `session/request_permission` (the SDK connection)."""
 
     async def request_permission(
@@ -82,15 +81,12 @@ class _ApprovalWatch:
 _COMMAND_HINTS = {"compact": "what to keep in focus (optional)", "plan": "on | off | view | clear"}
 
 
-def _permission_content(display: Sequence[Any]) -> list[ToolContent]:
+def _permission_content(display: Sequence[Any], work_dir: Path) -> list[ToolContent]:
+    """What the user approves: the diff of the exact change, or the exact command."""
     content: list[ToolContent] = []
     for block in display:
         if isinstance(block, DiffDisplayBlock) and not block.is_summary:
-            content.append(
-                FileEditToolCallContent(
-                    type="diff", path=block.path, old_text=block.old_text or None, new_text=block.new_text
-                )
-            )
+            content.append(diff_content(block, work_dir))
         elif isinstance(block, ShellDisplayBlock):
             content.append(text_content(f"```{block.language}\n{block.command}\n```"))
         elif isinstance(block, BriefDisplayBlock):
@@ -179,7 +175,7 @@ class AcpSession:
             title=message.description,
             kind=tool_kind(message.sender),  # pyright: ignore[reportArgumentType]
             status="pending",
-            content=_permission_content(message.display) or None,
+            content=_permission_content(message.display, self.runtime.options.work_dir) or None,
         )
         try:
             response = await self._client.request_permission(

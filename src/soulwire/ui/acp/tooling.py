@@ -128,19 +128,23 @@ def _output_text(value: ToolReturnValue) -> str:
     return "".join(p.text for p in value.output if isinstance(p, TextPart))
 
 
+def diff_content(block: DiffDisplayBlock, work_dir: Path) -> FileEditToolCallContent:
+    """A diff hunk as ACP diff content (an empty old text means a new file)."""
+    return FileEditToolCallContent(
+        type="diff",
+        path=_absolute(block.path, work_dir),
+        old_text=block.old_text or None,
+        new_text=block.new_text,
+    )
+
+
 def result_content(value: ToolReturnValue, *, work_dir: Path) -> list[ToolContent]:
     """What the editor shows for a result: diffs of edits, else the output (or the error)."""
-    content: list[ToolContent] = []
-    for block in value.display:
-        if isinstance(block, DiffDisplayBlock) and not block.is_summary:
-            content.append(
-                FileEditToolCallContent(
-                    type="diff",
-                    path=_absolute(block.path, work_dir),
-                    old_text=block.old_text or None,
-                    new_text=block.new_text,
-                )
-            )
+    content: list[ToolContent] = [
+        diff_content(b, work_dir)
+        for b in value.display
+        if isinstance(b, DiffDisplayBlock) and not b.is_summary
+    ]
     if content and not value.is_error:
         return content
     text = _output_text(value)
