@@ -113,8 +113,11 @@ def test_malformed_input_gets_json_rpc_errors_and_the_agent_keeps_serving(raw_ag
     assert proc.recv()["error"]["code"] == -32602
     proc.send_raw("[1, 2]")
     assert proc.recv()["error"]["code"] == -32600
+    proc.send({"jsonrpc": "2.0", "method": "session/unheard_of", "params": {}})  # a notification: no answer
     proc.send({"jsonrpc": "2.0", "id": 6, "method": "session/list", "params": {}})
     assert proc.recv()["result"] == {"sessions": []}
+    proc.close()
+    assert proc.stderr_lines and not [line for line in proc.stderr_lines if "Traceback" in line]
 
 
 def test_stdin_eof_ends_the_process(sandbox: Sandbox) -> None:

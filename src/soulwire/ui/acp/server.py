@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
+import sys
 from typing import Any, cast
 
 import anyio
@@ -53,7 +55,28 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
             return
 
 
+class _OneLine(logging.Formatter):
+    """The SDK logs every failed handler with a traceback; a person reading the editor's log
+    gets one line with the error instead."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"soulwire acp: {record.getMessage()}"
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            text += f": {type(error).__name__}: {error}"
+        return text
+
+
+def _log_to_stderr() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
 def run_server(options: SessionOptions, reader: LineInput, writer: LineOutput, handshake: Handshake) -> int:
     """Serve until stdin ends; every session is closed (and its commands killed) on the way out."""
+    _log_to_stderr()
     anyio.run(_serve, options, reader, writer, handshake)
     return 0
