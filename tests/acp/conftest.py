@@ -164,7 +164,8 @@ class Editor:
         return [
             u
             for _, u in self.updates
-            if u.session_update in ("tool_call", "tool_call_update") and u.tool_call_id == call_id
+            if u.session_update in ("tool_call", "tool_call_update")
+            and u.tool_call_id.split("/")[-1] == call_id
         ]
 
     def clear(self) -> None:

@@ -50,7 +50,8 @@ async def test_edit_asks_permission_first_and_shows_a_diff(sandbox: Sandbox) -> 
             await agent.editor.asked.wait()
             assert target.read_text() == "x = 1\n"  # nothing runs before the answer
             request = agent.editor.permissions[0]
-            assert request.tool_call_id == "e1" and request.kind == "edit"
+            assert request.tool_call_id == agent.editor.updates_of_call("e1")[0].tool_call_id
+            assert request.tool_call_id.endswith("/e1") and request.kind == "edit"
             assert request.content[0].type == "diff"
             agent.editor.answer("approve")
         assert target.read_text() == "x = 2\n"
@@ -263,3 +264,19 @@ async def test_cancel_kills_the_editors_terminal(sandbox: Sandbox) -> None:
         assert terminal["events"] == ["kill", "release"]
         with anyio.fail_after(5):
             assert await terminal["process"].wait() == -signal.SIGKILL
+
+
+async def test_a_tool_call_id_reused_by_the_model_is_a_new_call_in_the_editor(sandbox: Sandbox) -> None:
+    scripts = (
+        tool_script("tc-1", "Glob", pattern="*"),
+        "text: a",
+        tool_script("tc-1", "Glob", pattern="*"),
+        "text: b",
+    )
+    async with run_agent(sandbox, *scripts) as agent:
+        await agent.initialize()
+        session = await agent.new_session()
+        await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("1"))
+        await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("2"))
+        starts = [u.tool_call_id for u in agent.editor.of("tool_call")]
+        assert len(starts) == 2 and len(set(starts)) == 2

@@ -171,7 +171,7 @@ class AcpSession:
         if not isinstance(message, ApprovalRequest):
             raise ClientRequestError(f"{type(message).__name__} is not supported over ACP", unsupported=True)
         tool_call = ToolCallUpdate(
-            tool_call_id=message.tool_call_id,
+            tool_call_id=self.mapper.acp_id(message.tool_call_id),
             title=message.description,
             kind=tool_kind(message.sender),  # pyright: ignore[reportArgumentType]
             status="pending",
@@ -198,6 +198,7 @@ class AcpSession:
         self._scope = scope
         self._turn_done = anyio.Event()
         self.mapper.usage = type(self.mapper.usage)()
+        self.mapper.begin_turn()
         stop_reason = "cancelled"
         try:
             with scope:

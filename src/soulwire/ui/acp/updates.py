@@ -7,6 +7,7 @@ completed / failed (its result, or the end of the turn for one that never got a 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,16 @@ class UpdateMapper:
     on_plan_mode: Callable[[bool], None] = lambda _enabled: None
     usage: TurnUsage = field(default_factory=TurnUsage)
     _calls: dict[str, _Call] = field(default_factory=dict[str, _Call])
+    _turn: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+
+    def begin_turn(self) -> None:
+        """A new turn: its tool call ids get a new prefix."""
+        self._turn = uuid.uuid4().hex[:8]
+
+    def acp_id(self, call_id: str) -> str:
+        """The tool call's id for the editor. Models reuse ids across turns (kimi numbers them
+        per message), editors key calls by id for the whole session: the turn makes it unique."""
+        return f"{self._turn}/{call_id}"
 
     # -- live ---------------------------------------------------------------
     def raw(self, message: WireModel) -> None:
@@ -129,6 +140,8 @@ class UpdateMapper:
     # -- replay -------------------------------------------------------------
     def replay(self, message: WireModel) -> None:
         """One recorded event (merged form) of a session's history."""
+        if isinstance(message, TurnBegin):
+            self.begin_turn()
         if isinstance(message, TurnBegin | SteerInput):
             for chunk in user_chunks(message.user_input):
                 self.send(chunk)
@@ -151,7 +164,7 @@ class UpdateMapper:
         self._calls[call_id] = _Call(name)
         start = ToolCallStart(
             session_update="tool_call",
-            tool_call_id=call_id,
+            tool_call_id=self.acp_id(call_id),
             title=view.title,
             kind=view.kind,  # pyright: ignore[reportArgumentType]
             status="pending",
@@ -166,7 +179,7 @@ class UpdateMapper:
         view = describe_call(call.function.name, call.function.arguments, self.work_dir)
         update = ToolCallProgress(
             session_update="tool_call_update",
-            tool_call_id=call.id,
+            tool_call_id=self.acp_id(call.id),
             title=view.title,
             kind=view.kind,  # pyright: ignore[reportArgumentType]
             locations=view.locations or None,
@@ -179,7 +192,12 @@ class UpdateMapper:
         call = self._calls.get(call_id)
         if call is not None and call.status == "pending":
             call.status = "in_progress"
-            self.send({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"})
+            update = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": self.acp_id(call_id),
+                "status": "in_progress",
+            }
+            self.send(update)
 
     def terminal(self, call_id: str, terminal_id: str) -> None:
         """The call's command runs in an editor terminal: show it in the call."""
@@ -189,7 +207,7 @@ class UpdateMapper:
         self.send(
             {
                 "sessionUpdate": "tool_call_update",
-                "toolCallId": call_id,
+                "toolCallId": self.acp_id(call_id),
                 "content": [{"type": "terminal", "terminalId": terminal_id}],
             }
         )
@@ -208,7 +226,7 @@ class UpdateMapper:
                 content.append(text_content(value.message))
         update = ToolCallProgress(
             session_update="tool_call_update",
-            tool_call_id=result.tool_call_id,
+            tool_call_id=self.acp_id(result.tool_call_id),
             status="failed" if value.is_error else "completed",
             content=content or None,
             raw_output=value.output if isinstance(value.output, str) else None,
@@ -225,7 +243,7 @@ class UpdateMapper:
             self.send(
                 {
                     "sessionUpdate": "tool_call_update",
-                    "toolCallId": call_id,
+                    "toolCallId": self.acp_id(call_id),
                     "status": "failed",
                     "content": [{"type": "content", "content": {"type": "text", "text": why}}],
                 }
