@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -243,3 +244,32 @@ def test_sigterm_during_a_turn_kills_the_command_and_exits(sandbox: Sandbox, tmp
         time.sleep(0.05)
     assert not _alive(pid)
     proc.stdin.close()
+
+
+async def test_an_http_mcp_server_of_the_client_is_used(sandbox: Sandbox) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, TINY_SERVER, "web", "", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        call = tool_script("h1", "shout", text="over http")
+        async with run_agent(sandbox, call, "text: done", args=("--yolo",)) as agent:
+            await agent.initialize()
+            web = HttpMcpServer(type="http", name="web", url=f"http://127.0.0.1:{port}/mcp", headers=[])
+            session = await agent.conn.new_session(cwd=str(sandbox.work), mcp_servers=[web])
+            await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("shout"))
+            final = agent.editor.updates_of_call("h1")[-1]
+            assert final.status == "completed" and "OVER HTTP" in final.content[0].content.text
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
