@@ -280,3 +280,21 @@ async def test_a_tool_call_id_reused_by_the_model_is_a_new_call_in_the_editor(sa
         await agent.conn.prompt(session_id=session.session_id, prompt=_prompt("2"))
         starts = [u.tool_call_id for u in agent.editor.of("tool_call")]
         assert len(starts) == 2 and len(set(starts)) == 2
+
+
+async def test_additional_directories_are_part_of_the_workspace(sandbox: Sandbox) -> None:
+    extra = sandbox.root / "extra"
+    extra.mkdir()
+    (extra / "shared.txt").write_text("shared text\n")
+    read = tool_script("r1", "ReadFile", path=str(extra / "shared.txt"))
+    async with run_agent(sandbox, read, "text: ok", read.replace("r1", "r2"), "text: ok") as agent:
+        reply = await agent.initialize()
+        assert reply.agent_capabilities.session_capabilities.additional_directories is not None
+        inside = await agent.new_session(additional_directories=[str(extra)])
+        await agent.conn.prompt(session_id=inside.session_id, prompt=_prompt("read"))
+        assert agent.editor.permissions == []  # inside the workspace: no approval needed
+        assert "shared text" in agent.editor.updates_of_call("r1")[-1].content[0].content.text
+        outside = await agent.new_session()
+        agent.editor.answer("approve")
+        await agent.conn.prompt(session_id=outside.session_id, prompt=_prompt("read"))
+        assert len(agent.editor.permissions) == 1  # the same read outside the workspace asks

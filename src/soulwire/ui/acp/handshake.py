@@ -78,7 +78,7 @@ def initialize_result(capabilities: set[str]) -> dict[str, Any]:
                 "embeddedContext": True,
             },
             "mcpCapabilities": {"http": True, "sse": False},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "additionalDirectories": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": "soulwire", "title": "Soulwire", "version": __version__},
