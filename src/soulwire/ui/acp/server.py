@@ -25,12 +25,21 @@ async def _serve(
 ) -> None:
     transport = StdioTransport(reader, writer, handshake)
     writer.bind(asyncio.get_running_loop().call_soon)
-    chunk_head = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    heads: dict[str, bytes] = {}
 
-    def notify(session_id: str, update: dict[str, Any]) -> None:
-        # Built as text: this runs once per streamed chunk.
-        body = json.dumps(update, ensure_ascii=False, separators=(",", ":"))
-        writer.write(f'{chunk_head}{json.dumps(session_id)},"update":{body}}}}}\n'.encode())
+    def notify(session_id: str, update: dict[str, Any] | str) -> None:
+        """One `session/update`; `update` may come JSON-encoded already (streamed chunks: this
+        runs once per chunk, so the line is assembled as text)."""
+        head = heads.get(session_id)
+        if head is None:
+            head = heads[session_id] = (
+                '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+                + encode(session_id)
+                + ',"update":'
+            ).encode()
+        body = update if isinstance(update, str) else encode(update)
+        writer.write(head + body.encode("utf-8", "replace") + b"}}\n")
 
     agent = SoulwireAgent(options, notify, transport.defer, lambda: handshake.client)
     # session/resume and session/close are still "unstable" in the SDK's router; they are

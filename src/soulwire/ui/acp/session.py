@@ -137,7 +137,7 @@ class AcpSession:
         self,
         runtime: Runtime,
         client: PermissionAsker,
-        notify: Callable[[str, dict[str, Any]], None],
+        notify: Callable[[str, dict[str, Any] | str], None],
         capabilities: ClientCapabilities,
     ) -> None:
         self.runtime = runtime
@@ -161,7 +161,7 @@ class AcpSession:
         runtime.bus.subscribe(self.mapper.raw)
         runtime.bus.subscribe(self.mapper.merged, merged=True)
 
-    def _send(self, update: dict[str, Any]) -> None:
+    def _send(self, update: dict[str, Any] | str) -> None:
         self._notify(self.id, update)
 
     # -- the engine's requests ------------------------------------------------

@@ -68,7 +68,9 @@ class LineOutput:
         self._schedule = schedule
 
     def send(self, message: dict[str, Any]) -> None:
-        self.write((json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+        self.write(
+            (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
+        )
 
     def write(self, data: bytes) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # the C encoder of a JSON string
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +29,20 @@ from soulwire.wire.types import (
     WireModel,
 )
 
-Send = Callable[[dict[str, Any]], None]
-"""Delivers one `update` object (the value of `params.update`)."""
+Send = Callable[[dict[str, Any] | str], None]
+"""Delivers one `update` object (the value of `params.update`), or its JSON text."""
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _chunk(kind: str, text: str) -> dict[str, Any]:
-    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+def _chunk(kind: str, text: str) -> str:
+    """A text chunk update as JSON text, built directly: there is one per streamed chunk."""
+    return f'{{"sessionUpdate":"{kind}","content":{{"type":"text","text":{_json_string(text)}}}}}'
+
+
+_json_string: Callable[[str], str] = encode_basestring
 
 
 def _media_block(url: str, kind: str) -> dict[str, Any] | None:
@@ -48,11 +53,11 @@ def _media_block(url: str, kind: str) -> dict[str, Any] | None:
     return {"type": kind, "mimeType": mime, "data": data}
 
 
-def user_chunks(user_input: UserInput) -> list[dict[str, Any]]:
+def user_chunks(user_input: UserInput) -> list[dict[str, Any] | str]:
     """A user input as `user_message_chunk`s (for replay)."""
     if isinstance(user_input, str):
         return [_chunk("user_message_chunk", user_input)] if user_input else []
-    chunks: list[dict[str, Any]] = []
+    chunks: list[dict[str, Any] | str] = []
     for part in user_input:
         block: dict[str, Any] | None = None
         if isinstance(part, TextPart):
