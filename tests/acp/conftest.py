@@ -10,7 +10,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,9 +190,12 @@ class Agent:
     async def new_session(self, cwd: Path | None = None, **kwargs: Any) -> Any:
         return await self.conn.new_session(cwd=str(cwd or self.sandbox.work), mcp_servers=[], **kwargs)
 
-    async def settle(self) -> None:
-        """Let updates sent right after a response arrive (they follow it on the pipe)."""
-        await anyio.sleep(0.2)
+    async def wait_for_update(self, kind: str, session_id: str) -> list[Any]:
+        """Updates sent right after a response (they follow it on the pipe) once they came."""
+        with anyio.fail_after(WAIT_S):
+            while not self.editor.of(kind, session_id):
+                await anyio.sleep(0.02)
+        return self.editor.of(kind, session_id)
 
 
 def acp_argv(sandbox: Sandbox, *extra: str) -> list[str]:
@@ -245,6 +248,3 @@ def raw_agent(sandbox: Sandbox) -> Any:
     yield start
     for proc in started:
         proc.close()
-
-
-Start = Callable[..., Any]

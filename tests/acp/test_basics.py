@@ -51,8 +51,7 @@ async def test_sessions_have_distinct_ids_commands_modes_and_options(sandbox: Sa
         await agent.initialize()
         first, second = await agent.new_session(), await agent.new_session()
         assert first.session_id != second.session_id
-        await agent.settle()
-        commands = agent.editor.of("available_commands_update", first.session_id)
+        commands = await agent.wait_for_update("available_commands_update", first.session_id)
         assert commands and {"init", "compact", "clear", "yolo", "plan"} <= {
             c.name for c in commands[0].available_commands
         }

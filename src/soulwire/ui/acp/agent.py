@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 from acp import RequestError
 from acp.schema import (
+    AcpMcpServer,
     HttpMcpServer,
     ListSessionsResponse,
     LoadSessionResponse,
@@ -37,11 +38,12 @@ from soulwire.ui.acp.prompts import PromptBlock
 from soulwire.ui.acp.session import AcpSession, PermissionAsker, prewarm
 
 SHUTDOWN_GRACE_S = 0.8
-McpServer = HttpMcpServer | SseMcpServer | McpServerStdio | Any
+McpServer = HttpMcpServer | SseMcpServer | McpServerStdio | AcpMcpServer
 
 
 def _mcp_config(servers: list[McpServer] | None) -> list[str]:
-    """The editor's MCP servers in the engine's `--mcp-config` JSON form."""
+    """The editor's MCP servers in the engine's `--mcp-config` JSON form (servers over ACP
+    itself are not advertised and are skipped)."""
     entries: dict[str, Any] = {}
     for server in servers or []:
         if isinstance(server, McpServerStdio):
