@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 from acp import RequestError
 from acp.schema import (
     AcpMcpServer,
@@ -74,9 +75,15 @@ class SoulwireAgent:
     """Implements the agent side of ACP; one process serves any number of sessions."""
 
     def __init__(
-        self, options: SessionOptions, notify: Any, defer: Any, client: Callable[[], ClientCapabilities]
+        self,
+        options: SessionOptions,
+        notify: Any,
+        defer: Any,
+        client: Callable[[], ClientCapabilities],
+        group: anyio.abc.TaskGroup,
     ) -> None:
         self._base = options
+        self._group = group  # the server's: each session's lifetime is a task in it
         self._client_capabilities = client  # what the editor declared in its latest `initialize`
         self._notify = notify
         self._defer = defer  # sends updates right after the response that names the session
@@ -120,7 +127,7 @@ class SoulwireAgent:
         assert self._client is not None
         session = AcpSession(runtime, self._client, self._notify, self._client_capabilities())
         self.sessions[session.id] = session
-        await runtime.session_started()
+        await self._group.start(session.live)
         return session
 
     async def new_session(
@@ -228,14 +235,8 @@ class SoulwireAgent:
 
     # -- shutdown ----------------------------------------------------------------
     async def _end(self, session: AcpSession) -> None:
-        session.cancel()
-        await session.wait_idle(SHUTDOWN_GRACE_S)
         self.sessions.pop(session.id, None)
-        try:
-            with anyio.move_on_after(SHUTDOWN_GRACE_S):
-                await session.runtime.session_ended()
-        finally:
-            session.runtime.close()
+        await session.end(SHUTDOWN_GRACE_S)
 
     async def shutdown(self) -> None:
         """The editor went away: end every turn (killing running commands), then the sessions."""

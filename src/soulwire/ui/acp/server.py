@@ -41,18 +41,23 @@ async def _serve(
         body = update if isinstance(update, str) else encode(update)
         writer.write(head + body.encode("utf-8", "replace") + b"}}\n")
 
-    agent = SoulwireAgent(options, notify, transport.defer, lambda: handshake.client)
-    # session/resume and session/close are still "unstable" in the SDK's router; they are
-    # part of what this agent offers, so the unstable routes are switched on.
-    connection = AgentSideConnection(cast(Any, agent), transport, listening=False, use_unstable_protocol=True)
-    try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(_stop_on_signal, group.cancel_scope)
-            await connection.listen()  # returns at the end of stdin
-            group.cancel_scope.cancel()
-    finally:
-        await agent.shutdown()  # every turn cancelled, every command killed, sessions closed
-        writer.bind(None)
+    async with anyio.create_task_group() as sessions:  # each session's lifetime is a task here
+        agent = SoulwireAgent(options, notify, transport.defer, lambda: handshake.client, sessions)
+        # session/resume and session/close are still "unstable" in the SDK's router; they are
+        # part of what this agent offers, so the unstable routes are switched on.
+        connection = AgentSideConnection(
+            cast(Any, agent), transport, listening=False, use_unstable_protocol=True
+        )
+        try:
+            async with anyio.create_task_group() as listening:
+                listening.start_soon(_stop_on_signal, listening.cancel_scope)
+                await connection.listen()  # returns at the end of stdin
+                listening.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await agent.shutdown()  # every turn cancelled, every command killed, sessions ended
+            sessions.cancel_scope.cancel()
+    writer.bind(None)
 
 
 async def _stop_on_signal(scope: anyio.CancelScope) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import anyio.abc
 from acp import RequestError
 from acp.schema import (
     PermissionOption,
@@ -147,6 +148,8 @@ class AcpSession:
         self._scope: anyio.CancelScope | None = None
         self._turn_done = anyio.Event()
         self._turn_done.set()
+        self._closing = anyio.Event()
+        self._ended = anyio.Event()
         self.mapper = UpdateMapper(runtime.options.work_dir, self._send, self._plan_mode_changed)
         self._mode = self.current_mode()
         runtime.attach_client(self)
@@ -160,6 +163,27 @@ class AcpSession:
             runtime.soul.terminal = EditorTerminal(client, self.id, self.mapper.terminal)
         runtime.bus.subscribe(self.mapper.raw)
         runtime.bus.subscribe(self.mapper.merged, merged=True)
+
+    async def live(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The session's lifetime (MCP servers, background tasks, SessionStart/End hooks), as a
+        task of the server: it lasts until `end` is called or the server stops."""
+        try:
+            async with self.runtime.running():
+                task_status.started()
+                await self._closing.wait()
+        finally:
+            self._ended.set()
+
+    async def end(self, grace: float) -> None:
+        """Cancel the turn, let the session's lifetime wind down (SessionEnd, servers closed,
+        background commands killed), then close its files."""
+        self.cancel()
+        with anyio.move_on_after(grace):
+            await self._turn_done.wait()
+        self._closing.set()
+        with anyio.move_on_after(grace * 2):
+            await self._ended.wait()
+        self.runtime.close()
 
     def _send(self, update: dict[str, Any] | str) -> None:
         self._notify(self.id, update)
@@ -222,10 +246,6 @@ class AcpSession:
     def cancel(self) -> None:
         if self._scope is not None:
             self._scope.cancel()
-
-    async def wait_idle(self, timeout: float) -> None:
-        with anyio.move_on_after(timeout):
-            await self._turn_done.wait()
 
     # -- history --------------------------------------------------------------
     def replay(self) -> None:

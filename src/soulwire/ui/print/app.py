@@ -19,6 +19,7 @@ from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
 from soulwire.llm.message import Message
 from soulwire.runtime.builder import Runtime, build_runtime
 from soulwire.runtime.options import SessionOptions
+from soulwire.wire.fold import joined_text
 from soulwire.wire.messages import StatusUpdate, StepRetry, ToolResult
 from soulwire.wire.types import TextPart, ThinkPart, ToolCall, UserInput, WireModel
 
@@ -59,7 +60,7 @@ class _Printer:
     def _end_of_step(self) -> None:
         if not self.parts and not self.calls:
             return
-        text = "".join(p.text for p in self.parts if isinstance(p, TextPart))
+        text = joined_text(self.parts)
         if text:
             self.last_text = text
         if self.json and not self.final_only:
@@ -99,11 +100,8 @@ def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[U
 
 
 async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
-    await runtime.session_started()
-    try:
+    async with runtime.running(wait_for_start=True):
         return await _run_prompts(runtime, prompts, printer)
-    finally:
-        await runtime.session_ended()
 
 
 async def _run_prompts(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
