@@ -19,6 +19,8 @@ SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor")
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `soulwire` command; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "acp":  # `soulwire acp [flags]`, the form editors are configured with
+        argv = ["--acp", *argv[1:]]
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
     from soulwire.cli.args import UsageError, parse_main
@@ -60,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             final_message_only=args.final_message_only,
         )
     if args.acp:
-        sys.stderr.write("soulwire: ACP mode is not available yet; use --wire\n")
-        return 2
+        from soulwire.ui.acp.launch import serve_acp
+
+        return serve_acp(options)
     from soulwire.ui.shell import run_shell
 
     return run_shell(options, prompt=args.prompt)
