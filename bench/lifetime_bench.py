@@ -85,9 +85,8 @@ def main() -> None:
     print(f"watchdog start (once per engine, at the first tool process): {first_ms:.2f} ms")
     print(f"tie_to_engine alone: {tie_us:.2f} µs per call")
     for name, values in results.items():
-        print(
-            f"{name:28} median {statistics.median(values):6.3f} ms per call  ({', '.join(f'{v:.3f}' for v in values)})"
-        )
+        rounds = ", ".join(f"{v:.3f}" for v in values)
+        print(f"{name:28} median {statistics.median(values):6.3f} ms per call  ({rounds})")
     del ballast
 
 
