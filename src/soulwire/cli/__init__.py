@@ -30,8 +30,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"soulwire, version {__version__}")
             return 0
         options = _session_options(args)
-    except (UsageError, ConfigError) as exc:
+    except UsageError as exc:
         sys.stderr.write(f"soulwire: error: {exc}\nTry 'soulwire --help' for help.\n")
+        return 2
+    except ConfigError as exc:  # one line: what is wrong and where
+        sys.stderr.write(f"soulwire: error: {exc}\n")
         return 2
     from soulwire.config.process_env import tune_startup
 
@@ -67,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _session_options(a: argparse.Namespace) -> SessionOptions:
     from soulwire.config.loader import ConfigError, load_raw_config, share_dir
+    from soulwire.config.precheck import check_raw_config
     from soulwire.runtime.options import SessionOptions
+    from soulwire.tools.mcp_config import load_mcp_servers
 
     work_dir = Path(a.work_dir or os.getcwd()).expanduser()
     if not work_dir.is_dir():
@@ -75,6 +80,9 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
     work_dir = Path(os.path.abspath(work_dir))
     share = share_dir()
     raw, path = load_raw_config(config_file=a.config_file, config_text=a.config, share=share)
+    check_raw_config(raw, origin=str(path) if path else "--config", model_alias=a.model)
+    mcp_files = [Path(p) for p in a.mcp_config_file]
+    load_mcp_servers(mcp_files, list(a.mcp_config), share)  # refused here, before any reply
     return SessionOptions(
         work_dir=work_dir,
         share_dir=share,
@@ -93,7 +101,7 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         agent_file=Path(a.agent_file) if a.agent_file else None,
         skills_dirs=[Path(p) for p in a.skills_dir],
         add_dirs=[Path(p) for p in a.add_dir],
-        mcp_config_files=[Path(p) for p in a.mcp_config_file],
+        mcp_config_files=mcp_files,
         mcp_configs=list(a.mcp_config),
         print_mode=a.print_mode,
     )
