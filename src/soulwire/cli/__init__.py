@@ -17,7 +17,15 @@ SUBCOMMANDS = ("info", "schema", "demo", "sessions")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `soulwire` command; returns the exit code."""
+    """Entry point of the `soulwire` command; returns the exit code (130 after Ctrl-C, without
+    a traceback: the front ends end their work cleanly first where they can)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
@@ -72,7 +80,6 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
     from soulwire.config.loader import ConfigError, load_raw_config, share_dir
     from soulwire.config.precheck import check_raw_config
     from soulwire.runtime.options import SessionOptions
-    from soulwire.tools.mcp_config import load_mcp_servers
 
     work_dir = Path(a.work_dir or os.getcwd()).expanduser()
     if not work_dir.is_dir():
@@ -82,7 +89,10 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
     raw, path = load_raw_config(config_file=a.config_file, config_text=a.config, share=share)
     check_raw_config(raw, origin=str(path) if path else "--config", model_alias=a.model)
     mcp_files = [Path(p) for p in a.mcp_config_file]
-    load_mcp_servers(mcp_files, list(a.mcp_config), share)  # refused here, before any reply
+    if mcp_files or a.mcp_config or (share / "mcp.json").is_file():  # else no import at all
+        from soulwire.tools.mcp_config import load_mcp_servers
+
+        load_mcp_servers(mcp_files, list(a.mcp_config), share)  # refused here, before any reply
     return SessionOptions(
         work_dir=work_dir,
         share_dir=share,
