@@ -39,6 +39,25 @@ async def _shell_calls(runs: int, argv: list[str]) -> float:
     return (time.perf_counter() - started) * 1000 / runs
 
 
+async def _paired_calls(runs: int, argv: list[str]) -> tuple[float, float]:
+    """Median ms of a call with the tie and without, alternating call by call (fair under load)."""
+    tied: list[float] = []
+    untied: list[float] = []
+    pairs = [(lifetime.tie_to_engine, tied), (_no_tie, untied)]
+    for index in range(runs):
+        for tie, samples in pairs if index % 2 else pairs[::-1]:
+            process.tie_to_engine = tie
+            started = time.perf_counter()
+            await run_captured(argv, cwd=Path("/"), timeout=10, out=Capture(head=1000))
+            samples.append((time.perf_counter() - started) * 1000)
+    process.tie_to_engine = lifetime.tie_to_engine
+    return statistics.median(tied), statistics.median(untied)
+
+
+def _no_tie(pgid: int) -> None:
+    pass
+
+
 def _popen_calls(runs: int, **options: object) -> float:
     started = time.perf_counter()
     for _ in range(runs):
@@ -74,10 +93,9 @@ def main() -> None:
     if setpriv:
         results["pdeathsig via setpriv"] = []
     for _ in range(args.rounds):
-        process.tie_to_engine = lifetime.tie_to_engine
-        results["tied (watchdog)"].append(anyio.run(_shell_calls, args.runs, [bash, "-c", "true"]))
-        process.tie_to_engine = lambda pgid: None
-        results["untied"].append(anyio.run(_shell_calls, args.runs, [bash, "-c", "true"]))
+        tied, untied = anyio.run(_paired_calls, args.runs, [bash, "-c", "true"])
+        results["tied (watchdog)"].append(tied)
+        results["untied"].append(untied)
         results["pdeathsig via preexec_fn"].append(_popen_calls(args.runs, preexec_fn=_pdeathsig))
         if setpriv:
             argv = [setpriv, "--pdeathsig", "KILL", "--", bash, "-c", "true"]
