@@ -106,6 +106,12 @@ def _non_empty_string(value: Any) -> str | None:
     return None if isinstance(value, str) and value else f"must be a non-empty string, not {value!r}"
 
 
+def _hook_event(value: Any) -> str | None:
+    if value in HOOK_EVENTS:
+        return None
+    return f"unknown hook event {value!r}; one of: {', '.join(HOOK_EVENTS)}"
+
+
 _TOP: dict[str, Check] = {
     "default_model": _string,
     "default_thinking": _boolean,
@@ -144,7 +150,7 @@ _LOOP_CONTROL: dict[str, Check] = {
 }
 _BACKGROUND: dict[str, Check] = {name: _integer(minimum) for name, minimum in BACKGROUND_MINIMUMS.items()}
 _HOOK: dict[str, Check] = {
-    "event": _one_of(*HOOK_EVENTS),
+    "event": _hook_event,
     "command": _non_empty_string,
     "matcher": _string,
     "timeout": _integer(*HOOK_TIMEOUT_RANGE),
