@@ -39,6 +39,21 @@ def processes_with(tag: str) -> list[int]:
     return found
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of the process group `pgid`."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
 def wait_for(predicate, limit: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -61,11 +76,16 @@ def kill_engine(wire: WireProcess, *, whole_group: bool) -> None:
     wire.proc.wait(timeout=10)
 
 
-def assert_nothing_survives(tag: str, markers: list[Path]) -> None:
+def assert_nothing_survives(tag: str, markers: list[Path], groups: tuple[Path, ...] = ()) -> None:
+    """No process with `tag` in its command line and none of the process groups whose ids
+    the commands wrote into `groups` is left; the side effects never happen."""
+    pgids = [int(p.read_text()) for p in groups]
     assert wait_for(lambda: not processes_with(tag), limit=5), f"left running: {processes_with(tag)}"
+    assert wait_for(lambda: not any(group_members(g) for g in pgids), limit=5)
     time.sleep(DELAY_S + 0.5)  # past the moment the side effects were due
     assert [m.name for m in markers if m.exists()] == []
     assert processes_with(tag) == []
+    assert [g for g in pgids if group_members(g)] == []
 
 
 @pytest.mark.parametrize("whole_group", [False, True], ids=["engine", "engine-group"])
@@ -77,23 +97,26 @@ def test_a_foreground_command_and_its_grandchildren_die_with_the_engine(engine, 
         f"nohup sh -c 'sleep {DELAY_S}; touch {nohup}' >/dev/null 2>&1 & "
         f"sleep {DELAY_S}; touch {direct}; : {tag}"
     )
-    started = sandbox.root / "started"
+    started, pgid = sandbox.root / "started", sandbox.root / "pgid"
     wire = engine(
-        call("c1", "Shell", {"command": f"touch {started}; {command}", "timeout": 60}),
+        call("c1", "Shell", {"command": f"echo $$ > {pgid}; touch {started}; {command}", "timeout": 60}),
         "text: done",
         args=("--yolo",),
     )
     start_turn(wire)
     assert wait_for(lambda: started.exists() and len(processes_with(tag)) >= 1)
+    assert len(group_members(int(pgid.read_text()))) >= 3  # bash, its subshell, sleeps, nohup sh
     kill_engine(wire, whole_group=whole_group)
-    assert_nothing_survives(tag, [direct, child, nohup])
+    assert_nothing_survives(tag, [direct, child, nohup], groups=(pgid,))
 
 
 def test_a_background_task_dies_with_the_engine(engine, sandbox):
     tag = f"lifetime-{uuid.uuid4().hex[:12]}"
     marker, started = sandbox.root / "bg-marker", sandbox.root / "bg-started"
+    pgid = sandbox.root / "bg-pgid"
     command = (
-        f"touch {started}; (sleep {DELAY_S}; touch {marker}.child) & sleep {DELAY_S}; touch {marker}; : {tag}"
+        f"echo $$ > {pgid}; touch {started}; (sleep {DELAY_S}; touch {marker}.child) & "
+        f"sleep {DELAY_S}; touch {marker}; : {tag}"
     )
     wire = engine(
         call("b1", "Shell", {"command": command, "run_in_background": True, "description": "slow"}),
@@ -105,7 +128,7 @@ def test_a_background_task_dies_with_the_engine(engine, sandbox):
     assert response["result"]["status"] == "finished"
     assert wait_for(started.exists)
     kill_engine(wire, whole_group=False)
-    assert_nothing_survives(tag, [marker, Path(f"{marker}.child")])
+    assert_nothing_survives(tag, [marker, Path(f"{marker}.child")], groups=(pgid,))
 
 
 @pytest.mark.parametrize("ending", ["sigkill", "stdin-closed"])

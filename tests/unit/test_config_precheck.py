@@ -89,3 +89,37 @@ def test_what_the_light_check_refuses_the_schema_refuses(path, value):
     with pytest.raises(ConfigError) as full:
         validate_config(config, "c.toml")
     assert "\n" not in str(full.value)
+
+
+def scripted(path: str) -> dict[str, Any]:
+    return {
+        "default_model": "s",
+        "models": {"s": {"provider": "p", "model": "echo"}},
+        "providers": {"p": {"type": "_scripted_echo", "env": {"SOULWIRE_SCRIPTED_ECHO_SCRIPTS": path}}},
+    }
+
+
+def test_the_scripts_file_of_the_chosen_model_is_checked(tmp_path):
+    good, bad, text = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "scripts.txt"
+    good.write_text('["text: hi"]')
+    bad.write_text('["text: hi"')
+    text.write_text("text: a\n---\ntext: b\n")
+    for path in (good, text):
+        check_raw_config(scripted(str(path)), origin="c", env={})
+    for path, problem in ((bad, "not valid JSON"), (tmp_path / "none.json", "cannot read")):
+        with pytest.raises(ConfigError, match=problem):
+            check_raw_config(scripted(str(path)), origin="c", env={})
+    # another model is chosen with --model: its provider's file is not the one checked
+    config = scripted(str(tmp_path / "none.json"))
+    config["models"]["k"] = {"provider": "kp", "model": "k2"}
+    config["providers"]["kp"] = {"type": "kimi"}
+    check_raw_config(config, origin="c", model_alias="k", env={})
+
+
+def test_a_big_scripts_file_is_only_opened_at_start_up(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_text('["' + "x" * (2 << 20) + '"')  # truncated, but past the parse limit
+    check_raw_config(scripted(str(big)), origin="c", env={})
+    big.write_text("x" * (2 << 20))
+    with pytest.raises(ConfigError, match="JSON list"):
+        check_raw_config(scripted(str(big)), origin="c", env={})

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from soulwire.config.loader import ConfigError
-from soulwire.config.scripts_file import ScriptsFileError, read_scripts, scripts_path
+from soulwire.config.scripts_file import ScriptsFileError, check_scripts_file, scripts_path
 from soulwire.wire.hook_events import HOOK_EVENTS
 
 LOOP_CONTROL_MINIMUMS = {
@@ -220,6 +220,6 @@ def check_raw_config(
         if provider["type"] == SCRIPTED_PROVIDER:
             scripts_env = {**(os.environ if env is None else env), **provider.get("env", {})}
             try:
-                read_scripts(scripts_path(scripts_env))
+                check_scripts_file(scripts_path(scripts_env))
             except ScriptsFileError as exc:
                 raise checker.fail(f"providers.{provider_name}", str(exc)) from None

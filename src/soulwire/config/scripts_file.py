@@ -24,6 +24,23 @@ def scripts_path(env: Mapping[str, str]) -> Path:
     return Path(text)
 
 
+def check_scripts_file(path: Path, *, parse_up_to: int = 1 << 20) -> None:
+    """What start-up checks, cheaply: the file is readable and, up to `parse_up_to` bytes, well
+    formed. A bigger one (a benchmark's) is only opened and its first byte looked at here;
+    the provider reads it in full later and a prompt then gets the error."""
+    try:
+        size = path.stat().st_size
+        if size <= parse_up_to:
+            read_scripts(path)
+            return
+        with path.open("rb") as handle:
+            head = handle.read(4096).lstrip()
+    except OSError as exc:
+        raise ScriptsFileError(f"cannot read scripts file {path}: {exc.strerror or exc}") from None
+    if path.suffix.lower() == ".json" and not head.startswith(b"["):
+        raise ScriptsFileError(f"scripts file {path}: expected a JSON list of strings")
+
+
 def read_scripts(path: Path) -> list[str]:
     """A JSON list of strings (always for a `.json` file, or text starting with `[`), else
     text with scripts separated by lines of `---`."""
