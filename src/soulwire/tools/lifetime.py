@@ -11,16 +11,20 @@ group does not reach it. Its stdin is the read end of a pipe whose only write en
 holds (non-inheritable, so no tool process keeps it open). The engine writes the id of each
 tool process group into the pipe as it starts one; when the engine dies, the kernel closes the
 write end, the watchdog reads EOF and SIGKILLs every group it was told about, grandchildren
-included, then exits. It forgets groups that are gone (checked at most every 2 s), so a
-recycled id is not killed later; a process that left its group on purpose (`setsid`) is not
+included, then exits — also when the engine exits normally, so a job a command left running
+on purpose (`server > log 2>&1 &`) ends with the session. It forgets groups that are gone
+(looked at every 2 s while it watches any), so an id the kernel hands out again is not killed
+later (the window is those 2 s); a process that left its group on purpose (`setsid`) is not
 covered. Cost per tool process: one `write` of a few bytes (bench/lifetime_bench.py).
 
 Why not the kernel's parent-death signal (`PR_SET_PDEATHSIG`) on each child: it covers only
 the direct child (it is cleared on fork, so `(sleep 1; touch m) &` escapes), it fires when the
 *thread* that spawned the child exits, and setting it costs a `preexec_fn` — Python then forks
-instead of vforking, +10 ms per spawn in a 100 MB engine — or an extra `setpriv` exec, +1 ms
-per Shell call (both measured, bench/RESULTS.md). The watchdog covers the whole group for a
-few microseconds per call. Platforms without `killpg` (Windows) get no watchdog.
+instead of vforking: 10 to 20 ms more per spawn in a 100 MB engine — or an extra `setpriv` exec,
+1 to 4 ms more per Shell call (bench/lifetime_bench.py, bench/RESULTS.md §6). The watchdog covers
+the whole group for a few microseconds per call. Should the watchdog itself be killed, the
+next tool process starts a new one and tells it every group still alive. Platforms without
+`killpg` (Windows) get no watchdog.
 """
 
 from __future__ import annotations
