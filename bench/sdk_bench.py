@@ -94,8 +94,10 @@ def summarise(
 
 def client_ceiling(n: int) -> float:
     """Microseconds per event spent by the SDK alone: decode + route + record + iterate."""
-    from soulwire.sdk.connection import Connection
+    from soulwire.sdk.engine import Engine
     from soulwire.sdk.turn import Turn
+    from soulwire.wire.peer import Peer
+    from soulwire.wire.streams import memory_pair
 
     lines = [
         (
@@ -117,15 +119,23 @@ def client_ceiling(n: int) -> float:
             return None
 
     async def run() -> float:
-        conn = Connection.__new__(Connection)  # no process: lines are fed by hand
+        conn = Engine.__new__(Engine)  # no process: lines are fed to its peer by hand
         conn.on_request = None
         turn = Turn(Owner(), "x")  # pyright: ignore[reportArgumentType]
         conn.on_part = turn._on_event
         conn.on_event = turn._on_event
+        peer = Peer(
+            memory_pair()[0],
+            notifications={"event": conn._on_event},
+            fast_lane=conn._fast_lane,
+            skip_blank_lines=True,
+        )
         t0 = time.perf_counter()
-        conn._on_lines(begin)
+        for line in begin:
+            peer.handle(line)
         for start in range(0, n, 2000):  # about one pipe read per batch
-            conn._on_lines(lines[start : start + 2000])
+            for line in lines[start : start + 2000]:
+                peer.handle(line)
             async for _ in _take(turn, min(2000, n - start) + (2 if start == 0 else 0)):
                 pass
         return (time.perf_counter() - t0) / n * 1e6

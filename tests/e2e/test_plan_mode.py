@@ -56,11 +56,9 @@ def test_set_plan_mode_is_reported_recorded_persisted_and_survives_resume(engine
     assert response["result"] == {"status": "ok", "plan_mode": True}
     for params in (None, {}, {"enabled": "yes"}):
         _, bad = wire.until_response(wire.request("set_plan_mode", params))
-        assert bad["error"] == {
-            "code": -32602,
-            "message": "Invalid parameters for method `set_plan_mode`",
-            "data": None,
-        }
+        assert bad["error"]["code"] == -32602
+        assert bad["error"]["message"].startswith("Invalid parameters for method `set_plan_mode`: enabled")
+        assert bad["error"]["data"] == {"field": "enabled"}
     saved = state(sandbox)
     assert (
         saved["plan_mode"] is True and saved["plan_slug"] == SESSION and saved["plan_session_id"] == SESSION

@@ -139,14 +139,17 @@ def test_steer_errors(engine, sandbox):
     )
     wire.initialize(protocol_version=V110)
     _, idle = wire.until_response(wire.request("steer", {"user_input": "x"}))
-    assert idle["error"] == {"code": -32000, "message": "No agent turn is in progress", "data": None}
+    assert idle["error"] == {
+        "code": -32000,
+        "message": "No agent turn is in progress",
+        "data": {"reason": "idle"},
+    }
     prompt = wire.request("prompt", {"user_input": "go"})
     request = until(wire, lambda m: m.get("method") == "request")[-1]
     for params in (None, {}, {"user_input": 5}, {"user_input": [{"type": "bogus"}]}):
         _, bad = wire.until_response(wire.request("steer", params))
-        assert bad["error"] == {
-            "code": -32602, "message": "Invalid parameters for method `steer`", "data": None,
-        }  # fmt: skip
+        assert bad["error"]["code"] == -32602
+        assert bad["error"]["message"].startswith("Invalid parameters for method `steer`: user_input")
     image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
     _, unsupported = wire.until_response(wire.request("steer", {"user_input": image}))
     assert unsupported["error"]["code"] == -32002  # the model takes no images: refused at once

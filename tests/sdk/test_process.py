@@ -9,6 +9,7 @@ import signal
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 import soulwire.sdk as sdk
@@ -155,3 +156,32 @@ async def test_replayed_tool_requests_are_history_not_questions(soulwire: Engine
         history = [event async for event in session.replay()]
     assert asked == ["ping"]
     assert [e.id for e in history if isinstance(e, ToolCallRequest)] == ["p1"]
+
+
+async def test_cancelling_the_task_that_owns_a_session_leaves_no_process(soulwire: Engine):
+    """The session's owner is cancelled mid-turn (a timeout around it): the engine and every
+    task of the session end with it."""
+    pids: list[int] = []
+    with anyio.move_on_after(1.0) as scope:
+        async with sdk.Session(**soulwire.options(call("h1", "hang", {}), tools=[hang])) as session:
+            assert session.pid is not None
+            pids.append(session.pid)
+            async for _event in session.prompt("go"):
+                pass
+    assert scope.cancelled_caught
+    assert session.closed and gone(pids[0]) and process_group_members(pids[0]) == []
+
+
+async def test_an_answered_approval_stops_its_timeout(soulwire: Engine):
+    """The timeout task of an approval ends when it is answered (no default applied later)."""
+    shell = call("s1", "Shell", {"command": "true"})
+    options = soulwire.options(shell, "text: done", approval_timeout=0.2, approval_default="reject")
+    async with sdk.Session(**options) as session:
+        seen: list[sdk.Approval] = []
+        async for event in session.prompt("go"):
+            if isinstance(event, sdk.Approval):
+                seen.append(event)
+                assert event.approve()
+        await anyio.sleep(0.4)  # past the timeout
+    assert [a.answered_by for a in seen] == ["stream"]
+    assert seen[0].decision == sdk.ApprovalDecision.approve()

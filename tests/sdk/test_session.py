@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +173,23 @@ async def test_stderr_callback_and_tail(fake):
     with pytest.raises(sdk.EngineExitedError):
         await sdk.Session(**fake("exit_early", on_stderr=lines.append)).start()
     assert "configuration is broken" in "".join(lines)
+
+
+def test_options_object_keywords_and_early_checks(tmp_path: Path):
+    options = sdk.Options(model="m", yolo=True, work_dir=tmp_path, approval_default="approve")
+    session = sdk.Session(options, yolo=False)
+    assert session.options.model == "m" and session.options.yolo is False and options.yolo is True
+    assert "--model" in session.launch.argv() and "--yolo" not in session.launch.argv()
+    assert sdk.Session(model="m").options.model == "m"
+    with pytest.raises(TypeError, match="unknown option"):
+        sdk.Session(modle="m")
+    for bad in (
+        {"session_id": "a", "continue_session": True},
+        {"max_steps_per_turn": 0},
+        {"approval_timeout": -1},
+        {"startup_timeout": "soon"},
+        {"approval_default": "maybe"},
+        {"args": "--yolo"},
+    ):
+        with pytest.raises(sdk.ConfigurationError):
+            sdk.Options(**bad)

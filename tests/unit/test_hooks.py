@@ -9,6 +9,7 @@ import anyio
 
 from soulwire.engine.bus import EventBus
 from soulwire.engine.hooks import Hook, HookDecision, HookEngine
+from soulwire.tools.commands import run_shell_command
 from soulwire.wire.messages import HookResolved, HookTriggered
 from soulwire.wire.types import WireModel
 
@@ -17,7 +18,8 @@ def engine_with(*hooks: Hook, tmp: Path) -> tuple[HookEngine, list[WireModel]]:
     bus = EventBus()
     seen: list[WireModel] = []
     bus.subscribe(seen.append)
-    return HookEngine(hooks, bus=bus, session_id="s1", work_dir=str(tmp)), seen
+    engine = HookEngine(hooks, bus=bus, session_id="s1", work_dir=str(tmp), run_command=run_shell_command)
+    return engine, seen
 
 
 def test_blocking_hook_gives_its_reason_and_sees_the_event(tmp_path: Path):

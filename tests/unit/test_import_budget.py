@@ -59,26 +59,24 @@ def test_a_session_with_a_real_provider_loads_its_sdk_only_at_the_first_prompt(t
 
 
 def test_wire_mode_preloads_a_real_providers_sdk_in_the_background(tmp_path: Path):
-    """After start-up the SDK import (0.5 to 1.5 s) runs in a background thread, so the first
-    prompt does not pay for it; the scripted provider starts no such thread."""
+    """After start-up the SDK import (0.5 to 1.5 s) runs in a worker thread, so the first
+    prompt does not pay for it; the scripted provider preloads nothing."""
     raw = {
         "default_model": "m",
         "models": {"m": {"provider": "p", "model": "some-model"}, "s": {"provider": "s", "model": "x"}},
         "providers": {"p": {"type": "openai_legacy", "api_key": "k"}, "s": {"type": "_echo"}},
     }
     statement = (
-        "import threading\n"
+        "import anyio\n"
         "from pathlib import Path\n"
         "from soulwire.runtime.builder import build_runtime\n"
         "from soulwire.runtime.options import SessionOptions\n"
-        "from soulwire.ui.wire.launch import _preload_provider\n"
+        "from soulwire.ui.wire.server import WireServer\n"
         f"echo = SessionOptions(Path({str(tmp_path)!r}), Path({str(tmp_path / 'share')!r}), {raw!r}, model_alias='s')\n"
-        "_preload_provider(build_runtime(echo))\n"
-        "assert not [t for t in threading.enumerate() if t.name == 'soulwire-preload']\n"
+        "anyio.run(WireServer(build_runtime(echo))._preload_provider)\n"
         "assert 'openai' not in sys.modules\n"
         f"real = SessionOptions(Path({str(tmp_path)!r}), Path({str(tmp_path / 'share')!r}), {raw!r})\n"
-        "_preload_provider(build_runtime(real))\n"
-        "[t.join(60) for t in threading.enumerate() if t.name == 'soulwire-preload']"
+        "anyio.run(WireServer(build_runtime(real))._preload_provider)\n"
     )
     modules = loaded_after(statement)
     assert {"openai", "httpx2"} <= modules

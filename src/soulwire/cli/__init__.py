@@ -13,7 +13,7 @@ from soulwire import __version__
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
-SUBCOMMANDS = ("info", "schema", "demo", "sessions")
+SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +43,10 @@ def _main(argv: list[str] | None) -> int:
         return 2
     except ConfigError as exc:  # one line: what is wrong and where
         sys.stderr.write(f"soulwire: error: {exc}\n")
+        return 2
+    problem = _sandbox_problem(options)
+    if problem is not None:
+        sys.stderr.write(f"soulwire: {problem}\n")
         return 2
     from soulwire.config.process_env import tune_startup
 
@@ -114,7 +118,22 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         mcp_config_files=mcp_files,
         mcp_configs=list(a.mcp_config),
         print_mode=a.print_mode,
+        sandbox=a.sandbox,
+        sandbox_network=None if a.sandbox_network is None else a.sandbox_network == "on",
+        approval=a.approval,
     )
+
+
+def _sandbox_problem(options: SessionOptions) -> str | None:
+    """Why the sandbox the command line or config asks for cannot run here (one line), or
+    None. Checked before anything starts: a sandboxed session never runs unconfined."""
+    mode = options.sandbox or options.raw_config.get("sandbox")
+    if mode not in ("read-only", "workspace-write"):
+        return None  # off, or a bad config value that the config's validation reports
+    from soulwire.tools.sandbox import bubblewrap_problem
+
+    problem = bubblewrap_problem()
+    return None if problem is None else f"cannot start with --sandbox {mode}: {problem}"
 
 
 def _subcommand(name: str, argv: list[str]) -> int:
@@ -126,6 +145,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.cli.schema import run_schema
 
         return run_schema(argv)
+    if name == "doctor":
+        from soulwire.cli.doctor import run_doctor
+
+        return run_doctor(argv)
     if name == "demo":
         from soulwire.cli.demo import run_demo
 

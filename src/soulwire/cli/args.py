@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soulwire",
         description="A coding-agent engine. Modes: --wire (JSON-RPC over stdio), --print (one-shot).",
-        epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions.",
+        epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions, doctor [--json].",
         allow_abbrev=False,
     )
     add = parser.add_argument
@@ -76,6 +76,21 @@ def build_parser() -> argparse.ArgumentParser:
         dest="yolo",
         action="store_true",
         help="auto-approve tool actions",
+    )
+    add(
+        "--sandbox",
+        choices=["off", "read-only", "workspace-write"],
+        help="run Shell commands and file tools in a sandbox (bubblewrap; default: config, else off)",
+    )
+    add(
+        "--sandbox-network",
+        choices=["on", "off"],
+        help="network inside the sandbox (default off)",
+    )
+    add(
+        "--approval",
+        choices=["ask", "on-escape"],
+        help="on-escape: with a sandbox, ask only for actions that leave it",
     )
     add("--afk", action="store_true", help="nobody is watching: auto-approve and dismiss questions")
     add("--plan", action="store_true", help="start in plan mode")

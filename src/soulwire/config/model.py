@@ -116,6 +116,13 @@ class Config(_Section):
     approval_scope: Literal["exact", "action"] = "exact"
     """`exact`: approve-for-session remembers the command or file the user saw; `action`:
     the reference's behaviour (every later call with the same action string)."""
+    approval: Literal["ask", "on-escape"] = "ask"
+    """`ask`: every action that needs approval is asked; `on-escape`: with a sandbox, actions
+    that stay inside it run without asking, and only leaving it is asked."""
+    sandbox: Literal["off", "read-only", "workspace-write"] = "off"
+    """Where Shell commands and file tools may act (bubblewrap on Linux); `--sandbox` wins."""
+    sandbox_network: StrictBool = False
+    """Whether commands in a sandbox may use the network; `--sandbox-network` wins."""
 
     @model_validator(mode="after")
     def _references_exist(self) -> Config:

@@ -15,6 +15,11 @@ Session rules (`approve_for_session`) are never broader than what the user saw:
 * `approval_scope = "action"`: the reference's behaviour — the rule is the action string
   alone (`"run command"`), so one approved command approves every later command.
 
+The sandbox (`--sandbox`): with `approval = "on-escape"` an action that stays inside it is
+approved without asking. An action that would leave it (`crossing` names the boundary:
+network, writes outside the workspace …) is never approved by yolo, afk or on-escape: a person
+approves it (or a session rule they granted), and where nobody can be asked it is refused.
+
 A bare action rule (from `action` scope, or a reference session's `auto_approve_actions`)
 keeps matching every call with that action whatever the current scope: a rule means what it
 meant when the user granted it. Rules live in `rules` so that they can be persisted."""
@@ -35,6 +40,7 @@ from soulwire.tools.base import ApprovalOutcome
 from soulwire.wire.messages import ApprovalAnswer, ApprovalRequest, ApprovalResponse
 
 Scope = Literal["exact", "action"]
+ApprovalMode = Literal["ask", "on-escape"]
 RULE_SEPARATOR = ": "
 
 
@@ -72,12 +78,14 @@ class ApprovalBroker:
         afk: bool = False,
         scope: Scope = "exact",
         rules: Sequence[str] = (),
+        mode: ApprovalMode = "ask",
     ) -> None:
         self._bus = bus
         self._channel = channel
         self.yolo = yolo
         self.afk = afk
         self.scope: Scope = scope
+        self.mode: ApprovalMode = mode
         self.rules: set[str] = set(rules)
         self.source_id = uuid.uuid4().hex
         self._pending: dict[str, _Pending] = {}
@@ -104,9 +112,17 @@ class ApprovalBroker:
         scope_key: str | None = None,
         agent_id: str | None = None,
         subagent_type: str | None = None,
+        confined: bool = False,
+        crossing: str | None = None,
     ) -> ApprovalOutcome:
-        """`agent_id`/`subagent_type` name the sub-agent asking, if any (spec §4.11)."""
-        if self.bypassed or self.allows(action, scope_key):
+        """`agent_id`/`subagent_type` name the sub-agent asking, if any (spec §4.11);
+        `confined`/`crossing` place the action relative to the sandbox (module docstring)."""
+        if self.allows(action, scope_key):
+            return ApprovalOutcome(approved=True)
+        if crossing is not None:
+            if self.bypassed:
+                return ApprovalOutcome(approved=False, refusal=self._escape_refusal(crossing))
+        elif self.bypassed or (confined and self.mode == "on-escape"):
             return ApprovalOutcome(approved=True)
         request = ApprovalRequest(
             id=str(uuid.uuid4()),
@@ -135,6 +151,14 @@ class ApprovalBroker:
                 ApprovalResponse(request_id=request.id, response=answer.response, feedback=answer.feedback)
             )
         return ApprovalOutcome(approved=answer.response != "reject", feedback=answer.feedback)
+
+    def _escape_refusal(self, crossing: str) -> str:
+        why = "approvals are bypassed (yolo)" if self.yolo else "nobody can be asked (afk or no client)"
+        return (
+            f"This action would leave the sandbox ({crossing}), which only the user can approve, and "
+            f"{why} in this session. Do it inside the sandbox, or tell the user what needs to run "
+            "outside it."
+        )
 
     async def _ask(self, request: ApprovalRequest, pending: _Pending) -> None:
         answer = ApprovalAnswer(request_id=request.id, response="reject")

@@ -10,32 +10,41 @@ allows. Matching hooks of one event run in parallel between `HookTriggered` and
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import shutil
-import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
 from soulwire.config.model import HookConfig
-from soulwire.config.process_env import child_environ
 from soulwire.engine.bus import EventBus
 from soulwire.engine.catalog import describe_hooks
 from soulwire.engine.client import ClientChannel, ClientRequestError
-from soulwire.tools.builtin.process import Capture, run_captured
 from soulwire.wire.hook_events import HOOK_EVENTS
 from soulwire.wire.messages import HookRequest, HookResolved, HookTriggered
 
-_OUTPUT_CAP = 10_000
-
 Action = Literal["allow", "block"]
+
+
+class CommandOutcome(Protocol):
+    """How a hook's command ended (see `soulwire.tools.commands`)."""
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def stdout(self) -> bytes: ...
+
+    @property
+    def stderr(self) -> bytes: ...
+
+
+CommandRunner = Callable[[str, bytes, float, str], Awaitable[CommandOutcome]]
+"""(command, stdin, timeout, cwd) → outcome; raises OSError when it cannot start. The
+runtime gives the hook engine the tools layer's runner: the engine starts no process itself."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,9 @@ class HookEngine:
         session_id: str,
         work_dir: str,
         channel: ClientChannel | None = None,
+        run_command: CommandRunner | None = None,
     ) -> None:
+        self._run_command_with = run_command
         self._configured = [h for h in hooks if h.event in HOOK_EVENTS]
         self._subscribed: list[Hook] = []
         self._bus = bus
@@ -109,6 +120,21 @@ class HookEngine:
     def describe(self) -> dict[str, Any]:
         """The `hooks` entry of the `initialize` result (configured hooks and subscriptions)."""
         return describe_hooks(h.event for h in (*self._configured, *self._subscribed))
+
+    async def _run_command(self, command: str, payload: dict[str, Any], timeout: float) -> HookDecision:
+        """Run a shell hook with the payload on stdin; exit code 2 blocks (stderr is the
+        reason), anything else — failures included — allows (fail-open)."""
+        if self._run_command_with is None:
+            return HookDecision()
+        stdin = json.dumps(payload, ensure_ascii=False).encode()
+        try:
+            outcome = await self._run_command_with(command, stdin, timeout, self._work_dir)
+        except OSError:
+            return HookDecision()
+        if outcome.returncode == 2:
+            reason = (outcome.stderr or outcome.stdout).decode("utf-8", "replace").strip()
+            return HookDecision("block", reason)
+        return HookDecision()
 
     def has(self, event: str) -> bool:
         return any(h.event == event for h in (*self._configured, *self._subscribed))
@@ -164,7 +190,7 @@ class HookEngine:
 
     async def _run_hook(self, hook: Hook, payload: dict[str, Any]) -> HookDecision:
         if hook.command is not None:
-            return await _run_command(hook.command, payload, hook.timeout, self._work_dir)
+            return await self._run_command(hook.command, payload, hook.timeout)
         if self.channel is None or hook.subscription_id is None:
             return HookDecision()
         request = HookRequest(
@@ -182,34 +208,3 @@ class HookEngine:
             if isinstance(answer, dict) and answer.get("action") == "block":  # pyright: ignore[reportUnknownMemberType]
                 return HookDecision("block", str(answer.get("reason") or ""))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         return HookDecision()
-
-
-async def _run_command(command: str, payload: dict[str, Any], timeout: float, cwd: str) -> HookDecision:
-    """Run a shell hook with the payload on stdin. Its whole process group is killed on
-    timeout or when the turn is cancelled; any failure allows (fail-open)."""
-    # A one-byte tail keeps the pipes drained past the cap, so a chatty hook still finishes.
-    out, err = Capture(_OUTPUT_CAP, 1), Capture(_OUTPUT_CAP, 1)
-    try:
-        with tempfile.TemporaryFile() as stdin:
-            stdin.write(json.dumps(payload, ensure_ascii=False).encode())
-            stdin.seek(0)
-            finished = await run_captured(
-                [_bash(), "-c", command],
-                cwd=Path(cwd) if os.path.isdir(cwd) else Path.cwd(),
-                timeout=timeout,
-                out=out,
-                err=err,
-                env=child_environ(),
-                stdin=stdin,
-            )
-    except OSError:
-        return HookDecision()
-    if finished.returncode == 2:
-        reason = (bytes(err.head) or bytes(out.head)).decode("utf-8", "replace").strip()
-        return HookDecision("block", reason)
-    return HookDecision()
-
-
-@cache
-def _bash() -> str:
-    return shutil.which("bash") or "bash"

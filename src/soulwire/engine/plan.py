@@ -1,5 +1,5 @@
 """Plan mode (spec §4.10): a read-only planning state. While it is on, the file tools may
-write only the session's plan file (see `tools.builtin.paths.PLAN_FILE_KEY`) and the model is
+write only the session's plan file (see `tools.base.PLAN_FILE_KEY`) and the model is
 reminded of it; the user leaves it by approving the plan (ExitPlanMode), with
 `set_plan_mode`, or with `/plan off`.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from soulwire.llm.message import Message
-from soulwire.tools.builtin.paths import PLAN_FILE_KEY
+from soulwire.tools.base import PLAN_FILE_KEY
 from soulwire.wire.messages import StatusUpdate
 from soulwire.wire.types import TextPart
 

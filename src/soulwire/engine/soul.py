@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -14,7 +14,6 @@ import anyio
 from soulwire.config.model import LoopControl
 from soulwire.engine import hook_points
 from soulwire.engine.bus import EventBus
-from soulwire.engine.chunks import Chunks
 from soulwire.engine.compaction import compact, compact_if_due, split_history
 from soulwire.engine.context import Context
 from soulwire.engine.hooks import HookEngine
@@ -30,7 +29,8 @@ from soulwire.llm.errors import (
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
 from soulwire.llm.registry import ResolvedModel
-from soulwire.tools.base import Approver, ClientTools, ToolContext, Toolset
+from soulwire.tools.base import Approver, ClientTools, NoticeSource, ToolContext, Toolset
+from soulwire.wire.fold import Merger, assemble
 from soulwire.wire.messages import (
     StatusUpdate,
     SteerInput,
@@ -43,8 +43,8 @@ from soulwire.wire.messages import (
 )
 from soulwire.wire.types import (
     AudioURLPart,
-    FunctionCall,
     ImageURLPart,
+    SandboxStatus,
     TextPart,
     ThinkPart,
     TokenUsage,
@@ -57,8 +57,8 @@ from soulwire.wire.types import (
 )
 
 if TYPE_CHECKING:
-    from soulwire.tools.builtin.background import BackgroundTasks
     from soulwire.tools.mcp_client import MCPManager
+    from soulwire.tools.sandbox import SandboxPolicy
 
 TurnStatus = Literal["finished", "cancelled", "max_steps_reached"]
 
@@ -74,69 +74,30 @@ class TurnOutcome:
     steps: int | None = None
 
 
-class _Run:
-    """Adjacent text (or think) chunks of the reply."""
-
-    __slots__ = ("chunks", "encrypted", "think")
-
-    def __init__(self, think: bool, first: str, encrypted: str | None = None) -> None:
-        self.think = think
-        self.chunks = Chunks()
-        self.chunks.append(first)
-        self.encrypted = encrypted
-
-    def close(self) -> WireModel:
-        text = self.chunks.text()
-        return ThinkPart(think=text, encrypted=self.encrypted) if self.think else TextPart(text=text)
-
-
-@dataclass
 class _Reply:
-    """The assistant message of one step, assembled from streamed parts."""
+    """The assistant message of one step, folded as it streams (only merged parts are kept)."""
 
-    parts: list[_Run | WireModel] = field(default_factory=list)
-    calls: list[ToolCall] = field(default_factory=list)
-    _args: list[list[str]] = field(default_factory=list)
+    __slots__ = ("_merger", "add", "merged")
 
-    def add(self, part: WireModel) -> None:
-        last = self.parts[-1] if self.parts else None
-        if isinstance(part, TextPart):
-            if isinstance(last, _Run) and not last.think:
-                last.chunks.append(part.text)
-            else:
-                self.parts.append(_Run(False, part.text))
-        elif isinstance(part, ThinkPart):
-            if isinstance(last, _Run) and last.think and last.encrypted is None:
-                last.chunks.append(part.think)
-                last.encrypted = part.encrypted
-            else:
-                self.parts.append(_Run(True, part.think, part.encrypted))
-        elif isinstance(part, ToolCall):
-            self.calls.append(part)
-            self._args.append([part.function.arguments] if part.function.arguments is not None else [])
-        elif isinstance(part, ToolCallPart):
-            if self._args and part.arguments_part is not None:
-                self._args[-1].append(part.arguments_part)
-        else:
-            self.parts.append(part)
+    def __init__(self) -> None:
+        self.merged: list[WireModel] = []
+        self._merger = Merger(self.merged.append)
+        self.add = self._merger.push
 
     def finish(self) -> tuple[list[Any], list[ToolCall]]:
-        parts: list[Any] = [p.close() if isinstance(p, _Run) else p for p in self.parts]
-        calls = [
-            ToolCall(
-                id=c.id,
-                function=FunctionCall(name=c.function.name, arguments="".join(a) if a else None),
-                extras=c.extras,
-            )
-            for c, a in zip(self.calls, self._args, strict=True)
-        ]
-        return parts, calls
+        self._merger.flush()
+        return assemble(self.merged)
 
     def is_empty(self) -> bool:
         """No text, no media and no tool call: thinking alone counts as empty."""
-        if self.calls:
-            return False
-        return not any((not p.think and bool(p.chunks)) if isinstance(p, _Run) else True for p in self.parts)
+        self._merger.flush()
+        for part in self.merged:
+            cls = type(part)
+            if cls is ToolCall or (cls is TextPart and part.text):  # type: ignore[attr-defined]
+                return False
+            if cls is not ThinkPart and cls is not TextPart and cls is not ToolCallPart:
+                return False
+        return True
 
 
 def tool_message(tool_call_id: str, value: ToolReturnValue) -> Message:
@@ -212,7 +173,9 @@ class Soul:
         """Plan mode, set by the runtime builder (with `plan_mode` reading it)."""
         self.hooks: HookEngine | None = None
         """The session's hooks, set by the runtime builder."""
-        self.background: BackgroundTasks | None = None
+        self.sandbox: SandboxPolicy | None = None
+        """The session's sandbox, set by the runtime builder; handed to every tool call."""
+        self.background: NoticeSource | None = None
         """Background tasks, set by the runtime builder: their end notices join the context."""
         self._steers: list[UserInput] = []
         self.mcp: MCPManager | None = None
@@ -382,8 +345,12 @@ class Soul:
         return wait
 
     def _status(self, usage: TokenUsage | None, message_id: str | None) -> StatusUpdate:
+        sandbox = self.sandbox
+        shown = (
+            SandboxStatus(mode=sandbox.mode, network=sandbox.network) if sandbox and sandbox.active else None
+        )
         if usage is None or self.model is None:
-            return StatusUpdate(message_id=message_id, plan_mode=self.plan_mode())
+            return StatusUpdate(message_id=message_id, plan_mode=self.plan_mode(), sandbox=shown)
         size = self.model.max_context_size
         return StatusUpdate(
             context_usage=usage.input / size,
@@ -392,6 +359,7 @@ class Soul:
             token_usage=usage,
             message_id=message_id,
             plan_mode=self.plan_mode(),
+            sandbox=shown,
         )
 
     async def _compact_after_overflow(self, model: ResolvedModel) -> bool:
@@ -439,6 +407,7 @@ class Soul:
                 client=self.client_tools,
                 additional_dirs=self.additional_dirs,
                 state=self.state,
+                sandbox=self.sandbox,
             )
             for c in calls
         ]

@@ -117,6 +117,8 @@ class _TaggedApprover:
         description: str,
         display: Sequence[Any] = (),
         scope_key: str | None = None,
+        confined: bool = False,
+        crossing: str | None = None,
     ) -> ApprovalOutcome:
         return await self._broker.request(
             tool_call_id=tool_call_id,
@@ -125,6 +127,8 @@ class _TaggedApprover:
             description=description,
             display=display,
             scope_key=scope_key,
+            confined=confined,
+            crossing=crossing,
             agent_id=self._agent_id,
             subagent_type=self._subagent_type,
         )
@@ -231,6 +235,7 @@ class AgentTool(TypedTool[AgentParams]):
             model_error=parent.model_error,
             additional_dirs=parent.additional_dirs,
         )
+        soul.sandbox = parent.sandbox
         soul.state[SUBAGENT_STATE_KEY] = True
         hooks = parent.hooks
         try:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
 
 from soulwire.config.model import Config, validate_config
 from soulwire.engine import hook_points
@@ -25,10 +30,12 @@ from soulwire.llm.env import configuration_hint
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.registry import resolve_model
 from soulwire.runtime.options import SessionOptions
+from soulwire.runtime.sandbox import approval_mode, session_sandbox
 from soulwire.runtime.session import SessionHandle, open_session
 from soulwire.tools.base import Toolset
 from soulwire.tools.builtin import default_tools
 from soulwire.tools.builtin.background import BackgroundLimits, BackgroundTasks
+from soulwire.tools.commands import run_shell_command
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.mcp_config import load_mcp_servers, tool_call_timeout_s
 from soulwire.wire import PROTOCOL_VERSION
@@ -107,16 +114,41 @@ class Runtime:
         self.bus.flush()
         return self.plan.enabled
 
-    async def session_started(self) -> None:
-        if self.mcp is not None:  # connects in the background; the first turn waits for it
-            self.mcp.start()
+    @asynccontextmanager
+    async def running(
+        self, *, reason: str = "exit", wait_for_start: bool = False
+    ) -> AsyncGenerator[anyio.abc.TaskGroup]:
+        """The session's lifetime, for a front end to serve inside. Session-long work (the
+        MCP servers' connections, the SessionStart hook) runs in the task group it yields;
+        on the way out the SessionEnd hook runs and every server is closed, shielded and
+        bounded, whether the front end ended normally or was cancelled. `wait_for_start`:
+        the SessionStart hook has run before the body starts (else it runs alongside)."""
+        async with anyio.create_task_group() as group:
+            if self.tasks is not None:  # background commands are watched for the whole session
+                self.tasks.attach(group)
+            if self.mcp is not None:  # connects in the background; the first turn waits for it
+                self.mcp.start(group)
+            if wait_for_start:
+                await self._session_started()
+            else:
+                group.start_soon(self._session_started)
+            try:
+                yield group
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._session_ended(reason)
+                group.cancel_scope.cancel()
+
+    async def _session_started(self) -> None:
         await hook_points.session_start(self.hooks, "resume" if self.session.resumed else "startup")
 
-    async def session_ended(self, reason: str = "exit") -> None:
+    async def _session_ended(self, reason: str) -> None:
         try:
             await hook_points.session_end(self.hooks, reason)
         finally:
-            if self.mcp is not None:  # no server process outlives the session
+            if self.tasks is not None:  # no background command outlives the session
+                await self.tasks.aclose()
+            if self.mcp is not None:  # nor any MCP server process
                 await self.mcp.aclose()
 
     def register_external_tools(self, tools: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
@@ -151,6 +183,8 @@ class Runtime:
     def close(self, *, exit_ok: bool = True) -> None:
         if self.tasks is not None:  # no background command outlives the session
             self.tasks.close()
+        if self.soul.sandbox is not None:
+            self.soul.sandbox.close()
         self.bus.flush()
         if self.session.store.exists():
             self.state.save_if_changed()
@@ -191,6 +225,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         yolo=options.yolo or config.default_yolo,
         afk=options.afk or options.print_mode,
         scope=config.approval_scope,
+        mode=approval_mode(options, config),
     )
     questions = QuestionAsker(bus, afk=lambda: broker.afk, channel=channel)
     context = Context(session.store, system_prompt(options))
@@ -210,6 +245,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     keeper = StateKeeper(session.store, broker, soul.state, add_dirs=[str(d) for d in options.add_dirs])
     keeper.restore()
     soul.additional_dirs = _workspace_dirs(options, keeper.state)
+    soul.sandbox = sandbox = session_sandbox(options, config, keeper.state, soul.additional_dirs)
     if options.afk:
         soul.state["afk"] = True  # --afk is remembered by the session; print mode's afk is not
     plan = PlanMode(soul.state, plans_dir=options.share_dir / "plans", session_id=session.id)
@@ -223,13 +259,16 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         session_id=session.id,
         work_dir=str(options.work_dir),
         channel=channel,
+        run_command=run_shell_command,
     )
     tasks = _background_tasks(config, session)
     soul.background = tasks
     for tool in (
         AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION),
         AskUserQuestion(questions),
-        *default_tools(tasks, capabilities=model.capabilities if model else frozenset()),
+        *default_tools(
+            tasks, capabilities=model.capabilities if model else frozenset(), sandboxed=sandbox.active
+        ),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),  # the reference's order
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
     ):

@@ -29,3 +29,10 @@ class SessionOptions:
     mcp_config_files: list[Path] = field(default_factory=list)
     mcp_configs: list[str] = field(default_factory=list)
     print_mode: bool = False
+    sandbox: str | None = None
+    """`off`, `read-only` or `workspace-write`; None: the session's stored mode, else the
+    config's. A per-session option, so hosts of many sessions (`serve`, fleets) can set it."""
+    sandbox_network: bool | None = None
+    """Network inside the sandbox; None: stored, else config (default off)."""
+    approval: str | None = None
+    """`ask` or `on-escape`; None: the config's `approval`."""

@@ -15,7 +15,8 @@ from soulwire.sdk import errors
 from soulwire.sdk.approvals import Approval, ApprovalDecision, Question
 from soulwire.sdk.ask import ask, ask_result
 from soulwire.sdk.errors import *  # noqa: F403 -- the error types, listed once in errors.__all__
-from soulwire.sdk.session import SDK_PROTOCOL_VERSION, Session, SessionInfo
+from soulwire.sdk.options import SDK_PROTOCOL_VERSION, Options
+from soulwire.sdk.session import Session, SessionInfo
 from soulwire.sdk.sync import SyncSession
 from soulwire.sdk.tools import Tool, ToolError, tool
 from soulwire.sdk.turn import Replay, ReplayResult, Step, Turn, TurnResult
@@ -25,6 +26,7 @@ __all__ = [
     "SDK_PROTOCOL_VERSION",
     "Approval",
     "ApprovalDecision",
+    "Options",
     "Question",
     "Replay",
     "ReplayResult",

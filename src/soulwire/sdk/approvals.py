@@ -9,13 +9,17 @@ default, so a session never waits forever."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
 
 from soulwire.wire.messages import ApprovalRequest, QuestionRequest
 from soulwire.wire.types import QuestionItem
@@ -57,6 +61,7 @@ DecisionLike: TypeAlias = ApprovalDecision | ApprovalKind | bool | None
 ApprovalCallback: TypeAlias = Callable[["Approval"], DecisionLike | Awaitable[DecisionLike]]
 QuestionCallback: TypeAlias = Callable[["Question"], dict[str, str] | Awaitable[dict[str, str] | None] | None]
 Responder: TypeAlias = Callable[[str, dict[str, Any]], None]
+Spawner: TypeAlias = Callable[[Coroutine[Any, Any, None]], None]
 
 
 def to_decision(value: DecisionLike) -> ApprovalDecision | None:
@@ -77,16 +82,17 @@ def to_decision(value: DecisionLike) -> ApprovalDecision | None:
 class _Pending:
     """Shared mechanics: answer at most once (thread-safe), a timeout default, a waitable outcome."""
 
-    def __init__(self, request_id: str, respond: Responder, turn_bound: bool) -> None:
+    def __init__(self, request_id: str, respond: Responder, turn_bound: bool, spawn: Spawner | None) -> None:
         self.request_id = request_id
         self._respond = respond
         self._lock = threading.Lock()
         self._answered = False
         self.answered_by: AnsweredBy | None = None
         self.turn_bound = turn_bound
-        self._timer: asyncio.TimerHandle | None = None
-        self._settled = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
+        self._spawn = spawn
+        self._timer: anyio.CancelScope | None = None
+        self._settled = anyio.Event()
+        self._token = anyio.lowlevel.current_token()
         self._loop_thread = threading.get_ident()
 
     @property
@@ -106,7 +112,7 @@ class _Pending:
         if threading.get_ident() == self._loop_thread:
             self._on_settled()
         else:
-            self._loop.call_soon_threadsafe(self._on_settled)
+            anyio.from_thread.run_sync(self._on_settled, token=self._token)
 
     def _on_settled(self) -> None:
         if self._timer is not None:
@@ -114,8 +120,16 @@ class _Pending:
         self._settled.set()
 
     def start_timer(self, timeout: float | None) -> None:
-        if timeout is not None and not self._answered:
-            self._timer = self._loop.call_later(timeout, self._expire)
+        if timeout is None or self._answered or self._spawn is None:
+            return
+        scope = self._timer = anyio.CancelScope()
+
+        async def expire_later() -> None:
+            with scope:
+                await anyio.sleep(timeout)
+                self._expire()
+
+        self._spawn(expire_later())
 
     def _expire(self) -> None:
         raise NotImplementedError
@@ -137,8 +151,9 @@ class Approval(_Pending):
         *,
         default: ApprovalDecision,
         turn_bound: bool = True,
+        spawn: Spawner | None = None,
     ) -> None:
-        super().__init__(request_id, respond, turn_bound)
+        super().__init__(request_id, respond, turn_bound, spawn)
         self.request = request
         self.default = default
         self.decision: ApprovalDecision | None = None
@@ -217,8 +232,10 @@ class Approval(_Pending):
 class Question(_Pending):
     """A QuestionRequest (the model's AskUserQuestion tool) waiting for answers."""
 
-    def __init__(self, request: QuestionRequest, request_id: str, respond: Responder) -> None:
-        super().__init__(request_id, respond, turn_bound=True)
+    def __init__(
+        self, request: QuestionRequest, request_id: str, respond: Responder, *, spawn: Spawner | None = None
+    ) -> None:
+        super().__init__(request_id, respond, True, spawn)
         self.request = request
         self.answers: dict[str, str] | None = None
 
@@ -264,7 +281,7 @@ async def run_callback(callback: Callable[[Any], Any], argument: Any) -> Any:
     a human (input(), a dialog) does not stall the event loop."""
     if inspect.iscoroutinefunction(callback):
         return await callback(argument)
-    value = await asyncio.to_thread(callback, argument)
+    value = await anyio.to_thread.run_sync(callback, argument, abandon_on_cancel=True)
     if inspect.isawaitable(value):
         value = await value
     return value

@@ -155,6 +155,19 @@ _BY_CODE: dict[int, type[EngineError]] = {
 }
 
 
+_BUSY_METHODS = frozenset({"prompt", "replay", "initialize", "set_plan_mode"})
+"""Methods whose only INVALID_STATE is "a turn is running" (for engines that send no reason)."""
+
+
+def _is_busy(data: Any, method: str) -> bool:
+    """Whether an INVALID_STATE error means "busy": by its `data.reason` (soulwire), else by
+    the method it answers (kimi sends no data) — never by the message text."""
+    reason = data.get("reason") if isinstance(data, dict) else None  # pyright: ignore[reportUnknownMemberType]
+    if isinstance(reason, str):
+        return reason == jsonrpc.BUSY
+    return method in _BUSY_METHODS
+
+
 def engine_error(error: Any, *, method: str = "") -> EngineError:
     """The exception for a JSON-RPC `error` object answered to `method`."""
     raw = as_object(error)
@@ -166,7 +179,7 @@ def engine_error(error: Any, *, method: str = "") -> EngineError:
     if not isinstance(code, int):
         return InternalEngineError(jsonrpc.INTERNAL_ERROR, message or repr(raw), data, method=method)
     if code == jsonrpc.INVALID_STATE:
-        cls = EngineBusyError if "in progress" in message and "No " not in message else InvalidStateError
+        cls = EngineBusyError if _is_busy(data, method) else InvalidStateError
         return cls(code, message, data, method=method)
     if code == jsonrpc.METHOD_NOT_FOUND:
         text = f"`{method}` is not supported by this engine ({message})" if method else message

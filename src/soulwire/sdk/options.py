@@ -1,5 +1,6 @@
-"""How to launch an engine: executable, command line and environment. The flags are the
-ones `kimi --wire` and `soulwire --wire` share, so the same options drive either."""
+"""Every setting of a session in one typed object (`Options`), and how they launch an
+engine (`LaunchOptions`: executable, command line, environment). The flags are the ones
+`kimi --wire` and `soulwire --wire` share, so the same options drive either."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,12 @@ class LaunchOptions:
     inherit_env: bool = True
     share_dir: str | os.PathLike[str] | None = None
     """The engine's data directory (config.toml, sessions): sets SOULWIRE_SHARE_DIR and KIMI_SHARE_DIR."""
+    sandbox: str | None = None
+    """Soulwire only: `off`, `read-only` or `workspace-write` (`--sandbox`)."""
+    sandbox_network: bool | None = None
+    """Soulwire only: network inside the sandbox (`--sandbox-network on|off`)."""
+    approval: str | None = None
+    """Soulwire only: `ask` or `on-escape` (`--approval`)."""
     _generated_id: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -107,6 +114,12 @@ class LaunchOptions:
             argv.append("--yolo")
         if self.max_steps_per_turn is not None:
             argv += ["--max-steps-per-turn", str(self.max_steps_per_turn)]
+        if self.sandbox is not None:
+            argv += ["--sandbox", self.sandbox]
+        if self.sandbox_network is not None:
+            argv += ["--sandbox-network", "on" if self.sandbox_network else "off"]
+        if self.approval is not None:
+            argv += ["--approval", self.approval]
         argv += [str(a) for a in self.args]
         return argv
 
@@ -120,4 +133,84 @@ class LaunchOptions:
         return env
 
 
-__all__ = ["DEFAULT_EXECUTABLE", "LaunchOptions", "resolve_executable"]
+DEFAULT_APPROVAL_TIMEOUT_S = 300.0
+SDK_PROTOCOL_VERSION = "1.10"
+"""The newest Wire protocol version this SDK understands (declared in `initialize`)."""
+CLIENT_NAME = "soulwire-sdk-python"
+_DECISIONS = ("approve", "approve_for_session", "reject")
+
+
+def _seconds(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclass
+class Options(LaunchOptions):
+    """Everything a `Session` can be told, checked when it is made (ConfigurationError).
+
+    Launch: `executable` (path or argv; default `soulwire`), `args`, `work_dir`, `model`,
+    `thinking`, `yolo`, `session_id` / `continue_session`, `config_file` / `config`,
+    `max_steps_per_turn`, `env`, `inherit_env`, `share_dir`.
+
+    Behaviour: `tools` (functions or `Tool`s), `strict_tools` (fail if the engine rejects
+    one), `on_approval`, `approval_timeout` (None waits forever) and `approval_default`,
+    `on_question`, `supports_question`, `supports_plan_mode`, `startup_timeout`,
+    `close_timeout`, `on_stderr`, `client_name`, `protocol_version`, `handshake` (False skips
+    `initialize`, like a 1.0 client)."""
+
+    tools: Iterable[Any] = ()
+    """`Tool`s or plain (async) functions, offered to the model as external tools."""
+    strict_tools: bool = False
+    on_approval: Callable[[Any], Any] | None = None
+    approval_timeout: float | None = DEFAULT_APPROVAL_TIMEOUT_S
+    approval_default: Any = "reject"
+    """An ApprovalDecision or one of "approve", "approve_for_session", "reject"."""
+    on_question: Callable[[Any], Any] | None = None
+    supports_question: bool | None = None
+    """Declared to the engine; None means "when `on_question` is set"."""
+    supports_plan_mode: bool = False
+    startup_timeout: float = 60.0
+    close_timeout: float = 5.0
+    on_stderr: Callable[[str], None] | None = None
+    client_name: str = CLIENT_NAME
+    protocol_version: str = SDK_PROTOCOL_VERSION
+    handshake: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        steps: Any = self.max_steps_per_turn
+        if steps is not None and (type(steps) is not int or steps < 1):
+            raise ConfigurationError(f"max_steps_per_turn must be a positive integer, not {steps!r}")
+        for name in ("startup_timeout", "close_timeout"):
+            value = getattr(self, name)
+            if not _seconds(value) or value < 0:
+                raise ConfigurationError(f"{name} must be a number of seconds >= 0, not {value!r}")
+        timeout: Any = self.approval_timeout
+        if timeout is not None and (not _seconds(timeout) or timeout <= 0):
+            raise ConfigurationError(
+                f"approval_timeout must be None or a number of seconds > 0, not {timeout!r}"
+            )
+        default = self.approval_default
+        if not (default in _DECISIONS or getattr(default, "response", None) in _DECISIONS):
+            raise ConfigurationError(f"approval_default must be a decision, not {default!r}")
+        if isinstance(self.args, str):
+            raise ConfigurationError("args must be a sequence of arguments, not one string")
+
+    @classmethod
+    def field_names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls) if f.init)
+
+    def launch(self) -> LaunchOptions:
+        """The launch part (an Options is one)."""
+        return self
+
+
+__all__ = [
+    "CLIENT_NAME",
+    "DEFAULT_APPROVAL_TIMEOUT_S",
+    "DEFAULT_EXECUTABLE",
+    "SDK_PROTOCOL_VERSION",
+    "LaunchOptions",
+    "Options",
+    "resolve_executable",
+]

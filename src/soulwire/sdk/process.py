@@ -1,31 +1,30 @@
 """The engine as a child process: spawn it in its own process group, write lines to its
-stdin, hand its stdout to a callback in batches of complete lines, keep the tail of its
+stdin, read its stdout as a message stream, keep the tail of its
 stderr for error messages, and end it without leaving anything behind."""
 
 from __future__ import annotations
 
-import asyncio
 import codecs
-import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import anyio
+import anyio.abc
+
 from soulwire.sdk.errors import EngineExitedError, EngineNotFoundError
+from soulwire.wire.streams import CLOSED_ERRORS, ProcessStream
 
 log = logging.getLogger("soulwire.sdk")
 
-READ_CHUNK = 1 << 18
-"""Bytes asked for per read: large enough that a fast stream costs one wake-up per batch."""
 STDERR_TAIL_BYTES = 16 * 1024
 TERM_GRACE_S = 2.0
 _POSIX = sys.platform != "win32"
-
-LinesCallback = Callable[[list[bytes]], None]
 
 
 def _kill_group(pid: int, sig: int) -> None:
@@ -40,15 +39,17 @@ def _kill_group(pid: int, sig: int) -> None:
 
 
 class EngineProcess:
-    """One running engine. Create with `await EngineProcess.spawn(...)`."""
+    """One running engine. Create with `await EngineProcess.spawn(...)`; run `pump_stderr`
+    in a task while it lives."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, argv: Sequence[str]) -> None:
+    def __init__(self, proc: anyio.abc.Process, argv: Sequence[str]) -> None:
         self._proc = proc
         self.argv = list(argv)
+        self.stream = ProcessStream(proc)
+        """Its stdin/stdout as a message stream."""
         self._stderr_tail = bytearray()
         self._on_stderr: Callable[[str], None] | None = None
-        self._stderr_task: asyncio.Task[None] | None = None
-        self._stdin_closed = False
+        self._stderr_done = anyio.Event()
         # Safety net for a session that is never closed: the group dies with the SDK's process.
         self._finalizer = weakref.finalize(self, _kill_group, proc.pid, signal.SIGKILL)
 
@@ -63,25 +64,26 @@ class EngineProcess:
     ) -> EngineProcess:
         """Start the engine; raises EngineNotFoundError when it cannot be executed."""
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            proc = await anyio.open_process(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=dict(env),
                 cwd=cwd,
                 start_new_session=_POSIX,
-                limit=READ_CHUNK,
             )
         except FileNotFoundError as exc:
-            raise EngineNotFoundError(argv[0], exc.strerror or "no such file") from exc
+            missing = exc.filename if exc.filename is not None else argv[0]
+            if cwd is not None and not Path(cwd).is_dir():
+                raise EngineNotFoundError(str(cwd), "work dir is not a directory") from exc
+            raise EngineNotFoundError(str(missing), exc.strerror or "no such file") from exc
         except PermissionError as exc:
             raise EngineNotFoundError(argv[0], "not executable") from exc
         except NotADirectoryError as exc:
             raise EngineNotFoundError(str(cwd), "work dir is not a directory") from exc
         engine = cls(proc, argv)
         engine._on_stderr = on_stderr
-        engine._stderr_task = asyncio.get_running_loop().create_task(engine._pump_stderr())
         return engine
 
     # -- state ------------------------------------------------------------------
@@ -99,77 +101,33 @@ class EngineProcess:
     def exited_error(self, during: str = "") -> EngineExitedError:
         return EngineExitedError(self._proc.returncode, self.stderr_tail(), during=during)
 
-    # -- stdin ------------------------------------------------------------------
-    @property
-    def writable(self) -> bool:
-        stdin = self._proc.stdin
-        return not self._stdin_closed and stdin is not None and not stdin.is_closing()
-
-    def write(self, data: bytes) -> bool:
-        """Queue bytes for the engine's stdin; False when the pipe is gone."""
-        stdin = self._proc.stdin
-        if not self.writable or stdin is None:
-            return False
-        try:
-            stdin.write(data)
-        except (BrokenPipeError, ConnectionResetError, RuntimeError):
-            return False
-        return True
-
-    def close_stdin(self) -> None:
-        """End of input: a Wire engine shuts down cleanly when its stdin reaches EOF."""
-        if self._stdin_closed:
-            return
-        self._stdin_closed = True
-        stdin = self._proc.stdin
-        if stdin is not None:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError, RuntimeError):
-                stdin.close()
-
-    # -- stdout / stderr --------------------------------------------------------
-    async def pump_stdout(self, on_lines: LinesCallback) -> None:
-        """Read stdout until EOF, calling `on_lines` with every batch of complete lines."""
-        stdout = self._proc.stdout
-        assert stdout is not None
-        partial: list[bytes] = []
-        while True:
-            chunk = await stdout.read(READ_CHUNK)
-            if not chunk:
-                break
-            lines = chunk.split(b"\n")
-            if partial:
-                partial.append(lines[0])
-                if len(lines) == 1:
-                    continue
-                lines[0] = b"".join(partial)
-                partial.clear()
-            last = lines.pop()
-            if last:
-                partial.append(last)
-            if lines:
-                on_lines(lines)
-        if partial:
-            on_lines([b"".join(partial)])
-
-    async def _pump_stderr(self) -> None:
+    # -- stderr -----------------------------------------------------------------
+    async def pump_stderr(self) -> None:
+        """Keep the tail of stderr (for error messages) and pass it to `on_stderr`."""
         stderr = self._proc.stderr
         assert stderr is not None
         tail = self._stderr_tail
         decoder = codecs.getincrementaldecoder("utf-8")("replace")  # chunks may split a character
-        while True:
-            chunk = await stderr.read(65536)
-            tail += chunk
-            if len(tail) > STDERR_TAIL_BYTES:
-                del tail[: len(tail) - STDERR_TAIL_BYTES]
-            if self._on_stderr is not None:
-                text = decoder.decode(chunk, final=not chunk)
+        try:
+            while True:
                 try:
-                    if text:
-                        self._on_stderr(text)
-                except Exception:  # a logging callback must not kill the pump
-                    log.exception("on_stderr callback failed")
-            if not chunk:
-                return
+                    chunk = await stderr.receive(65536)
+                except CLOSED_ERRORS:
+                    chunk = b""
+                tail += chunk
+                if len(tail) > STDERR_TAIL_BYTES:
+                    del tail[: len(tail) - STDERR_TAIL_BYTES]
+                if self._on_stderr is not None:
+                    text = decoder.decode(chunk, final=not chunk)
+                    try:
+                        if text:
+                            self._on_stderr(text)
+                    except Exception:  # a logging callback must not kill the pump
+                        log.exception("on_stderr callback failed")
+                if not chunk:
+                    return
+        finally:
+            self._stderr_done.set()
 
     async def wait(self) -> int:
         return await self._proc.wait()
@@ -180,16 +138,17 @@ class EngineProcess:
         anything left in the engine's process group is killed. Safe to call twice and safe
         under cancellation (the kill happens even if the caller is cancelled)."""
         try:
-            self.close_stdin()
+            with anyio.CancelScope(shield=True):
+                await self.stream.aclose()
             if self._proc.returncode is None:
-                try:
-                    await asyncio.wait_for(self._proc.wait(), timeout)
-                except TimeoutError:
+                with anyio.move_on_after(timeout) as waited:
+                    await self._proc.wait()
+                if waited.cancelled_caught:
                     log.warning("engine did not exit %.1f s after stdin EOF; terminating it", timeout)
                     _kill_group(self._proc.pid, signal.SIGTERM)
-                    try:
-                        await asyncio.wait_for(self._proc.wait(), TERM_GRACE_S)
-                    except TimeoutError:
+                    with anyio.move_on_after(TERM_GRACE_S) as termed:
+                        await self._proc.wait()
+                    if termed.cancelled_caught:
                         _kill_group(self._proc.pid, signal.SIGKILL)
                         await self._proc.wait()
         finally:
@@ -197,9 +156,9 @@ class EngineProcess:
             # of its group may outlive it: a tool process left behind would be an orphan.
             _kill_group(self._proc.pid, signal.SIGKILL)
             self._finalizer.detach()
-        if self._stderr_task is not None:
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+            await self._stderr_done.wait()
+            await self._proc.aclose()  # the pipes' transports, before the event loop goes
         return self._proc.returncode
 
 

@@ -3,11 +3,11 @@ default after a timeout) and calls to the client's external tools (always answer
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
 from soulwire.sdk.approvals import (
@@ -19,7 +19,7 @@ from soulwire.sdk.approvals import (
     run_callback,
     to_decision,
 )
-from soulwire.sdk.connection import Connection
+from soulwire.sdk.engine import Engine
 from soulwire.sdk.tools import Tool
 from soulwire.sdk.turn import Replay, Turn
 from soulwire.wire import jsonrpc
@@ -54,12 +54,14 @@ class Responder:
         self.default = default
         self.pending: dict[str, Approval | Question] = {}
         """Unsettled approvals and questions by payload id."""
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.spawn: Callable[..., None] | None = None
+        """Starts a task in the session's task group (set when the engine link is up)."""
+        self._tasks: set[anyio.CancelScope] = set()
 
     # -- dispatch -------------------------------------------------------------------
     def handle(
         self,
-        conn: Connection,
+        conn: Engine,
         request_id: str,
         type_: str,
         payload: dict[str, Any],
@@ -92,12 +94,26 @@ class Responder:
             self._spawn(self._run_tool(conn, request_id, request), turn)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], turn: Turn | None = None) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        """Run `coro` in the session's task group, in a scope of its own that the session's
+        close (and, for a turn's tool call, the turn's end) cancels."""
+        scope = anyio.CancelScope()
+        self._tasks.add(scope)
         if turn is not None:
-            turn.tool_tasks.add(task)
-            task.add_done_callback(turn.tool_tasks.discard)
+            turn.tool_tasks.add(scope)
+
+        async def run() -> None:
+            try:
+                with scope:
+                    await coro
+            finally:
+                self._tasks.discard(scope)
+                if turn is not None:
+                    turn.tool_tasks.discard(scope)
+
+        if self.spawn is None:
+            coro.close()
+            raise RuntimeError("the session is not started")
+        self.spawn(run)
 
     # -- approvals and questions ------------------------------------------------------
     def _register(self, pending: Approval | Question, turn: Turn | None) -> None:
@@ -109,11 +125,11 @@ class Responder:
             turn._on_event(pending)
         pending.start_timer(self.timeout)
 
-    def _approval(
-        self, conn: Connection, request_id: str, request: ApprovalRequest, turn: Turn | None
-    ) -> None:
+    def _approval(self, conn: Engine, request_id: str, request: ApprovalRequest, turn: Turn | None) -> None:
         bound = turn is not None
-        approval = Approval(request, request_id, conn.respond, default=self.default, turn_bound=bound)
+        approval = Approval(
+            request, request_id, conn.respond, default=self.default, turn_bound=bound, spawn=self._spawn
+        )
         self._register(approval, turn)
         if self.on_approval is not None:
             self._spawn(self._ask_approval(self.on_approval, approval))
@@ -127,10 +143,8 @@ class Responder:
         if decision is not None:
             approval.answer(decision, by="callback")
 
-    def _question(
-        self, conn: Connection, request_id: str, request: QuestionRequest, turn: Turn | None
-    ) -> None:
-        question = Question(request, request_id, conn.respond)
+    def _question(self, conn: Engine, request_id: str, request: QuestionRequest, turn: Turn | None) -> None:
+        question = Question(request, request_id, conn.respond, spawn=self._spawn)
         self._register(question, turn)
         if self.on_question is not None:
             self._spawn(self._ask_question(self.on_question, question))
@@ -151,7 +165,7 @@ class Responder:
             pending.settled_elsewhere(event.response, event.feedback, "engine")
 
     # -- tools ------------------------------------------------------------------------
-    async def _run_tool(self, conn: Connection, request_id: str, call: ToolCallRequest) -> None:
+    async def _run_tool(self, conn: Engine, request_id: str, call: ToolCallRequest) -> None:
         tool = self.tools.get(call.name)
         if tool is None:
             message = f"Tool `{call.name}` is not registered with this SDK session"
@@ -169,12 +183,12 @@ class Responder:
             else:
                 pending.settled_elsewhere("engine")
             self.pending.pop(pending.id, None)
-        for task in list(turn.tool_tasks):
-            task.cancel()
+        for scope in list(turn.tool_tasks):
+            scope.cancel()
 
     def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        for scope in list(self._tasks):
+            scope.cancel()
         for pending in self.pending.values():
             if isinstance(pending, Approval):
                 pending.settled_elsewhere("reject", "", "session")

@@ -13,25 +13,18 @@ leaves no process behind."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
-import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
 from soulwire import __version__
-from soulwire.sdk.approvals import (
-    Approval,
-    ApprovalCallback,
-    ApprovalDecision,
-    ApprovalKind,
-    QuestionCallback,
-    to_decision,
-)
-from soulwire.sdk.connection import Connection, ignore_event
+from soulwire.sdk.approvals import Approval, to_decision
+from soulwire.sdk.engine import Engine, ignore_event
 from soulwire.sdk.errors import (
     ConfigurationError,
     EngineExitedError,
@@ -44,22 +37,17 @@ from soulwire.sdk.errors import (
     TurnInProgressError,
 )
 from soulwire.sdk.jsonutil import as_object
-from soulwire.sdk.options import LaunchOptions
+from soulwire.sdk.options import CLIENT_NAME, SDK_PROTOCOL_VERSION, Options
 from soulwire.sdk.process import EngineProcess
 from soulwire.sdk.responder import Responder
 from soulwire.sdk.stream import EventStream
-from soulwire.sdk.tools import Tool, ToolHandler, as_tools
+from soulwire.sdk.tools import Tool, as_tools
 from soulwire.sdk.turn import Replay, Turn
 from soulwire.wire.messages import ApprovalResponse
 from soulwire.wire.methods import ServerInfo, SlashCommandInfo
 from soulwire.wire.types import UserInput, WireModel
 
 log = logging.getLogger("soulwire.sdk")
-
-SDK_PROTOCOL_VERSION = "1.10"
-"""The newest Wire protocol version this SDK understands (declared in `initialize`)."""
-CLIENT_NAME = "soulwire-sdk-python"
-DEFAULT_APPROVAL_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -85,90 +73,49 @@ class Session:
     """A Wire engine process and the conversation it holds. Use `async with`, or
     `await session.start()` … `await session.close()`.
 
-    Launch options: `executable` (path or argv; default `soulwire`), `args`, `work_dir`,
-    `model`, `thinking`, `yolo`, `session_id` / `continue_session`, `config_file` / `config`,
-    `max_steps_per_turn`, `env`, `inherit_env`, `share_dir`.
+    Settings come as one `Options` object, as keyword arguments (the same names), or both
+    (keywords override the object): `Session(Options(model="m", yolo=True))` or
+    `Session(model="m", yolo=True)`. See `Options` for every setting.
 
-    Behaviour: `tools` (functions or `Tool`s), `strict_tools` (fail if the engine rejects
-    one), `on_approval`, `approval_timeout` (None waits forever) and `approval_default`,
-    `on_question`, `supports_question`, `supports_plan_mode`, `startup_timeout`,
-    `close_timeout`, `on_stderr`, `client_name`, `protocol_version`, `handshake` (False skips
-    `initialize`, like a 1.0 client)."""
+    `start()` and `close()` must run in the same task (`async with` does that): the session's
+    background work lives in a task group entered by one and left by the other."""
 
-    def __init__(
-        self,
-        *,
-        executable: str | os.PathLike[str] | Sequence[str] | None = None,
-        args: Sequence[str] = (),
-        work_dir: str | os.PathLike[str] | None = None,
-        model: str | None = None,
-        thinking: bool | None = None,
-        yolo: bool = False,
-        session_id: str | None = None,
-        continue_session: bool = False,
-        config_file: str | os.PathLike[str] | None = None,
-        config: Mapping[str, Any] | str | None = None,
-        max_steps_per_turn: int | None = None,
-        env: Mapping[str, str] | None = None,
-        inherit_env: bool = True,
-        share_dir: str | os.PathLike[str] | None = None,
-        tools: Iterable[Tool | ToolHandler] = (),
-        strict_tools: bool = False,
-        on_approval: ApprovalCallback | None = None,
-        approval_timeout: float | None = DEFAULT_APPROVAL_TIMEOUT_S,
-        approval_default: ApprovalDecision | ApprovalKind = "reject",
-        on_question: QuestionCallback | None = None,
-        supports_question: bool | None = None,
-        supports_plan_mode: bool = False,
-        startup_timeout: float = 60.0,
-        close_timeout: float = 5.0,
-        on_stderr: Callable[[str], None] | None = None,
-        client_name: str = CLIENT_NAME,
-        protocol_version: str = SDK_PROTOCOL_VERSION,
-        handshake: bool = True,
-    ) -> None:
-        self.launch = LaunchOptions(
-            executable=executable,
-            args=args,
-            work_dir=work_dir,
-            model=model,
-            thinking=thinking,
-            yolo=yolo,
-            session_id=session_id,
-            continue_session=continue_session,
-            config_file=config_file,
-            config=config,
-            max_steps_per_turn=max_steps_per_turn,
-            env=env,
-            inherit_env=inherit_env,
-            share_dir=share_dir,
-        )
-        self.tools: dict[str, Tool] = as_tools(tools)
-        self._strict_tools = strict_tools
-        default = to_decision(approval_default)
+    def __init__(self, options: Options | None = None, /, **settings: Any) -> None:
+        unknown = sorted(set(settings) - Options.field_names())
+        if unknown:
+            raise TypeError(f"Session got unknown option(s): {', '.join(unknown)}")
+        opts = replace(options, **settings) if options is not None else Options(**settings)
+        self.options = opts
+        """Every setting of this session."""
+        self.launch = opts.launch()
+        self.tools: dict[str, Tool] = as_tools(opts.tools)
+        self._strict_tools = opts.strict_tools
+        default = to_decision(opts.approval_default)
         if default is None:
             raise ConfigurationError("approval_default must be a decision")
         self._responder = Responder(
             tools=self.tools,
-            on_approval=on_approval,
-            on_question=on_question,
-            timeout=approval_timeout,
+            on_approval=opts.on_approval,
+            on_question=opts.on_question,
+            timeout=opts.approval_timeout,
             default=default,
         )
-        self._supports_question = on_question is not None if supports_question is None else supports_question
-        self._supports_plan_mode = supports_plan_mode
-        self._startup_timeout = startup_timeout
-        self._close_timeout = close_timeout
-        self._on_stderr = on_stderr
-        self._client_name = client_name
-        self._protocol_version = protocol_version
-        self._handshake = handshake
+        declared = opts.supports_question
+        self._supports_question = opts.on_question is not None if declared is None else declared
+        self._supports_plan_mode = opts.supports_plan_mode
+        self._startup_timeout = opts.startup_timeout
+        self._close_timeout = opts.close_timeout
+        self._on_stderr = opts.on_stderr
+        self._client_name = opts.client_name
+        self._protocol_version = opts.protocol_version
+        self._handshake = opts.handshake
 
-        self._conn: Connection | None = None
+        self._conn: Engine | None = None
+        self._stack = contextlib.AsyncExitStack()
         self._closed = False
         self._active: Turn | Replay | None = None
         self._queued: Turn | None = None
-        self._cancels: dict[int, asyncio.Future[None]] = {}
+        self._cancels: dict[int, anyio.Event] = {}
 
         self.initialize_result: dict[str, Any] | None = None
         """The raw `initialize` result (None without a handshake, or for a pre-1.1 engine)."""
@@ -200,12 +147,13 @@ class Session:
             cwd=work_dir,
             on_stderr=self._on_stderr,
         )
-        conn = Connection(process)
+        conn = Engine(process)
         conn.on_event = self._on_event
         conn.on_request = self._on_request
-        conn.start()
         self._conn = conn
         try:
+            await self._stack.enter_async_context(conn)
+            self._responder.spawn = conn.start_soon
             if self._handshake:
                 await self._initialize(conn)
         except BaseException:
@@ -213,7 +161,7 @@ class Session:
             raise
         return self
 
-    async def _initialize(self, conn: Connection) -> None:
+    async def _initialize(self, conn: Engine) -> None:
         params: dict[str, Any] = {
             "protocol_version": self._protocol_version,
             "client": {"name": self._client_name, "version": __version__},
@@ -295,15 +243,19 @@ class Session:
         if conn is None:
             return
         conn.closing_error = SessionClosedError("the session was closed")
-        await conn.process.close(self._close_timeout)
         try:
-            await asyncio.wait_for(conn.wait_closed(), 3.0)
-        except TimeoutError:
+            # Shielded (and bounded by the timeouts): a cancelled owner still ends the engine.
+            with anyio.CancelScope(shield=True):
+                await conn.process.close(self._close_timeout)
+                with anyio.move_on_after(3.0):
+                    await conn.closed.wait()
+        finally:
             conn.fail(conn.closing_error)
-        for stream in (self._active, self._queued):
-            if stream is not None and not stream.finished:
-                stream._finish(SessionClosedError("the session was closed"))
-        self._active = self._queued = None
+            for stream in (self._active, self._queued):
+                if stream is not None and not stream.finished:
+                    stream._finish(SessionClosedError("the session was closed"))
+            self._active = self._queued = None
+            await self._stack.aclose()  # leaves the engine link's task group
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -341,7 +293,7 @@ class Session:
         """Approval requests nobody has answered yet (in or outside a turn)."""
         return [a for a in self._responder.pending.values() if isinstance(a, Approval) and not a.answered]
 
-    def _connection(self) -> Connection:
+    def _connection(self) -> Engine:
         if self._closed:
             raise SessionClosedError("the session is closed")
         if self._conn is None:
@@ -390,7 +342,7 @@ class Session:
                 f"{kind} (`async for` / `await`) or cancel it first."
             )
 
-    def _send_stream(self, conn: Connection, stream: Turn | Replay, method: str, params: Any) -> None:
+    def _send_stream(self, conn: Engine, stream: Turn | Replay, method: str, params: Any) -> None:
         self._active = stream
         conn.on_part = stream._on_event
         conn.send_request(method, params, lambda result, error: self._stream_done(stream, result, error))
@@ -413,7 +365,7 @@ class Session:
                 return
             self._send_stream(self._conn, queued, "prompt", queued.request_params)
 
-    def _cancel_stream(self, stream: EventStream, *, wait_answer: bool) -> asyncio.Future[None] | None:
+    def _cancel_stream(self, stream: EventStream, *, wait_answer: bool) -> anyio.Event | None:
         """Ask the engine to cancel `stream` (once); the future settles when it answered."""
         if stream.finished:
             return None
@@ -428,19 +380,17 @@ class Session:
             return existing
         assert isinstance(stream, (Turn, Replay))
         stream.cancel_requested = True
-        loop = asyncio.get_running_loop()
-        answered: asyncio.Future[None] = loop.create_future()
+        answered = anyio.Event()
         self._cancels[key] = answered
 
         def on_answer(_result: Any, error: SDKError | None) -> None:
             self._cancels.pop(key, None)
             if error is not None and not isinstance(error, InvalidStateError):
                 log.warning("cancel failed: %s", error)  # the turn ends on its own anyway
-            if not answered.done():
-                answered.set_result(None)
+            answered.set()
 
         if self._conn is None:
-            answered.set_result(None)
+            answered.set()
             return answered
         self._conn.send_request("cancel", None, on_answer)
         return answered

@@ -4,9 +4,10 @@ a pop per event."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from typing import Any
+
+import anyio
 
 
 class EventStream:
@@ -15,17 +16,17 @@ class EventStream:
 
     def __init__(self) -> None:
         self._items: deque[Any] = deque()
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: anyio.Event | None = None
         self._finished = False
         self._failure: BaseException | None = None
-        self._ended = asyncio.Event()
+        self._ended = anyio.Event()
 
     # -- producer side (the reader, on the event loop) -------------------------
     def _push(self, item: Any) -> None:
         self._items.append(item)
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            waiter.set()
 
     def _finish(self, failure: BaseException | None = None) -> None:
         if self._finished:
@@ -33,8 +34,8 @@ class EventStream:
         self._finished = True
         self._failure = failure
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            waiter.set()
         self._ended.set()
 
     @property
@@ -51,11 +52,11 @@ class EventStream:
         while not self._items:
             if self._finished:
                 return False
-            waiter = asyncio.get_running_loop().create_future()
+            waiter = anyio.Event()
             self._waiter = waiter
             try:
-                await waiter
-            except asyncio.CancelledError:
+                await waiter.wait()
+            except anyio.get_cancelled_exc_class():
                 self._consumer_cancelled()
                 raise
             finally:

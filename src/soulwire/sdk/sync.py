@@ -1,5 +1,5 @@
-"""A thin blocking wrapper for scripts that do not use asyncio: the async SDK runs on an
-event loop in a background thread.
+"""A thin blocking wrapper for scripts that do not use asyncio: the async SDK runs in an
+anyio blocking portal (an event loop in a background thread).
 
     from soulwire.sdk.sync import SyncSession, ask
 
@@ -11,11 +11,13 @@ event loop in a background thread.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import threading
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import Future
 from typing import Any, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from soulwire.sdk.ask import ask_result
 from soulwire.sdk.session import Session
@@ -25,19 +27,16 @@ from soulwire.wire.types import UserInput
 T = TypeVar("T")
 
 
-class _LoopThread:
-    """An event loop running in a daemon thread; `run` blocks on a coroutine there."""
+class _Portal:
+    """Runs the SDK's coroutines in a blocking portal. An interrupted wait (Ctrl-C)
+    cancels the task it was waiting for."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="soulwire-sdk-loop", daemon=True)
-        self._thread.start()
+        self._cm = start_blocking_portal()
+        self.portal: BlockingPortal = self._cm.__enter__()
 
-    def run(self, awaitable: Awaitable[T]) -> T:
-        async def wrapper() -> T:
-            return await awaitable
-
-        future = asyncio.run_coroutine_threadsafe(wrapper(), self.loop)
+    def run(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
+        future: Future[T] = self.portal.start_task_soon(func, *args)
         try:
             return future.result()
         except BaseException:
@@ -45,34 +44,26 @@ class _LoopThread:
             raise
 
     def call(self, func: Callable[..., T], *args: Any) -> T:
-        async def call() -> T:
-            return func(*args)
-
-        return self.run(call())
+        """Call a plain function on the loop; its result is returned as it is, even when it
+        is awaitable (a Turn is: the portal would otherwise await it)."""
+        return self.portal.call(lambda: (func(*args),))[0]
 
     def stop(self) -> None:
-        if self.loop.is_closed():
-            return
-        finishing = asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop)
         with contextlib.suppress(Exception):
-            finishing.result(5)  # async generators left open (an unfinished iter_steps)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        if not self._thread.is_alive():
-            self.loop.close()
+            self._cm.__exit__(None, None, None)
 
 
 class SyncTurn:
     """A Turn for blocking code: iterate it for events, or call `wait()`."""
 
-    def __init__(self, turn: Turn, runner: _LoopThread) -> None:
+    def __init__(self, turn: Turn, runner: _Portal) -> None:
         self.turn = turn
         self._runner = runner
 
     def __iter__(self) -> Iterator[Any]:
         while True:
             try:
-                batch = self._runner.run(self.turn._batch())
+                batch = self._runner.run(self.turn._batch)
             except KeyboardInterrupt:
                 self.cancel(wait=False)
                 raise
@@ -84,19 +75,19 @@ class SyncTurn:
         steps: AsyncIterator[Step] = self.turn.iter_steps()
         while True:
             try:
-                step = self._runner.run(steps.__anext__())
+                step = self._runner.run(steps.__anext__)
             except StopAsyncIteration:
                 return
             yield SyncStep(step, self._runner)
 
     def wait(self) -> TurnResult:
-        return self._runner.run(self.turn.wait())
+        return self._runner.run(self.turn.wait)
 
     def cancel(self, *, wait: bool = True) -> None:
-        self._runner.run(self.turn.cancel(wait=wait))
+        self._runner.run(functools.partial(self.turn.cancel, wait=wait))
 
     def steer(self, user_input: UserInput | Sequence[Any]) -> None:
-        self._runner.run(self.turn.steer(user_input))
+        self._runner.run(self.turn.steer, user_input)
 
     @property
     def result(self) -> TurnResult:
@@ -104,7 +95,7 @@ class SyncTurn:
 
 
 class SyncStep:
-    def __init__(self, step: Step, runner: _LoopThread) -> None:
+    def __init__(self, step: Step, runner: _Portal) -> None:
         self.step = step
         self._runner = runner
 
@@ -116,18 +107,19 @@ class SyncStep:
         events = self.step.__aiter__()
         while True:
             try:
-                yield self._runner.run(events.__anext__())
+                yield self._runner.run(events.__anext__)
             except StopAsyncIteration:
                 return
 
 
 class SyncSession:
-    """`Session` for blocking code; the same keyword options."""
+    """`Session` for blocking code; the same options (an `Options` and/or keywords)."""
 
-    def __init__(self, **options: Any) -> None:
-        self._options = options
-        self._runner: _LoopThread | None = None
+    def __init__(self, *args: Any, **options: Any) -> None:
+        self._session_obj = Session(*args, **options)  # options are checked here, at once
+        self._runner: _Portal | None = None
         self._session: Session | None = None
+        self._context: Any = None
 
     def __enter__(self) -> SyncSession:
         return self.start()
@@ -136,16 +128,15 @@ class SyncSession:
         self.close()
 
     def start(self) -> SyncSession:
-        runner = _LoopThread()
-
-        async def start() -> Session:
-            return await Session(**self._options).start()
-
+        runner = _Portal()
+        # The portal enters and leaves the session in one task, as its task group requires.
+        context = runner.portal.wrap_async_context_manager(self._session_obj)
         try:
-            self._session = runner.run(start())
+            self._session = context.__enter__()
         except BaseException:
             runner.stop()
             raise
+        self._context = context
         self._runner = runner
         return self
 
@@ -156,7 +147,7 @@ class SyncSession:
             raise RuntimeError("the session is not started")
         return self._session
 
-    def _run(self) -> _LoopThread:
+    def _run(self) -> _Portal:
         if self._runner is None:
             raise RuntimeError("the session is not started")
         return self._runner
@@ -177,24 +168,24 @@ class SyncSession:
         async def collect() -> list[Any]:
             return [event async for event in replay]
 
-        return runner.run(collect())
+        return runner.run(collect)
 
     def steer(self, user_input: UserInput | Sequence[Any]) -> None:
-        self._run().run(self.session.steer(user_input))
+        self._run().run(self.session.steer, user_input)
 
     def set_plan_mode(self, enabled: bool) -> bool:
-        return self._run().run(self.session.set_plan_mode(enabled))
+        return self._run().run(self.session.set_plan_mode, enabled)
 
     def cancel(self) -> None:
-        self._run().run(self.session.cancel())
+        self._run().run(self.session.cancel)
 
     def close(self) -> None:
         runner, self._runner = self._runner, None
         if runner is None:
             return
         try:
-            if self._session is not None:
-                runner.run(self._session.close())
+            if self._context is not None:
+                self._context.__exit__(None, None, None)
         finally:
             runner.stop()
 
@@ -202,9 +193,9 @@ class SyncSession:
 def ask(prompt: UserInput | Sequence[Any], **options: Any) -> str:
     """Blocking `soulwire.sdk.ask`: one prompt in a fresh session, the answer's final text.
     Works with or without an event loop already running in this thread."""
-    runner = _LoopThread()
+    runner = _Portal()
     try:
-        return runner.run(ask_result(prompt, **options)).final_text
+        return runner.run(functools.partial(ask_result, prompt, **options)).final_text
     finally:
         runner.stop()
 

@@ -8,7 +8,7 @@ the parameters) or from `Annotated[..., Field(description=...)]`."""
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import inspect
 import json
 import re
@@ -16,6 +16,8 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any, overload
 
+import anyio
+import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from soulwire.sdk.errors import ToolDefinitionError
@@ -232,7 +234,7 @@ class Tool:
                 args = tuple(values.pop(name) for name in self._positional)
                 value = await _call(self.handler, args, values)
             return _as_return_value(value)
-        except asyncio.CancelledError:
+        except anyio.get_cancelled_exc_class():
             raise
         except ToolError as exc:
             return tool_error(exc.message, brief=exc.brief or "Tool error", output=exc.output)
@@ -244,7 +246,9 @@ async def _call(handler: ToolHandler, args: tuple[Any, ...], kwargs: dict[str, A
     """Await async handlers; run sync ones in a worker thread so they cannot block the stream."""
     if inspect.iscoroutinefunction(handler):
         return await handler(*args, **kwargs)
-    value = await asyncio.to_thread(handler, *args, **kwargs)
+    value = await anyio.to_thread.run_sync(
+        functools.partial(handler, *args, **kwargs), abandon_on_cancel=True
+    )
     if inspect.isawaitable(value):
         value = await value
     return value

@@ -8,14 +8,16 @@ never looked at the stream."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+import anyio
+
 from soulwire.sdk.errors import ProtocolError, SDKError, TurnNotFinishedError
 from soulwire.sdk.jsonutil import as_object
 from soulwire.sdk.stream import _END, EventStream
+from soulwire.wire.fold import assemble, joined_text
 from soulwire.wire.messages import (
     StatusUpdate,
     StepBegin,
@@ -26,7 +28,6 @@ from soulwire.wire.messages import (
     TurnEnd,
 )
 from soulwire.wire.types import (
-    FunctionCall,
     TextPart,
     ThinkPart,
     TokenUsage,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 class _TurnOwner(Protocol):
     """What a Turn needs from its session."""
 
-    def _cancel_stream(self, stream: EventStream, *, wait_answer: bool) -> asyncio.Future[None] | None: ...
+    def _cancel_stream(self, stream: EventStream, *, wait_answer: bool) -> anyio.Event | None: ...
     async def steer(self, user_input: UserInput | Sequence[Any]) -> None: ...
 
 
@@ -83,7 +84,7 @@ class Step:
     @property
     def text(self) -> str:
         """The step's text, joined (chunks of a retried attempt excluded)."""
-        return "".join(e.text for e in self._valid() if type(e) is TextPart)
+        return joined_text(self._valid())
 
     @property
     def thinking(self) -> str:
@@ -92,20 +93,7 @@ class Step:
     @property
     def tool_calls(self) -> list[ToolCall]:
         """The step's tool calls with their streamed argument fragments assembled."""
-        calls: list[tuple[ToolCall, list[str]]] = []
-        for e in self._valid():
-            if type(e) is ToolCall:
-                calls.append((e, [e.function.arguments] if e.function.arguments is not None else []))
-            elif type(e) is ToolCallPart and calls and e.arguments_part is not None:
-                calls[-1][1].append(e.arguments_part)
-        return [
-            ToolCall(
-                id=c.id,
-                function=FunctionCall(name=c.function.name, arguments="".join(a) if a else None),
-                extras=c.extras,
-            )
-            for c, a in calls
-        ]
+        return assemble(self._valid())[1]
 
     @property
     def tool_results(self) -> list[ToolResult]:
@@ -252,7 +240,8 @@ class Turn(_SessionStream[TurnResult]):
         self.context_usage: float | None = None
         self.approvals: list[Approval | Question] = []
         """Approvals and questions the engine asked during this turn."""
-        self.tool_tasks: set[asyncio.Task[None]] = set()
+        self.tool_tasks: set[anyio.CancelScope] = set()
+        """Scopes of the external tool calls running for this turn."""
         self.request_params: Any = None
         """The `prompt` params, kept while the turn waits for a cancelled one to end."""
 
@@ -371,9 +360,10 @@ class Turn(_SessionStream[TurnResult]):
             return
         answered = self._owner._cancel_stream(self, wait_answer=True)
         if answered is not None:
-            await answered
+            await answered.wait()
         if wait:
-            await asyncio.wait_for(self._ended.wait(), timeout)
+            with anyio.fail_after(timeout):
+                await self._ended.wait()
 
     async def steer(self, user_input: UserInput | Sequence[Any]) -> None:
         """Add input to this running turn (engines with `steer` only)."""
@@ -415,7 +405,7 @@ class Replay(_SessionStream[ReplayResult]):
         if not self._finished:
             answered = self._owner._cancel_stream(self, wait_answer=True)
             if answered is not None:
-                await answered
+                await answered.wait()
             await self._ended.wait()
 
 

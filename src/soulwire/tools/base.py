@@ -10,11 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from soulwire.wire.types import ToolCall, ToolReturnValue, tool_error
+
+if TYPE_CHECKING:
+    from soulwire.tools.sandbox import SandboxPolicy
 
 REJECTED_MESSAGE = (
     "The tool call is rejected by the user. "
@@ -26,6 +29,8 @@ SUBAGENT_REJECTED_MESSAGE = (
     "tool call, and do not attempt to bypass this restriction through indirect means."
 )
 SUBAGENT_STATE_KEY = "subagent"
+PLAN_FILE_KEY = "plan_file"
+"""Session state key of the plan file: the one file a session in plan mode may write."""
 """Set in a sub-agent's tool state: a rejection there does not stop its turn (spec §4.11)."""
 
 
@@ -33,6 +38,9 @@ SUBAGENT_STATE_KEY = "subagent"
 class ApprovalOutcome:
     approved: bool
     feedback: str = ""
+    refusal: str = ""
+    """Set when a policy, not the user, refused (a sandbox escape nobody can approve): the
+    message for the model."""
 
 
 class Approver(Protocol):
@@ -47,7 +55,29 @@ class Approver(Protocol):
         description: str,
         display: Sequence[Any] = (),
         scope_key: str | None = None,
-    ) -> ApprovalOutcome: ...
+        confined: bool = False,
+        crossing: str | None = None,
+    ) -> ApprovalOutcome:
+        """`confined`: the action stays inside the session's sandbox (approved without asking
+        under `approval = "on-escape"`). `crossing`: the sandbox boundary the action would
+        cross (network, writes outside the workspace …): only a person can approve it."""
+        ...
+
+
+class Notice(Protocol):
+    """Something that happened outside a turn, for the model (`text`) and the client (`event`)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def event(self) -> Any: ...
+
+
+class NoticeSource(Protocol):
+    """Where the engine collects notices between steps (e.g. ended background tasks)."""
+
+    def take_notices(self) -> Sequence[Notice]: ...
 
 
 class ClientTools(Protocol):
@@ -66,6 +96,8 @@ class ToolContext:
     client: ClientTools | None = None
     additional_dirs: Sequence[Path] = ()
     state: dict[str, Any] = field(default_factory=dict)
+    sandbox: SandboxPolicy | None = None
+    """The session's sandbox (None or mode `off`: none); Shell and the file tools obey it."""
     rejected: bool = False
     """Set when the user rejected an action without feedback: the turn stops after the step."""
 
@@ -90,8 +122,11 @@ async def refused(
     description: str,
     display: Sequence[Any] = (),
     scope_key: str | None = None,
+    confined: bool = False,
+    crossing: str | None = None,
 ) -> ToolReturnValue | None:
-    """Ask the user whether a tool may act: None when approved, else the result to return."""
+    """Ask the user whether a tool may act: None when approved, else the result to return.
+    `confined` and `crossing` tell the approver about the sandbox (see `Approver.request`)."""
     outcome = await ctx.approver.request(
         tool_call_id=ctx.tool_call_id,
         sender=sender,
@@ -99,8 +134,14 @@ async def refused(
         description=description,
         display=display,
         scope_key=scope_key,
+        confined=confined,
+        crossing=crossing,
     )
-    return None if outcome.approved else rejection_result(ctx, outcome.feedback)
+    if outcome.approved:
+        return None
+    if outcome.refusal:
+        return tool_error(outcome.refusal, brief="Sandbox escape refused")
+    return rejection_result(ctx, outcome.feedback)
 
 
 class Tool(Protocol):

@@ -4,11 +4,15 @@ here, at the first connection only), their tools offered to the model, the state
 
 from __future__ import annotations
 
-import asyncio
+import math
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import anyio.to_thread
 
 from soulwire.tools.base import (
     DescribedTool,
@@ -55,8 +59,8 @@ class _Server:
         self.error = ""
         self.tools: list[str] = []
         self.session: Any = None
-        self.ready = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        self.ready = anyio.Event()
+        self.scope: anyio.CancelScope | None = None
 
 
 class MCPManager:
@@ -66,7 +70,9 @@ class MCPManager:
         self._servers = [_Server(s) for s in servers]
         self._toolset = toolset
         self._call_timeout_s = call_timeout_s
-        self._stop: asyncio.Event | None = None
+        self._stop: anyio.Event | None = None
+        self._stopped: anyio.Event | None = None
+        self._running = 0
 
     @property
     def loading(self) -> bool:
@@ -84,53 +90,74 @@ class MCPManager:
             servers=servers,
         )
 
-    def start(self) -> None:
-        """Start connecting every server (idempotent); needs a running event loop."""
+    def start(self, group: anyio.abc.TaskGroup) -> None:
+        """Start connecting every server (idempotent), each held open by a task of `group`
+        (the session's): the SDK's transports must be entered and left in one task."""
         if self._stop is not None:
             return
-        self._stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
+        self._stop = anyio.Event()
+        self._stopped = anyio.Event()
+        self._running = len(self._servers)
         for server in self._servers:
-            server.task = loop.create_task(self._hold(server), name=f"mcp:{server.config.name}")
+            server.scope = anyio.CancelScope()
+            group.start_soon(self._hold, server, name=f"mcp:{server.config.name}")
 
     async def settle(self, emit: Callable[[WireModel], None]) -> None:
         """At a turn's start: wait for servers still connecting, bracketed by the loading
         events (nothing is emitted when every server has settled)."""
-        self.start()
-        if not self.loading:
-            return
+        if self._stop is None or not self.loading:
+            return  # not started (no session task group yet) or every server settled
         emit(StatusUpdate(mcp_status=self.snapshot()))
         emit(MCPLoadingBegin())
         try:
-            await asyncio.gather(*(s.ready.wait() for s in self._servers))
+            for server in self._servers:
+                await server.ready.wait()
         finally:
             emit(StatusUpdate(mcp_status=self.snapshot()))
             emit(MCPLoadingEnd())
 
     async def aclose(self) -> None:
         """Close every connection; the SDK ends each stdio server (stdin closed, then signals)."""
-        if self._stop is None:
+        if self._stop is None or self._stopped is None:
             return
         self._stop.set()
-        tasks = [s.task for s in self._servers if s.task is not None]
-        if not tasks:
+        with anyio.move_on_after(STOP_TIMEOUT_S):
+            await self._stopped.wait()
+        if self._stopped.is_set():
             return
-        _, pending = await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=STOP_TIMEOUT_S)
+        for server in self._servers:  # still not closed: cut them off
+            if server.scope is not None:
+                server.scope.cancel()
+        with anyio.move_on_after(STOP_TIMEOUT_S):
+            await self._stopped.wait()
 
     async def _hold(self, server: _Server) -> None:
+        assert server.scope is not None
+        scope = server.scope
+        try:
+            with scope:
+                await self._connect_and_hold(server)
+            if scope.cancelled_caught and not scope.cancel_called and server.status != "connected":
+                server.error = f"no answer within {CONNECT_TIMEOUT_S:g} s"
+                _log(f"MCP server `{server.config.name}` failed: {server.error}")
+        finally:
+            self._running -= 1
+            if self._running == 0 and self._stopped is not None:
+                self._stopped.set()
+
+    async def _connect_and_hold(self, server: _Server) -> None:
         server.status = "connecting"
         try:
             # The SDK's first import takes a while: a thread does it, the event loop keeps serving.
-            await asyncio.to_thread(_import_sdk)
+            await anyio.to_thread.run_sync(_import_sdk)
+            # The connect timeout is the deadline of the server's own scope, which also holds
+            # the transports' task groups (entered and left in it); lifted once connected.
+            assert server.scope is not None
+            server.scope.deadline = anyio.current_time() + CONNECT_TIMEOUT_S
             async with AsyncExitStack() as stack:
-                # asyncio.timeout, not wait_for: the SDK's task groups must stay in this task.
-                async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                    session = await self._connect(server.config, stack)
-                    listing = await _list_tools(session)
+                session = await self._connect(server.config, stack)
+                listing = await _list_tools(session)
+                server.scope.deadline = math.inf
                 server.session = session
                 for tool in listing:
                     self._register(server, tool)
@@ -185,7 +212,7 @@ class MCPManager:
             message = f"MCP server `{server.config.name}` is not connected{why}"
             return tool_error(message, brief="MCP server unavailable")
         try:
-            async with asyncio.timeout(self._call_timeout_s):
+            with anyio.fail_after(self._call_timeout_s):
                 result = await session.call_tool(name, arguments)
         except TimeoutError:
             message = (

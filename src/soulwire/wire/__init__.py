@@ -19,7 +19,14 @@ if TYPE_CHECKING:
 _HOMES = ("soulwire.wire.types", "soulwire.wire.messages", "soulwire.wire.methods")
 
 
+_SUBMODULES = frozenset(
+    {"jsonrpc", "lines", "fold", "peer", "streams", "serde", "messages", "methods", "types"}
+)
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:  # `from soulwire.wire import jsonrpc` must not load the models
+        return importlib.import_module(f"soulwire.wire.{name}")
     for home in _HOMES:
         module = importlib.import_module(home)
         if hasattr(module, name):

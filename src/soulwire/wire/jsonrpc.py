@@ -6,6 +6,7 @@ Deliberately free of pydantic and asyncio: the lean start-up path uses it to ans
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 PARSE_ERROR = -32700
@@ -19,15 +20,28 @@ LLM_NOT_SUPPORTED = -32002
 CHAT_PROVIDER_ERROR = -32003
 AUTH_EXPIRED = -32004
 
-INBOUND_METHODS = frozenset({"initialize", "prompt", "steer", "replay", "set_plan_mode", "cancel"})
+MAX_DEPTH = 100
+"""Deepest nesting of arrays and objects accepted in a message: far beyond any real one
+(a tool's JSON Schema included), far below where parsing, validation or recording could run
+out of stack."""
+
+BUSY = "busy"
+IDLE = "idle"
+"""`data.reason` of an INVALID_STATE error: a turn is running, or none is."""
+
 
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 encode = _compact.encode
 """Compact JSON with raw UTF-8, the form every server line takes."""
 
 
-class RPCError(Exception):
-    """An error to answer a request with; `code` is one of the constants above."""
+class WireError(Exception):
+    """Root of the protocol layer's exceptions."""
+
+
+class RPCError(WireError):
+    """A JSON-RPC error: one to answer a request with, or one the other side answered with;
+    `code` is one of the constants above, `data` its structured detail."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
@@ -39,8 +53,19 @@ class RPCError(Exception):
         return {"code": self.code, "message": self.message, "data": self.data}
 
 
-def invalid_params(method: str) -> RPCError:
-    return RPCError(INVALID_PARAMS, f"Invalid parameters for method `{method}`")
+def invalid_params(method: str, detail: str = "", field: str | None = None) -> RPCError:
+    """-32602 with the reference's text, plus what is wrong (and `data.field`) when known."""
+    text = f"Invalid parameters for method `{method}`"
+    data = {"field": field} if field is not None else None
+    return RPCError(INVALID_PARAMS, f"{text}: {detail}" if detail else text, data)
+
+
+def busy_error() -> RPCError:
+    return RPCError(INVALID_STATE, "An agent turn is already in progress", {"reason": BUSY})
+
+
+def idle_error() -> RPCError:
+    return RPCError(INVALID_STATE, "No agent turn is in progress", {"reason": IDLE})
 
 
 def response_line(request_id: Any, result: Any) -> bytes:
@@ -84,12 +109,61 @@ class Inbound:
         self.error = error
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether arrays/objects nest deeper than `limit` (iteratively: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def _replace_lone_surrogates(value: Any) -> Any:
+    """The value with lone UTF-16 surrogates (valid JSON escapes, but not encodable as
+    UTF-8) replaced by U+FFFD, so that nothing downstream fails to write them."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, list):
+        return [_replace_lone_surrogates(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+def parse(line: bytes | str) -> Any:
+    """Decode one line; raises RPCError (-32700 not JSON or not UTF-8, -32600 nested deeper
+    than MAX_DEPTH) instead of anything else."""
+    try:
+        message = json.loads(line)
+    except RecursionError:
+        raise RPCError(INVALID_REQUEST, f"Invalid request: nested deeper than {MAX_DEPTH} levels") from None
+    except UnicodeDecodeError:
+        raise RPCError(PARSE_ERROR, "Invalid JSON format: the line is not valid UTF-8") from None
+    except ValueError:
+        raise RPCError(PARSE_ERROR, "Invalid JSON format") from None
+    raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+    if isinstance(message, dict | list):
+        if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _too_deep(message, MAX_DEPTH):
+            raise RPCError(INVALID_REQUEST, f"Invalid request: nested deeper than {MAX_DEPTH} levels")
+        if _SURROGATE_ESCAPE.search(raw):
+            message = _replace_lone_surrogates(message)
+    return message
+
+
 def classify(line: bytes | str) -> Inbound:
     """Parse and classify one line, following the reference's observable rules (spec §2.2)."""
     try:
-        message = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return Inbound("invalid", error=RPCError(PARSE_ERROR, "Invalid JSON format"))
+        message = parse(line)
+    except RPCError as error:
+        return Inbound("invalid", error=error)
     if not isinstance(message, dict):
         return Inbound("invalid", error=RPCError(INVALID_REQUEST, "Invalid request"))
     obj: dict[str, Any] = message

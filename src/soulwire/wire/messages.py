@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import AliasChoices, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from soulwire.wire.types import (
     CONTENT_PART_TYPES,
     DisplayBlock,
     MCPStatusSnapshot,
     QuestionItem,
+    SandboxStatus,
     TokenUsage,
     ToolCall,
     ToolCallPart,
@@ -67,6 +68,16 @@ class StatusUpdate(WireModel):
     message_id: str | None = None
     plan_mode: bool | None = None
     mcp_status: MCPStatusSnapshot | None = None
+    sandbox: SandboxStatus | None = None
+    """Soulwire's addition, present only while a sandbox is on: absent, the stream is exactly
+    what clients knew before."""
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_sandbox(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("sandbox", ...) is None:
+            del data["sandbox"]
+        return data
 
 
 class ToolResult(WireModel):

@@ -236,6 +236,15 @@ class MCPStatusSnapshot(WireModel):
     servers: list[MCPServerStatus] = Field(default_factory=list)
 
 
+class SandboxStatus(WireModel):
+    """`StatusUpdate.sandbox` (a Soulwire addition; clients that do not know it ignore it)."""
+
+    mode: str
+    """`off`, `read-only` or `workspace-write`."""
+    network: bool
+    """Whether commands in the sandbox may use the network."""
+
+
 class QuestionOption(WireModel):
     label: str
     description: str = ""

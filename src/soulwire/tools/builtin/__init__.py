@@ -12,11 +12,15 @@ if TYPE_CHECKING:
 
 
 def default_tools(
-    tasks: BackgroundTasks | None = None, *, capabilities: frozenset[str] = frozenset()
+    tasks: BackgroundTasks | None = None,
+    *,
+    capabilities: frozenset[str] = frozenset(),
+    sandboxed: bool = False,
 ) -> list[Tool]:
     """A fresh set of the built-in tools, in the order the model sees them. With `tasks`,
     Shell can start background tasks and the Task* tools manage them. `capabilities` are the
-    model's: ReadMediaFile is offered only to a model that takes images or videos."""
+    model's: ReadMediaFile is offered only to a model that takes images or videos. In a
+    `sandboxed` session Shell offers `sandbox_escape`."""
     from soulwire.tools.builtin.edit import StrReplaceFile, WriteFile
     from soulwire.tools.builtin.fetch import FetchURL
     from soulwire.tools.builtin.read import ReadFile
@@ -33,7 +37,7 @@ def default_tools(
         media.append(ReadMediaFile(capabilities))
     return [
         SetTodoList(),
-        Shell(tasks),
+        Shell(tasks, sandboxed=sandboxed),
         *task_tools,
         ReadFile(),
         *media,

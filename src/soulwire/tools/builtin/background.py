@@ -2,11 +2,12 @@
 
 Each task runs `bash -c` in its own session (so its own process group) with stdin closed and
 stdout+stderr appended to `tasks/<id>/output.log` in the session directory; its description
-and status are kept beside it as JSON. A small watcher thread per task waits for the exit or
-the timeout: a task does not depend on the turn that started it, so cancelling a turn leaves
-it running. When a task ends, a notice is queued; the soul hands it to the model at the start
-of its next step (and to the client as a `Notification` event). `close()` kills every task's
-process group when the session ends, so no command outlives the engine."""
+and status are kept beside it as JSON. A watcher per task — a task in the session's task
+group (`attach`), not in the turn's — waits for the exit or the timeout, so cancelling a turn
+leaves the command running. When a task ends, a notice is queued; the soul hands it to the
+model at the start of its next step (and to the client as a `Notification` event). When the
+session ends, `aclose()` (and, as a last resort, `close()`) kills every task's process group,
+so no command outlives the engine."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ import secrets
 import signal
 import string
 import subprocess
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import anyio
+import anyio.abc
 
 from soulwire.tools.builtin.process import group_alive, signal_group
 from soulwire.tools.lifetime import tie_to_engine
@@ -37,6 +40,7 @@ SPEC_FILE = "spec.json"
 RUNTIME_FILE = "runtime.json"
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 _POLL_S = 0.02
+_WATCH_POLL_MAX_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class BackgroundTask:
     timed_out: bool = False
     failure_reason: str | None = None
     finished_at: float | None = None
-    ended: threading.Event = field(default_factory=threading.Event)
+    ended: anyio.Event = field(default_factory=anyio.Event)
     stop_reason: str | None = None
 
     @property
@@ -177,8 +181,12 @@ class BackgroundTasks:
         self.limits = limits or BackgroundLimits()
         self._tasks: dict[str, BackgroundTask] = {}
         self._notices: list[TaskNotice] = []
-        self._lock = threading.Lock()
         self._closed = False
+        self._group: anyio.abc.TaskGroup | None = None
+
+    def attach(self, group: anyio.abc.TaskGroup) -> None:
+        """The session's task group: the tasks' watchers run in it, outliving turns."""
+        self._group = group
 
     # -- starting -------------------------------------------------------------
     def start(
@@ -192,7 +200,11 @@ class BackgroundTasks:
         argv: list[str],
         env: Mapping[str, str] | None = None,
     ) -> BackgroundTask:
-        """Start `argv` (which runs `command`) as a new task. Raises TooManyTasks or OSError."""
+        """Start `argv` (which runs `command`) as a new task. Raises TooManyTasks or OSError
+        (also when the session is not running: there is nowhere to watch the task from)."""
+        group = self._group
+        if group is None or self._closed:
+            raise OSError("background tasks need a running session")
         running = sum(1 for t in self._tasks.values() if t.active)
         if running >= self.limits.max_running_tasks:
             raise TooManyTasks(running)
@@ -235,42 +247,51 @@ class BackgroundTasks:
         task.pgid = process.pid
         self._tasks[task_id] = task
         _write_json(task_dir / RUNTIME_FILE, task.record())
-        threading.Thread(
-            target=self._watch, args=(task, process), name=f"task-{task_id}", daemon=True
-        ).start()
+        group.start_soon(self._watch, task, process, name=f"task-{task_id}")
         return task
 
-    def _watch(self, task: BackgroundTask, process: subprocess.Popen[bytes]) -> None:
-        """Wait for the task to end (killing it at its timeout) and record how it ended."""
+    async def _watch(self, task: BackgroundTask, process: subprocess.Popen[bytes]) -> None:
+        """Wait for the task to end (killing it at its timeout) and record how it ended.
+        Polls (backing off to 0.1 s) rather than blocking a thread on the child."""
+        code: int | None = None
         try:
-            code: int | None = process.wait(timeout=task.timeout_s)
-        except subprocess.TimeoutExpired:
-            task.timed_out = True
-            self._kill_group(task)
-            code = process.wait()
+            with anyio.move_on_after(task.timeout_s) as deadline:
+                code = await _exited(process)
+            if deadline.cancelled_caught:
+                task.timed_out = True
+                await self._kill_group(task)
+                code = await _exited(process)
+        except anyio.get_cancelled_exc_class():
+            # The session's group is going away: record an end that already happened; a
+            # command still running is killed by `aclose` / `close`.
+            code = process.poll()
+            if code is not None:
+                self._finish(task, code)
+            raise
         self._finish(task, code)
 
     def _finish(self, task: BackgroundTask, code: int | None) -> None:
-        with self._lock:
-            task.finished_at = time.time()
-            task.exit_code = code
-            if task.stop_reason is not None:
-                task.status, task.interrupted = "killed", True
-                task.failure_reason = task.stop_reason
-            elif task.timed_out:
-                task.status, task.interrupted = "failed", True
-                task.failure_reason = f"Command timed out after {task.timeout_s}s"
-            elif code == 0:
-                task.status = "completed"
-            else:
-                task.status = "failed"
-                task.failure_reason = _exit_reason(code)
-            if not self._closed:
-                self._notices.append(self._notice(task))
-            # The status file is written after the notice is queued: whoever sees the end
-            # there will find the notice at the next step.
-            _write_json(task.dir / RUNTIME_FILE, task.record())
-            task.ended.set()
+        if task.ended.is_set():
+            return
+        task.finished_at = time.time()
+        task.exit_code = code
+        if task.stop_reason is not None:
+            task.status, task.interrupted = "killed", True
+            task.failure_reason = task.stop_reason
+        elif task.timed_out:
+            task.status, task.interrupted = "failed", True
+            task.failure_reason = f"Command timed out after {task.timeout_s}s"
+        elif code == 0:
+            task.status = "completed"
+        else:
+            task.status = "failed"
+            task.failure_reason = _exit_reason(code)
+        if not self._closed:
+            self._notices.append(self._notice(task))
+        # The status file is written after the notice is queued: whoever sees the end
+        # there will find the notice at the next step.
+        _write_json(task.dir / RUNTIME_FILE, task.record())
+        task.ended.set()
 
     # -- looking up -----------------------------------------------------------
     def get(self, task_id: str) -> BackgroundTask | None:
@@ -282,8 +303,7 @@ class BackgroundTasks:
 
     def take_notices(self) -> list[TaskNotice]:
         """The notices of tasks that ended since the last call, oldest first."""
-        with self._lock:
-            notices, self._notices = self._notices, []
+        notices, self._notices = self._notices, []
         return notices
 
     # -- stopping -------------------------------------------------------------
@@ -293,28 +313,46 @@ class BackgroundTasks:
         if not task.active:
             return
         task.stop_reason = reason
-        threading.Thread(target=self._kill_group, args=(task,), name=f"stop-{task.id}", daemon=True).start()
+        if self._group is not None:
+            self._group.start_soon(self._kill_group, task, name=f"stop-{task.id}")
 
-    def _kill_group(self, task: BackgroundTask) -> None:
+    async def _kill_group(self, task: BackgroundTask) -> None:
         pgid = task.pgid
         if pgid is None:
             return
         signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + self.limits.kill_grace_s
-        while group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(_POLL_S)
+        with anyio.move_on_after(self.limits.kill_grace_s):
+            while group_alive(pgid):
+                await anyio.sleep(_POLL_S)
         signal_group(pgid, signal.SIGKILL)
 
-    def close(self, reason: str = "Session ended") -> None:
-        """Kill every task's process group (what is left of finished ones too) and wait,
-        boundedly, until they are gone. Called when the session ends."""
-        with self._lock:
-            self._closed = True
+    def _stopping(self, reason: str) -> list[int]:
+        """Mark the session's end; the process groups still to kill."""
+        self._closed = True
         tasks = list(self._tasks.values())
         for task in tasks:
             if task.active:
                 task.stop_reason = reason
-        groups = [t.pgid for t in tasks if t.pgid is not None and group_alive(t.pgid)]
+        return [t.pgid for t in tasks if t.pgid is not None and group_alive(t.pgid)]
+
+    async def aclose(self, reason: str = "Session ended") -> None:
+        """Kill every task's process group (SIGTERM, SIGKILL after the grace period) and let
+        the watchers record the ends. Called while the session's task group still runs."""
+        groups = self._stopping(reason)
+        for pgid in groups:
+            signal_group(pgid, signal.SIGTERM)
+        with anyio.move_on_after(self.limits.kill_grace_s):
+            while any(group_alive(p) for p in groups):
+                await anyio.sleep(_POLL_S)
+        for pgid in groups:
+            signal_group(pgid, signal.SIGKILL)
+        with anyio.move_on_after(1.0):  # the watchers write the final status
+            for task in list(self._tasks.values()):
+                await task.ended.wait()
+
+    def close(self, reason: str = "Session ended") -> None:
+        """The last resort, outside any event loop: kill what is left, boundedly."""
+        groups = self._stopping(reason)
         for pgid in groups:
             signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + self.limits.kill_grace_s
@@ -322,8 +360,6 @@ class BackgroundTasks:
             time.sleep(_POLL_S)
         for pgid in groups:
             signal_group(pgid, signal.SIGKILL)
-        for task in tasks:  # let the watchers write the final status
-            task.ended.wait(1.0)
 
     # -- notices --------------------------------------------------------------
     def _notice(self, task: BackgroundTask) -> TaskNotice:
@@ -404,6 +440,15 @@ class BackgroundTasks:
         text, _, _ = task.read_tail(limits.notification_tail_chars * 4)
         lines = text.rstrip("\n").splitlines()[-limits.notification_tail_lines :]
         return "\n".join(lines)[-limits.notification_tail_chars :]
+
+
+async def _exited(process: subprocess.Popen[bytes]) -> int:
+    """The child's exit code, once it has exited (polling, backing off to 0.1 s)."""
+    delay = _POLL_S / 4
+    while (code := process.poll()) is None:
+        await anyio.sleep(delay)
+        delay = min(delay * 1.5, _WATCH_POLL_MAX_S)
+    return code
 
 
 def _exit_reason(code: int | None) -> str:

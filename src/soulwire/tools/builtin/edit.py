@@ -18,11 +18,16 @@ from soulwire.tools.builtin.paths import (
     EDIT_INSIDE,
     EDIT_OUTSIDE,
     Target,
+    hidden_by_sandbox,
+    hidden_refusal,
+    in_sandbox,
     plan_file,
     plan_mode_refusal,
     resolve,
     sensitive_refusal,
+    write_crossing,
 )
+from soulwire.tools.sandbox import leaving_action
 from soulwire.wire.types import DiffDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
 _ENCODING = "utf-8"
@@ -75,13 +80,21 @@ async def _approve_and_write(
     else:
         blocks = _diff(target, old or "", new)
     if plan is None:
+        action = EDIT_INSIDE if target.inside else EDIT_OUTSIDE
+        description = f"{verb} file {target.quoted}"
+        crossing = write_crossing(ctx, target)
+        if crossing is not None:
+            action = leaving_action(EDIT_INSIDE, "write")
+            description = f"{description} — it leaves the sandbox: {crossing}"
         refusal = await refused(
             ctx,
             sender=sender,
-            action=EDIT_INSIDE if target.inside else EDIT_OUTSIDE,
-            description=f"{verb} file {target.quoted}",
+            action=action,
+            description=description,
             display=blocks,
             scope_key=str(target.real),
+            confined=in_sandbox(ctx) and crossing is None,
+            crossing=crossing,
         )
         if refusal is not None:
             return refusal
@@ -117,6 +130,8 @@ class WriteFile(TypedTool[WriteFileParams]):
 
     async def execute(self, params: WriteFileParams, ctx: ToolContext) -> ToolReturnValue:
         target = resolve(params.path, ctx)
+        if hidden_by_sandbox(ctx, target):
+            return hidden_refusal(params.path)
         if not target.real.parent.is_dir():
             return tool_error(
                 f"The parent directory of `{params.path}` does not exist; create it first.",
@@ -200,6 +215,8 @@ class StrReplaceFile(TypedTool[StrReplaceFileParams]):
         if target.sensitive():
             # Its errors ("not found", "occurs 2 times") would let a model probe the secret.
             return sensitive_refusal(params.path)
+        if hidden_by_sandbox(ctx, target):
+            return hidden_refusal(params.path)
         old = _current_text(target, params.path)
         if isinstance(old, ToolReturnValue):
             return old

@@ -6,7 +6,11 @@
   of it counts as outside, so links cannot be used to escape.
 * Secret files (dotenv files, SSH keys, cloud and tool credentials, private keys) are never
   read, searched or edited in place, whatever the approval (WriteFile may still replace
-  one: that reveals nothing of it)."""
+  one: that reveals nothing of it).
+* In a sandbox (`ctx.sandbox`) the file tools obey the policy Shell commands run under: what
+  the sandbox hides cannot be read or searched at all; reads elsewhere stay inside the
+  sandbox (`confined`); a write the sandbox would not allow crosses its boundary and only a
+  person can approve it."""
 
 from __future__ import annotations
 
@@ -15,10 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from soulwire.tools.base import ToolContext, refused
+from soulwire.tools.base import PLAN_FILE_KEY, ToolContext, refused
 from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error
 
-PLAN_FILE_KEY = "plan_file"
 """Set in the session state (`ctx.state`) by the engine while plan mode is on: the plan file's
 path, then the only file WriteFile and StrReplaceFile may change (and without asking)."""
 
@@ -108,6 +111,29 @@ def resolve(raw: str, ctx: ToolContext) -> Target:
     return Target(path, real, is_inside(real, workspace_roots(ctx)))
 
 
+def in_sandbox(ctx: ToolContext) -> bool:
+    return ctx.sandbox is not None and ctx.sandbox.active
+
+
+def hidden_by_sandbox(ctx: ToolContext, target: Target) -> bool:
+    """The sandbox hides `target` from the file tools (never the plan file, which plan mode
+    lets the model read and write although it lives in the hidden share dir)."""
+    return ctx.sandbox is not None and target.real != plan_file(ctx) and ctx.sandbox.hides(target.real)
+
+
+def hidden_refusal(raw: str) -> ToolReturnValue:
+    return tool_error(
+        f"`{raw}` is hidden by the sandbox (it holds the user's credentials); neither commands nor "
+        "file tools can see it. Ask the user for what you need instead.",
+        brief="Hidden by the sandbox",
+    )
+
+
+def write_crossing(ctx: ToolContext, target: Target) -> str | None:
+    """The sandbox boundary a write to `target` would cross, or None (no sandbox, or allowed)."""
+    return None if ctx.sandbox is None else ctx.sandbox.write_boundary(target.real)
+
+
 def sensitive_refusal(raw: str) -> ToolReturnValue:
     return tool_error(
         f"`{raw}` looks like a secret (credentials or a private key), so it is not read. "
@@ -143,6 +169,7 @@ async def approve_outside(
         description=description,
         display=[BriefDisplayBlock(text=f"{description} (outside the workspace)")],
         scope_key=str(target.real),
+        confined=in_sandbox(ctx),  # the sandbox lets commands read there too
     )
 
 
@@ -155,6 +182,8 @@ async def file_to_read(
     target = resolve(raw, ctx)
     if target.sensitive():
         return sensitive_refusal(raw)
+    if hidden_by_sandbox(ctx, target):
+        return hidden_refusal(raw)
     if not target.real.exists():
         return tool_error(f"`{raw}` does not exist.", brief="File not found")
     if not target.real.is_file():

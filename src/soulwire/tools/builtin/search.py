@@ -23,6 +23,8 @@ from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_lines, clip_head
 from soulwire.tools.builtin.paths import (
     SEARCH_OUTSIDE,
     approve_outside,
+    hidden_by_sandbox,
+    hidden_refusal,
     is_sensitive,
     resolve,
     sensitive_refusal,
@@ -87,6 +89,8 @@ class Glob(TypedTool[GlobParams]):
 
     async def execute(self, params: GlobParams, ctx: ToolContext) -> ToolReturnValue:
         target = resolve(params.directory or ".", ctx)
+        if hidden_by_sandbox(ctx, target):
+            return hidden_refusal(params.directory or ".")
         if not target.real.is_dir():
             return tool_error(f"`{params.directory}` is not a directory.", brief="Not a directory")
         pattern = params.pattern
@@ -112,6 +116,9 @@ class Glob(TypedTool[GlobParams]):
         found, stopped = await anyio.to_thread.run_sync(
             _glob, target.real, pattern, params.include_dirs, abandon_on_cancel=True
         )
+        if ctx.sandbox is not None and ctx.sandbox.active:  # what the sandbox hides is not there
+            hides = ctx.sandbox.hidden_check()
+            found = [f for f in found if not hides(Path(os.path.realpath(target.real / f)))]
         if not found:
             return tool_ok(message=f"No matches for `{pattern}`.")
         message = f"{len(found)} match(es) for `{pattern}`."
@@ -272,6 +279,8 @@ class Grep(TypedTool[GrepParams]):
                 "ripgrep (`rg`) is not installed; install the `ripgrep` package.", brief="Grep unavailable"
             )
         target = resolve(params.path, ctx)
+        if hidden_by_sandbox(ctx, target):
+            return hidden_refusal(params.path)
         if not target.real.exists():
             return tool_error(f"`{params.path}` does not exist.", brief="Path not found")
         if target.real.is_file() and target.sensitive():
@@ -282,8 +291,11 @@ class Grep(TypedTool[GrepParams]):
         if refused is not None:
             return refused
         out, err = Capture(head=_GREP_CAPTURE_BYTES), Capture(head=64 * 1024)
+        argv, env = _rg_argv(rg, params), None
+        if ctx.sandbox is not None:  # ripgrep sees what commands see: secrets hidden
+            argv, env = ctx.sandbox.command_argv(argv, cwd=ctx.work_dir), ctx.sandbox.command_env(None)
         finished = await run_captured(
-            _rg_argv(rg, params), cwd=ctx.work_dir, timeout=GREP_TIMEOUT_S, out=out, err=err
+            argv, cwd=ctx.work_dir, timeout=GREP_TIMEOUT_S, out=out, err=err, env=env
         )
         if finished.returncode == 2 and not out.total:
             problem = err.text().strip() or "ripgrep failed"

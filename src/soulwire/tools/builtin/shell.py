@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import signal
 from functools import cache
+from pathlib import Path
 
 from pydantic import Field, model_validator
 
@@ -13,6 +14,7 @@ from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.background import BackgroundTasks, TooManyTasks
 from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, cap_lines, clip_middle
 from soulwire.tools.builtin.process import Capture, run_captured
+from soulwire.tools.sandbox import ESCAPE_BOUNDARIES, Escape, SandboxPolicy, leaving_action
 from soulwire.wire.types import BriefDisplayBlock, ShellDisplayBlock, ToolReturnValue, tool_error, tool_ok
 
 RUN_COMMAND = "run command"
@@ -82,6 +84,55 @@ class ShellParams(ToolParams):
         return self
 
 
+class SandboxedShellParams(ShellParams):
+    """Shell's arguments in a sandboxed session: a command may ask to leave the sandbox."""
+
+    sandbox_escape: Escape | None = Field(
+        default=None,
+        description=(
+            "Commands run in a sandbox (workspace writable, the rest read-only, no network unless "
+            "enabled, credentials hidden). Only when a command cannot work inside it, ask to leave "
+            "it, with the user's approval: `network` for network access, `write` to write outside "
+            "the workspace, `full` for no sandbox at all. Leave unset otherwise."
+        ),
+    )
+
+
+# What commands print when the sandbox stopped them: the model is told it may ask to leave it.
+_SANDBOX_SYMPTOMS = (
+    "Read-only file system",
+    "Network is unreachable",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "No address associated with hostname",
+)
+
+
+def sandboxed_command(
+    policy: SandboxPolicy | None, command: str, *, cwd: Path, escape: Escape | None = None
+) -> tuple[list[str], dict[str, str] | None]:
+    """The argv and environment `command` really runs with: wrapped in the session's
+    sandbox, if any. The one place where Shell's commands (foreground and background) meet
+    the sandbox."""
+    argv, env = [_bash(), "-c", command], _environment()
+    if policy is None:
+        return argv, env
+    return policy.command_argv(argv, cwd=cwd, escape=escape), policy.command_env(env, escape=escape)
+
+
+def _sandbox_hint(ctx: ToolContext, escape: Escape | None, output: str) -> list[str]:
+    policy = ctx.sandbox
+    if policy is None or not policy.active or escape is not None:
+        return []
+    if not any(symptom in output for symptom in _SANDBOX_SYMPTOMS):
+        return []
+    return [
+        f"The command ran in the {policy.describe()}. If it must reach the network or write outside "
+        "the workspace, run it again with sandbox_escape set (the user is asked first)."
+    ]
+
+
 def _exit_text(code: int) -> tuple[str, str]:
     """(message for the model, brief headline) for a non-zero exit status."""
     if code < 0:
@@ -93,15 +144,30 @@ def _exit_text(code: int) -> tuple[str, str]:
     return f"Command failed with exit code: {code}.", f"Failed with exit code: {code}"
 
 
-async def _approve(ctx: ToolContext, action: str, description: str, command: str) -> ToolReturnValue | None:
-    """Ask for the command; the user sees it exactly, and a session rule covers exactly it."""
+async def _approve(
+    ctx: ToolContext, action: str, description: str, command: str, escape: Escape | None
+) -> ToolReturnValue | None:
+    """Ask for the command; the user sees it exactly, and a session rule covers exactly it.
+    In a sandbox the command is `confined`, unless it asks to leave: then the request names
+    the boundary it would cross, and only a person can approve it."""
+    policy = ctx.sandbox
+    sandboxed = policy is not None and policy.active
+    crossing = ESCAPE_BOUNDARIES[escape] if sandboxed and escape is not None else None
+    display: list[BriefDisplayBlock | ShellDisplayBlock] = []
+    if crossing is not None and escape is not None:
+        action = leaving_action(action, escape)
+        description = f"{description} — it leaves the sandbox: {crossing}"
+        display.append(BriefDisplayBlock(text=f"Leaves the sandbox: {crossing}"))
+    display.append(ShellDisplayBlock(language="bash", command=command))
     return await refused(
         ctx,
         sender=Shell.name,
         action=action,
         description=description,
-        display=[ShellDisplayBlock(language="bash", command=command)],
+        display=display,
         scope_key=command,
+        confined=sandboxed and crossing is None,
+        crossing=crossing,
     )
 
 
@@ -116,25 +182,25 @@ class Shell(TypedTool[ShellParams]):
     )
     params = ShellParams
 
-    def __init__(self, tasks: BackgroundTasks | None = None) -> None:
+    def __init__(self, tasks: BackgroundTasks | None = None, *, sandboxed: bool = False) -> None:
         self._tasks = tasks
+        if sandboxed:
+            self.params = SandboxedShellParams
 
     async def execute(self, params: ShellParams, ctx: ToolContext) -> ToolReturnValue:
         if params.run_in_background:
             return await self._start_background(params, ctx)
         command = params.command
-        refusal = await _approve(ctx, RUN_COMMAND, f"Run command `{command}`", command)
+        escape = _escape(params, ctx)
+        refusal = await _approve(ctx, RUN_COMMAND, f"Run command `{command}`", command, escape)
         if refusal is not None:
             return refusal
         capture = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
-        finished = await run_captured(
-            [_bash(), "-c", command],
-            cwd=ctx.work_dir,
-            timeout=params.timeout,
-            out=capture,
-            env=_environment(),
-        )
+        argv, env = sandboxed_command(ctx.sandbox, command, cwd=ctx.work_dir, escape=escape)
+        finished = await run_captured(argv, cwd=ctx.work_dir, timeout=params.timeout, out=capture, env=env)
         output, notes = _model_output(capture)
+        if finished.returncode:
+            notes += _sandbox_hint(ctx, escape, output)
         if finished.timed_out:
             message = f"Command killed by timeout ({params.timeout}s)"
             return _failure(message, f"Killed by timeout ({params.timeout}s)", output, notes)
@@ -152,9 +218,13 @@ class Shell(TypedTool[ShellParams]):
                 brief="Background not supported",
             )
         command = params.command
-        refusal = await _approve(ctx, RUN_BACKGROUND_COMMAND, f"Run background command `{command}`", command)
+        escape = _escape(params, ctx)
+        refusal = await _approve(
+            ctx, RUN_BACKGROUND_COMMAND, f"Run background command `{command}`", command, escape
+        )
         if refusal is not None:
             return refusal
+        argv, env = sandboxed_command(ctx.sandbox, command, cwd=ctx.work_dir, escape=escape)
         try:
             task = self._tasks.start(
                 command,
@@ -162,8 +232,8 @@ class Shell(TypedTool[ShellParams]):
                 cwd=ctx.work_dir,
                 timeout_s=params.timeout,
                 tool_call_id=ctx.tool_call_id,
-                argv=[_bash(), "-c", command],
-                env=_environment(),
+                argv=argv,
+                env=env,
             )
         except TooManyTasks:
             limit = self._tasks.limits.max_running_tasks
@@ -187,6 +257,13 @@ class Shell(TypedTool[ShellParams]):
         value = tool_ok(output=output, message="Background task started.")
         value.display = [BriefDisplayBlock(text=f"Started {task.id}"), task.display()]
         return value
+
+
+def _escape(params: ShellParams, ctx: ToolContext) -> Escape | None:
+    """The sandbox escape the command asks for (only meaningful in a sandbox)."""
+    if ctx.sandbox is None or not ctx.sandbox.active:
+        return None
+    return params.sandbox_escape if isinstance(params, SandboxedShellParams) else None
 
 
 def _model_output(capture: Capture) -> tuple[str, list[str]]:

@@ -150,6 +150,7 @@ class TaskStop(TypedTool[TaskStopParams]):
             description=f"Stop background task `{task.id}`",
             display=[task.display()],
             scope_key=task.id,
+            confined=ctx.sandbox is not None and ctx.sandbox.active,  # stopping harms nothing
         )
         if refusal is not None:
             return refusal

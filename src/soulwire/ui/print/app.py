@@ -23,6 +23,7 @@ from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
 from soulwire.llm.message import Message
 from soulwire.runtime.builder import Runtime, build_runtime
 from soulwire.runtime.options import SessionOptions
+from soulwire.wire.fold import joined_text
 from soulwire.wire.messages import StatusUpdate, StepRetry, ToolResult
 from soulwire.wire.types import TextPart, ThinkPart, ToolCall, UserInput, WireModel
 
@@ -84,7 +85,7 @@ class _Printer:
     def _end_of_step(self) -> None:
         if not self.parts and not self.calls:
             return
-        text = "".join(p.text for p in self.parts if isinstance(p, TextPart))
+        text = joined_text(self.parts)
         if text:
             self.last_text = text
         if self.json and not self.final_only:
@@ -123,7 +124,6 @@ def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[U
 
 
 async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
-    await runtime.session_started()
     code = EXIT_FAILED
     interrupted = False
 
@@ -139,14 +139,10 @@ async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer
                 interrupted = True
                 group.cancel_scope.cancel()  # the turn ends as a Wire `cancel` ends it
 
-    try:
-        async with anyio.create_task_group() as group:
-            printer.on_closed = group.cancel_scope.cancel
-            group.start_soon(stop_on_ctrl_c)
-            group.start_soon(run_prompts)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await runtime.session_ended()
+    async with runtime.running(wait_for_start=True), anyio.create_task_group() as group:
+        printer.on_closed = group.cancel_scope.cancel
+        group.start_soon(stop_on_ctrl_c)
+        group.start_soon(run_prompts)
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_BROKEN_PIPE if printer.closed else code

@@ -8,7 +8,6 @@ from typing import Any
 
 from soulwire import __version__
 from soulwire.wire import PROTOCOL_VERSION
-from soulwire.wire.jsonrpc import RPCError, invalid_params
 
 SERVER_NAME = "Soulwire"
 SERVER_CAPABILITIES: dict[str, bool] = {"supports_question": True, "supports_plan_mode": True}
@@ -51,41 +50,67 @@ class ClientHello:
         return max(self.protocol_version, BASELINE_VERSION)
 
 
-def _object_list(value: Any, method: str) -> list[dict[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):  # pyright: ignore[reportUnknownVariableType]
-        raise invalid_params(method)
-    return list(value)  # pyright: ignore[reportUnknownArgumentType]
+def _plain_hook(hook: Any) -> bool:
+    if not isinstance(hook, dict):
+        return False
+    timeout = hook.get("timeout")
+    return (
+        isinstance(hook.get("id"), str)
+        and isinstance(hook.get("event"), str)
+        and isinstance(hook.get("matcher", ""), str)
+        and (timeout is None or (isinstance(timeout, int | float) and not isinstance(timeout, bool)))
+    )
 
 
-def parse_initialize(params: Any) -> ClientHello:
-    """Validate `initialize` params; raises RPCError(-32602) when they do not fit."""
-    method = "initialize"
+def lean_hello(params: Any) -> ClientHello | None:
+    """The hello of an `initialize` whose params are plainly well formed and need no engine
+    (no external tools), checked without pydantic for the fast start-up path; None for
+    anything else, which the full server validates (and, if need be, refuses with a -32602
+    naming the field). Never accepts what `InitializeParams` would refuse."""
     if not isinstance(params, dict) or not isinstance(params.get("protocol_version"), str):
-        raise invalid_params(method)
+        return None
     raw: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType]
+    if raw.get("external_tools") is not None:
+        return None
     client = raw.get("client")
-    if client is not None and (not isinstance(client, dict) or not isinstance(client.get("name"), str)):
-        raise invalid_params(method)
-    capabilities = raw.get("capabilities") or {}
-    if not isinstance(capabilities, dict):
-        raise invalid_params(method)
-    tools = _object_list(raw.get("external_tools"), method)
-    for tool in tools:
-        if not isinstance(tool.get("name"), str) or not isinstance(tool.get("parameters", {}), dict):
-            raise invalid_params(method)
-        if not isinstance(tool.get("description", ""), str):
-            raise invalid_params(method)
-    hooks = _object_list(raw.get("hooks"), method)
+    if client is not None and not (
+        isinstance(client, dict)
+        and isinstance(client.get("name"), str)
+        and (client.get("version") is None or isinstance(client.get("version"), str))
+    ):
+        return None
+    capabilities = raw.get("capabilities")
+    if capabilities is not None:
+        if not isinstance(capabilities, dict):
+            return None
+        for key in ("supports_question", "supports_plan_mode"):
+            if key in capabilities and not isinstance(capabilities[key], bool):
+                return None
+    hooks = raw.get("hooks")
+    if hooks is not None and not (isinstance(hooks, list) and all(_plain_hook(h) for h in hooks)):  # pyright: ignore[reportUnknownVariableType]
+        return None
+    caps: dict[str, Any] = capabilities or {}  # pyright: ignore[reportUnknownVariableType]
     return ClientHello(
         protocol_version=parse_version(raw["protocol_version"]) or BASELINE_VERSION,
         client=client,  # pyright: ignore[reportUnknownArgumentType]
-        supports_question=bool(capabilities.get("supports_question")),  # pyright: ignore[reportUnknownMemberType]
-        supports_plan_mode=bool(capabilities.get("supports_plan_mode")),  # pyright: ignore[reportUnknownMemberType]
-        external_tools=tools,
-        hooks=hooks,
+        supports_question=caps.get("supports_question") is True,
+        supports_plan_mode=caps.get("supports_plan_mode") is True,
+        hooks=list(hooks or []),  # pyright: ignore[reportUnknownArgumentType]
         declared_capabilities="capabilities" in raw,
+    )
+
+
+def hello_from_params(params: Any) -> ClientHello:
+    """The hello of validated `InitializeParams`."""
+    caps = params.capabilities
+    return ClientHello(
+        protocol_version=parse_version(params.protocol_version) or BASELINE_VERSION,
+        client=params.client.model_dump() if params.client is not None else None,
+        supports_question=bool(caps and caps.supports_question),
+        supports_plan_mode=bool(caps and caps.supports_plan_mode),
+        external_tools=[t.model_dump() for t in params.external_tools or []],
+        hooks=[h.model_dump() for h in params.hooks or []],
+        declared_capabilities="capabilities" in params.model_fields_set,
     )
 
 
@@ -111,4 +136,4 @@ def initialize_result(
     return result
 
 
-__all__ = ["ClientHello", "RPCError", "initialize_result", "parse_initialize", "parse_version"]
+__all__ = ["ClientHello", "hello_from_params", "initialize_result", "lean_hello", "parse_version"]

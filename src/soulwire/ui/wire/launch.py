@@ -25,10 +25,9 @@ from soulwire.engine.catalog import configured_hook_events, describe_builtin, de
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import resolve_session_id
 from soulwire.sessions.store import FileSessionStore
-from soulwire.ui.wire.handshake import ClientHello, initialize_result, parse_initialize
-from soulwire.ui.wire.lines import LineReader
-from soulwire.ui.wire.output import OutputWriter
+from soulwire.ui.wire.handshake import ClientHello, initialize_result, lean_hello
 from soulwire.wire import PROTOCOL_VERSION, jsonrpc
+from soulwire.wire.lines import LineReader
 
 
 class _Warmup(threading.Thread):
@@ -58,12 +57,9 @@ def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello
     inbound = jsonrpc.classify(line.decode("utf-8", "replace"))
     if inbound.kind != "request" or inbound.method != "initialize":
         return None
-    try:
-        hello = parse_initialize(inbound.params)
-    except jsonrpc.RPCError:
-        return None  # the full server answers with the error
-    if hello.external_tools:
-        return None  # schema checks need the engine
+    hello = lean_hello(inbound.params)
+    if hello is None:
+        return None  # external tools or anything unusual: the full server validates it
     store = FileSessionStore(
         options.share_dir, options.work_dir, options.session_id or "", protocol_version=PROTOCOL_VERSION
     )
@@ -80,28 +76,15 @@ def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello
     return hello, jsonrpc.response_line(inbound.id, result)
 
 
-def _preload_provider(runtime: Any) -> None:
-    """Set up a real provider's SDK (its import and its client) in the background while the
-    client composes its first prompt, instead of during that prompt. A prompt that comes
-    first waits for the same work (the import lock, the client's lock), as it would anyway."""
-    from soulwire.llm.provider import Preloadable  # loaded by now; kept off the lean path
-
-    model = runtime.soul.model
-    provider = model.provider if model is not None else None
-    if not isinstance(provider, Preloadable):
-        return
-    preload = provider.preload
-
-    def run() -> None:
-        try:
-            preload()
-        except Exception:
-            pass  # the first request tries again and reports the error to the client
-
-    threading.Thread(target=run, name="soulwire-preload", daemon=True).start()
+def _write_all(fd: int, data: bytes) -> None:
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass  # the client is gone; the server notices when it reads EOF
 
 
-def _cannot_start(error: BaseException, reader: LineReader, writer: OutputWriter, *, answered: bool) -> int:
+def _cannot_start(error: BaseException, reader: LineReader, *, answered: bool) -> int:
     """The engine could not be built (the command line already refused what a light check
     can find, config/precheck.py). One line on stderr, never a traceback; and when
     `initialize` was already answered, every request gets the error until the client hangs
@@ -118,10 +101,9 @@ def _cannot_start(error: BaseException, reader: LineReader, writer: OutputWriter
         while (line := reader.read_line()) is not None:
             inbound = jsonrpc.classify(line)
             if inbound.kind == "request":
-                writer.write(jsonrpc.error_line(inbound.id, refusal))
+                _write_all(1, jsonrpc.error_line(inbound.id, refusal))
             elif inbound.kind == "invalid" and inbound.error is not None:
-                writer.write(jsonrpc.error_line(None, inbound.error))
-            writer.flush()
+                _write_all(1, jsonrpc.error_line(None, inbound.error))
     return code
 
 
@@ -137,24 +119,21 @@ def serve_wire(options: SessionOptions) -> int:
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)  # the main thread answers promptly while the warm-up runs
     warmup.start()
-    writer = OutputWriter(1)
     reader = LineReader(0)
     first = reader.read_line()
     early = _early_initialize(first, options) if first is not None else None
     if early is not None:
-        writer.write(early[1])
-        writer.flush()
+        _write_all(1, early[1])
     elif first is not None:
         reader.push_front(first)
     warmup.join()
     sys.setswitchinterval(previous_interval)
     startup_finished()
     if warmup.error is not None:
-        return _cannot_start(warmup.error, reader, writer, answered=early is not None)
-    _preload_provider(warmup.runtime)
+        return _cannot_start(warmup.error, reader, answered=early is not None)
     server: Any = sys.modules["soulwire.ui.wire.server"]
     hello = early[0] if early is not None else None
-    code: int = server.run_server(warmup.runtime, writer, reader, hello)
+    code: int = server.run_server(warmup.runtime, reader, hello)
     # Session files are closed and stdout is flushed: skip interpreter teardown (tens of ms
     # of module cleanup) so a client waiting for the exit is not kept waiting.
     sys.stderr.flush()
