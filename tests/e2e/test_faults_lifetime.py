@@ -207,6 +207,9 @@ def test_a_killed_watchdog_is_replaced_at_the_next_tool_process(engine, sandbox)
     def answer(message: dict[str, Any]) -> dict[str, Any]:
         payload = message["params"]["payload"]
         if payload["tool_call_id"] == "c2":  # c1 has run: kill its watchdog before c2 starts
+            assert wait_for(lambda: len(watchdogs()) == 1), [
+                (p, Path(f"/proc/{p}/cmdline").read_bytes()[:80]) for p in children_of(wire.proc.pid)
+            ]
             [watchdog] = watchdogs()
             os.kill(watchdog, signal.SIGKILL)
             assert wait_for(lambda: not watchdogs())
