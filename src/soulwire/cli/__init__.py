@@ -73,11 +73,9 @@ def _main(argv: list[str] | None) -> int:
     if args.acp:
         sys.stderr.write("soulwire: ACP mode is not available yet; use --wire\n")
         return 2
-    sys.stderr.write(
-        "soulwire: the interactive terminal UI is not available yet.\n"
-        "Use `soulwire --wire` (JSON-RPC over stdio), `soulwire --print -p TEXT`, or `soulwire demo`.\n"
-    )
-    return 2
+    from soulwire.ui.shell import run_shell
+
+    return run_shell(options, prompt=args.prompt)
 
 
 def _session_options(a: argparse.Namespace) -> SessionOptions:
@@ -107,7 +105,7 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         yolo=a.yolo,
         afk=a.afk,
         plan=a.plan,
-        session_id=a.session or None,
+        session_id=a.session if a.session == "" else (a.session or None),  # "": the shell asks
         continue_last=a.continue_last,
         max_steps_per_turn=a.max_steps_per_turn,
         max_retries_per_step=a.max_retries_per_step,

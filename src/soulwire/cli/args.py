@@ -31,7 +31,10 @@ def _int_at_least(minimum: int):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="soulwire",
-        description="A coding-agent engine. Modes: --wire (JSON-RPC over stdio), --print (one-shot).",
+        description=(
+            "A coding-agent engine. Modes: the interactive shell (no mode flag), "
+            "--wire (JSON-RPC over stdio), --print (one-shot)."
+        ),
         epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions, doctor [--json].",
         allow_abbrev=False,
     )
@@ -129,6 +132,6 @@ def parse_main(argv: list[str]) -> argparse.Namespace:
         args.final_message_only = True
     if not args.print_mode and (args.input_format or args.output_format or args.final_message_only):
         raise UsageError("--input-format, --output-format and --final-message-only need --print")
-    if args.session == "":
+    if args.session == "" and (args.print_mode or args.wire or args.acp):
         raise UsageError("--session needs an ID outside the interactive shell")
     return args

@@ -118,26 +118,34 @@ class Runtime:
     async def running(
         self, *, reason: str = "exit", wait_for_start: bool = False
     ) -> AsyncGenerator[anyio.abc.TaskGroup]:
-        """The session's lifetime, for a front end to serve inside. Session-long work (the
-        MCP servers' connections, the SessionStart hook) runs in the task group it yields;
-        on the way out the SessionEnd hook runs and every server is closed, shielded and
-        bounded, whether the front end ended normally or was cancelled. `wait_for_start`:
-        the SessionStart hook has run before the body starts (else it runs alongside)."""
+        """The session's lifetime, for a front end to serve inside: `start` in a task group of
+        its own, `stop` on the way out (whether the front end ended or was cancelled)."""
         async with anyio.create_task_group() as group:
-            if self.tasks is not None:  # background commands are watched for the whole session
-                self.tasks.attach(group)
-            if self.mcp is not None:  # connects in the background; the first turn waits for it
-                self.mcp.start(group)
-            if wait_for_start:
-                await self._session_started()
-            else:
-                group.start_soon(self._session_started)
+            await self.start(group, wait_for_start=wait_for_start)
             try:
                 yield group
             finally:
-                with anyio.CancelScope(shield=True):
-                    await self._session_ended(reason)
+                await self.stop(reason)
                 group.cancel_scope.cancel()
+
+    async def start(self, group: anyio.abc.TaskGroup, *, wait_for_start: bool = False) -> None:
+        """Begin the session's life in `group` (a front end's, alive until `stop`): the MCP
+        servers' connections and the background tasks' watchers run there, and the
+        SessionStart hook — before this returns with `wait_for_start`, else alongside."""
+        if self.tasks is not None:  # background commands are watched for the whole session
+            self.tasks.attach(group)
+        if self.mcp is not None:  # connects in the background; the first turn waits for it
+            self.mcp.start(group)
+        if wait_for_start:
+            await self._session_started()
+        else:
+            group.start_soon(self._session_started)
+
+    async def stop(self, reason: str = "exit") -> None:
+        """End the session's life: the SessionEnd hook, then every background command and
+        MCP server is ended — shielded and bounded, so a cancelled front end still cleans up."""
+        with anyio.CancelScope(shield=True):
+            await self._session_ended(reason)
 
     async def _session_started(self) -> None:
         await hook_points.session_start(self.hooks, "resume" if self.session.resumed else "startup")

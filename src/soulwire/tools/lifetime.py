@@ -21,7 +21,7 @@ Why not the kernel's parent-death signal (`PR_SET_PDEATHSIG`) on each child: it 
 the direct child (it is cleared on fork, so `(sleep 1; touch m) &` escapes), it fires when the
 *thread* that spawned the child exits, and setting it costs a `preexec_fn` — Python then forks
 instead of vforking: 10 to 20 ms more per spawn in a 100 MB engine — or an extra `setpriv` exec,
-1 to 4 ms more per Shell call (bench/lifetime_bench.py, bench/RESULTS.md §7). The watchdog covers
+1 to 4 ms more per Shell call (bench/lifetime_bench.py, bench/RESULTS.md §8). The watchdog covers
 the whole group for a few microseconds per call. Should the watchdog itself be killed, the
 next tool process starts a new one and tells it every group still alive. Platforms without
 `killpg` (Windows) get no watchdog.

@@ -44,7 +44,7 @@ from soulwire.wire.methods import InitializeParams, PromptParams, SetPlanModePar
 from soulwire.wire.peer import Method, Peer, PeerClosedError
 from soulwire.wire.serde import event_line
 from soulwire.wire.streams import FdStream, MessageStream
-from soulwire.wire.types import WireModel, user_input_adapter
+from soulwire.wire.types import WireModel
 
 SHUTDOWN_GRACE_S = 2.0
 
@@ -298,7 +298,9 @@ def prewarm(runtime: Runtime) -> None:
     from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult, TurnBegin, TurnEnd
     from soulwire.wire.types import TextPart, TokenUsage, ToolReturnValue
 
-    user_input_adapter().validate_python([{"type": "text", "text": "x"}])
+    # The method table validates strictly with these models: build their validators now.
+    PromptParams.model_validate({"user_input": [{"type": "text", "text": "x"}]}, strict=True)
+    SteerParams.model_validate({"user_input": "x"}, strict=True)
     value = ToolReturnValue(is_error=False, output="x")
     for message in (
         TurnBegin(user_input="x"),
