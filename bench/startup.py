@@ -67,14 +67,21 @@ def main() -> int:
     parser.add_argument("--cmd", action="append", required=True, help="label=command (repeatable)")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--json", help="write all samples here")
+    parser.add_argument(
+        "--interleave", action="store_true", help="alternate the commands run by run (fair under load)"
+    )
     args = parser.parse_args()
     samples: dict[str, dict[str, dict[str, list[float]]]] = {}
-    for spec in args.cmd:
-        label, _, command = spec.partition("=")
+    commands = [spec.partition("=")[::2] for spec in args.cmd]
+    for _, command in commands:
         run_once(command, pipelined=False)  # page cache and .pyc files warm
-        for mode in ("after", "pipelined"):
-            rows = samples.setdefault(label, {}).setdefault(mode, {})
-            for _ in range(args.repeat):
+    rounds = [(m, [c]) for c in commands for m in ("after", "pipelined")]
+    if args.interleave:
+        rounds = [(m, commands) for m in ("after", "pipelined")]
+    for mode, group in rounds:
+        for _ in range(args.repeat):
+            for label, command in group:
+                rows = samples.setdefault(label, {}).setdefault(mode, {})
                 for key, value in run_once(command, mode == "pipelined").items():
                     rows.setdefault(key, []).append(value)
     for label, modes in samples.items():

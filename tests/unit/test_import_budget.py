@@ -80,3 +80,14 @@ def test_wire_mode_preloads_a_real_providers_sdk_in_the_background(tmp_path: Pat
     )
     modules = loaded_after(statement)
     assert {"openai", "httpx2"} <= modules
+
+
+def test_acp_lean_path_answers_initialize_without_the_sdk_or_the_engine():
+    modules = loaded_after("import soulwire.cli, soulwire.cli.args, soulwire.ui.acp.launch")
+    assert not [m for m in (*HEAVY_FOR_LEAN_PATH, "acp") if m in modules]
+
+
+def test_acp_server_imports_no_provider_sdk():
+    modules = loaded_after("import soulwire.ui.acp.server")
+    assert "acp" in modules  # the check itself works
+    assert not [m for m in NEVER_AT_START if m in modules]

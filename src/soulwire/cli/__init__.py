@@ -17,8 +17,18 @@ SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `soulwire` command; returns the exit code."""
+    """Entry point of the `soulwire` command; returns the exit code (130 after Ctrl-C, without
+    a traceback: the front ends end their work cleanly first where they can)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "acp":  # `soulwire acp [flags]`, the form editors are configured with
+        argv = ["--acp", *argv[1:]]
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
     from soulwire.cli.args import UsageError, parse_main
@@ -30,8 +40,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"soulwire, version {__version__}")
             return 0
         options = _session_options(args)
-    except (UsageError, ConfigError) as exc:
+    except UsageError as exc:
         sys.stderr.write(f"soulwire: error: {exc}\nTry 'soulwire --help' for help.\n")
+        return 2
+    except ConfigError as exc:  # one line: what is wrong and where
+        sys.stderr.write(f"soulwire: error: {exc}\n")
         return 2
     problem = _sandbox_problem(options)
     if problem is not None:
@@ -60,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
             final_message_only=args.final_message_only,
         )
     if args.acp:
-        sys.stderr.write("soulwire: ACP mode is not available yet; use --wire\n")
-        return 2
+        from soulwire.ui.acp.launch import serve_acp
+
+        return serve_acp(options)
     from soulwire.ui.shell import run_shell
 
     return run_shell(options, prompt=args.prompt)
@@ -69,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _session_options(a: argparse.Namespace) -> SessionOptions:
     from soulwire.config.loader import ConfigError, load_raw_config, share_dir
+    from soulwire.config.precheck import check_raw_config
     from soulwire.runtime.options import SessionOptions
 
     work_dir = Path(a.work_dir or os.getcwd()).expanduser()
@@ -77,6 +92,12 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
     work_dir = Path(os.path.abspath(work_dir))
     share = share_dir()
     raw, path = load_raw_config(config_file=a.config_file, config_text=a.config, share=share)
+    check_raw_config(raw, origin=str(path) if path else "--config", model_alias=a.model)
+    mcp_files = [Path(p) for p in a.mcp_config_file]
+    if mcp_files or a.mcp_config or (share / "mcp.json").is_file():  # else no import at all
+        from soulwire.tools.mcp_config import load_mcp_servers
+
+        load_mcp_servers(mcp_files, list(a.mcp_config), share)  # refused here, before any reply
     return SessionOptions(
         work_dir=work_dir,
         share_dir=share,
@@ -95,7 +116,7 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         agent_file=Path(a.agent_file) if a.agent_file else None,
         skills_dirs=[Path(p) for p in a.skills_dir],
         add_dirs=[Path(p) for p in a.add_dir],
-        mcp_config_files=[Path(p) for p in a.mcp_config_file],
+        mcp_config_files=mcp_files,
         mcp_configs=list(a.mcp_config),
         print_mode=a.print_mode,
         sandbox=a.sandbox,

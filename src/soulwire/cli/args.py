@@ -33,9 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="soulwire",
         description=(
             "A coding-agent engine. Modes: the interactive shell (no mode flag), "
-            "--wire (JSON-RPC over stdio), --print (one-shot)."
+            "--wire (JSON-RPC over stdio), acp (Agent Client Protocol), --print (one-shot)."
         ),
-        epilog="Subcommands: info [--json], schema [--out DIR], demo, sessions, doctor [--json].",
+        epilog="Subcommands: acp, info [--json], schema [--out DIR], demo, sessions, doctor [--json].",
         allow_abbrev=False,
     )
     add = parser.add_argument
@@ -103,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--print", dest="print_mode", action="store_true", help="run one prompt and print the answer"
     )
     mode.add_argument("--wire", action="store_true", help="serve the Wire protocol on stdin/stdout")
-    mode.add_argument("--acp", action="store_true", help=argparse.SUPPRESS)
+    mode.add_argument(
+        "--acp", action="store_true", help="serve the Agent Client Protocol (also: soulwire acp)"
+    )
     add("--quiet", action="store_true", help="--print --output-format text --final-message-only")
     add("--input-format", choices=["text", "stream-json"], help="print mode input format")
     add("--output-format", choices=["text", "stream-json"], help="print mode output format")

@@ -16,6 +16,12 @@ from pydantic import (
 )
 
 from soulwire.config.loader import ConfigError
+from soulwire.config.precheck import (
+    BACKGROUND_MINIMUMS,
+    COMPACTION_RATIO_RANGE,
+    HOOK_TIMEOUT_RANGE,
+    LOOP_CONTROL_MINIMUMS,
+)
 from soulwire.wire.hook_events import HOOK_EVENTS
 
 
@@ -51,23 +57,27 @@ class ModelConfig(_Section):
 
 class LoopControl(_Section):
     max_steps_per_turn: int = Field(
-        default=1000, ge=1, validation_alias=AliasChoices("max_steps_per_turn", "max_steps_per_run")
+        default=1000,
+        ge=LOOP_CONTROL_MINIMUMS["max_steps_per_turn"],
+        validation_alias=AliasChoices("max_steps_per_turn", "max_steps_per_run"),
     )
-    max_retries_per_step: int = Field(default=3, ge=1)
-    max_ralph_iterations: int = Field(default=0, ge=-1)
-    reserved_context_size: int = Field(default=50_000, ge=1000)
-    compaction_trigger_ratio: float = Field(default=0.85, ge=0.5, le=0.99)
+    max_retries_per_step: int = Field(default=3, ge=LOOP_CONTROL_MINIMUMS["max_retries_per_step"])
+    max_ralph_iterations: int = Field(default=0, ge=LOOP_CONTROL_MINIMUMS["max_ralph_iterations"])
+    reserved_context_size: int = Field(default=50_000, ge=LOOP_CONTROL_MINIMUMS["reserved_context_size"])
+    compaction_trigger_ratio: float = Field(
+        default=0.85, ge=COMPACTION_RATIO_RANGE[0], le=COMPACTION_RATIO_RANGE[1]
+    )
 
 
 class BackgroundConfig(_Section):
     """`[background]`: limits of background tasks (spec §8.2); the other reference keys are
     accepted and ignored."""
 
-    max_running_tasks: int = Field(default=4, ge=1)
-    read_max_bytes: int = Field(default=30_000, ge=1)
-    notification_tail_lines: int = Field(default=20, ge=0)
-    notification_tail_chars: int = Field(default=3_000, ge=0)
-    kill_grace_period_ms: int = Field(default=2_000, ge=0)
+    max_running_tasks: int = Field(default=4, ge=BACKGROUND_MINIMUMS["max_running_tasks"])
+    read_max_bytes: int = Field(default=30_000, ge=BACKGROUND_MINIMUMS["read_max_bytes"])
+    notification_tail_lines: int = Field(default=20, ge=BACKGROUND_MINIMUMS["notification_tail_lines"])
+    notification_tail_chars: int = Field(default=3_000, ge=BACKGROUND_MINIMUMS["notification_tail_chars"])
+    kill_grace_period_ms: int = Field(default=2_000, ge=BACKGROUND_MINIMUMS["kill_grace_period_ms"])
 
 
 class HookConfig(_Section):
@@ -77,7 +87,7 @@ class HookConfig(_Section):
     event: str
     command: str = Field(min_length=1)
     matcher: str = ""
-    timeout: int = Field(default=30, ge=1, le=600)
+    timeout: int = Field(default=30, ge=HOOK_TIMEOUT_RANGE[0], le=HOOK_TIMEOUT_RANGE[1])
 
     @field_validator("event")
     @classmethod
@@ -89,11 +99,12 @@ class HookConfig(_Section):
 
 class Config(_Section):
     default_model: str = ""
-    default_thinking: bool = False
-    default_yolo: bool = False
-    default_plan_mode: bool = False
-    skip_afk_prompt_injection: bool = False
-    telemetry: bool = True
+    # Strict: "no" or 1 is a mistake to report, not a switch to guess (config/precheck.py).
+    default_thinking: StrictBool = False
+    default_yolo: StrictBool = False
+    default_plan_mode: StrictBool = False
+    skip_afk_prompt_injection: StrictBool = False
+    telemetry: StrictBool = True
     extra_skill_dirs: list[str] = Field(default_factory=list)
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
@@ -123,13 +134,13 @@ class Config(_Section):
         return self
 
 
-def validate_config(raw: dict[str, Any]) -> Config:
-    """Validate a raw mapping; errors become ConfigError with a readable message."""
+def validate_config(raw: dict[str, Any], origin: object = None) -> Config:
+    """Validate a raw mapping; errors become ConfigError with a one-line message naming the
+    origin (the file, or `--config`) and the keys."""
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        lines = [f"invalid configuration ({exc.error_count()} error(s)):"]
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "<root>"
-            lines.append(f"  {where}: {err['msg']}")
-        raise ConfigError("\n".join(lines)) from None
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'configuration'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"{origin or 'configuration'}: {problems}") from None

@@ -29,7 +29,15 @@ from soulwire.llm.errors import (
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
 from soulwire.llm.registry import ResolvedModel
-from soulwire.tools.base import Approver, ClientTools, NoticeSource, ToolContext, Toolset
+from soulwire.tools.base import (
+    Approver,
+    ClientTools,
+    CommandRunner,
+    FileAccess,
+    NoticeSource,
+    ToolContext,
+    Toolset,
+)
 from soulwire.wire.fold import Merger, assemble
 from soulwire.wire.messages import (
     StatusUpdate,
@@ -159,6 +167,8 @@ class Soul:
         self.context = context
         self.toolset = toolset
         self.approver = approver
+        self.files: FileAccess | None = None  # a front end may route file tools through an editor
+        self.terminal: CommandRunner | None = None  # … and Shell through the editor's terminal
         self.model = model
         self.loop_control = loop_control
         self.work_dir = work_dir
@@ -408,6 +418,8 @@ class Soul:
                 additional_dirs=self.additional_dirs,
                 state=self.state,
                 sandbox=self.sandbox,
+                files=self.files,
+                terminal=self.terminal,
             )
             for c in calls
         ]

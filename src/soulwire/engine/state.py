@@ -3,16 +3,25 @@ title, plan mode, todos, extra workspace dirs.
 
 The live values stay where they are used (the approvals broker, `soul.state`); the keeper
 restores them on resume and writes a snapshot whenever one of them changed, checked after
-every tool result, step and turn, so a killed process loses nothing that was completed."""
+every tool result, step and turn, so a killed process loses nothing that was completed.
+
+What is read back is validated strictly: a damaged or hand-edited file must never grant
+anything (`"yolo": "no"` is not true). A field of the wrong type counts as its default — off,
+empty, none — and one warning line on stderr names the file and the fields."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from soulwire.engine.approvals import ApprovalBroker
 from soulwire.engine.slash import parse_slash
+from soulwire.sessions.jsonl import warn_stderr
+from soulwire.sessions.paths import STATE_FILE
 from soulwire.sessions.store import SessionStore
 from soulwire.wire.messages import StatusUpdate, ToolResult, TurnBegin, TurnEnd
 from soulwire.wire.types import WireModel, user_input_text
@@ -42,6 +51,55 @@ def default_state() -> dict[str, Any]:
         "auto_archive_exempt": False,
         "todos": [],
     }
+
+
+class _Checked(BaseModel):
+    # strict: no coercion ("no", 1 and [] are not booleans); extra keys (the reference's
+    # bookkeeping) are kept as they are.
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class _ApprovalFields(_Checked):
+    yolo: bool = False
+    afk: bool = False
+    auto_approve_actions: list[str] = Field(default_factory=list[str])
+
+
+class _StateFields(_Checked):
+    """The fields the engine acts on, with their types; each one that grants something is
+    off or empty by default."""
+
+    approval: _ApprovalFields = Field(default_factory=_ApprovalFields)
+    additional_dirs: list[str] = Field(default_factory=list[str])
+    custom_title: str | None = None
+    plan_mode: bool = False
+    plan_session_id: str | None = None
+    plan_slug: str | None = None
+    todos: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]])
+
+
+def _field_of(loc: tuple[int | str, ...]) -> tuple[str, ...]:
+    """The field an error is about: `approval.yolo` rather than a list index inside it."""
+    head, *rest = loc
+    if head == "approval" and rest and rest[0] in _ApprovalFields.model_fields:
+        return ("approval", str(rest[0]))
+    return (str(head),)
+
+
+def checked_state(loaded: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`loaded` with every mistyped field set to its default, and the names of those fields."""
+    raw = copy.deepcopy(loaded)
+    try:
+        return _StateFields.model_validate(raw).model_dump(), []
+    except ValidationError as exc:
+        bad = sorted({_field_of(error["loc"]) for error in exc.errors() if error["loc"]})
+    for path in bad:
+        holder = raw
+        for key in path[:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(holder, dict):
+            holder.pop(path[-1], None)  # pyright: ignore[reportUnknownMemberType]
+    return _StateFields.model_validate(raw).model_dump(), [".".join(path) for path in bad]
 
 
 def title_from(user_input: Any) -> str | None:
@@ -85,14 +143,17 @@ class StateKeeper:
         self._live = live
         self._plan_mode = plan_mode
         loaded = store.load_state()
+        checked, bad = checked_state(loaded)
+        if bad:
+            directory = getattr(store, "dir", None)
+            where = f"{STATE_FILE} of {store.session_id}"
+            if isinstance(directory, Path):
+                where = directory / STATE_FILE
+            warn_stderr(f"warning: {where}: ignoring {', '.join(bad)} (wrong type); treated as off/empty")
         self.state = default_state()
-        self.state.update(loaded)
-        approval = self.state.get("approval")
-        self.state["approval"] = {
-            **default_state()["approval"],
-            **(approval if isinstance(approval, dict) else {}),
-        }
-        dirs = [d for d in self.state.get("additional_dirs") or [] if isinstance(d, str)]
+        self.state.update(checked)
+        self.state["approval"] = {**default_state()["approval"], **checked["approval"]}
+        dirs: list[str] = self.state["additional_dirs"]
         self.state["additional_dirs"] = dirs + [d for d in add_dirs if d not in dirs]
         self._saved: dict[str, Any] | None = copy.deepcopy(loaded) if loaded else None
 

@@ -47,10 +47,14 @@ class ResolvedModel:
 
 
 def scripted_factory(provider: ProviderConfig, model: ModelConfig, env: dict[str, str]) -> ChatProvider:
-    from soulwire.llm.scripted import TRACE_ENV, ScriptedEchoProvider, load_scripts
+    from soulwire.llm.scripted import TRACE_ENV, ScriptedEchoProvider, ScriptError, load_scripts
 
     trace = any(env.get(k, "").lower() in ("1", "true", "yes", "on") for k in TRACE_ENV)
-    return ScriptedEchoProvider(load_scripts(env), capabilities=model_capabilities(model), trace=trace)
+    try:
+        scripts = load_scripts(env)
+    except ScriptError as exc:  # the prompt answers -32001 with why, instead of a crash
+        raise LLMNotSet(f"LLM is not set: {exc}") from None
+    return ScriptedEchoProvider(scripts, capabilities=model_capabilities(model), trace=trace)
 
 
 def echo_factory(provider: ProviderConfig, model: ModelConfig, env: dict[str, str]) -> ChatProvider:

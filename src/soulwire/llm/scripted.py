@@ -9,9 +9,9 @@ import re
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
+from soulwire.config.scripts_file import ScriptsFileError, read_scripts, scripts_path
 from soulwire.llm.errors import APIConnectionError, APITimeoutError, ChatProviderError, status_error
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.wire.types import (
@@ -28,7 +28,6 @@ from soulwire.wire.types import (
     WireModel,
 )
 
-SCRIPTS_ENV = ("SOULWIRE_SCRIPTED_ECHO_SCRIPTS", "KIMI_SCRIPTED_ECHO_SCRIPTS")
 TRACE_ENV = ("SOULWIRE_SCRIPTED_ECHO_TRACE", "KIMI_SCRIPTED_ECHO_TRACE")
 _CHECKPOINT_EVERY = 64  # parts between yields to the event loop: lets writers flush and cancel land
 _TOKEN_SPLIT = re.compile(r"[\s,]+")
@@ -220,24 +219,11 @@ def _preflight(script: str) -> Script:
 
 def load_scripts(env: dict[str, str] | None = None) -> list[str]:
     """Read the scripts file named by the environment: a JSON list of strings, or text with
-    scripts separated by lines of `---`."""
-    env = dict(os.environ) if env is None else env
-    path_text = next((env[k] for k in SCRIPTS_ENV if env.get(k)), None)
-    if not path_text:
-        raise ScriptError(
-            f"scripted provider needs {SCRIPTS_ENV[1]} (or {SCRIPTS_ENV[0]}) to name a scripts file"
-        )
-    path = Path(path_text)
+    scripts separated by lines of `---` (llm/scripts_file.py)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScriptError(f"cannot read scripts file {path}: {exc.strerror or exc}") from None
-    if text.lstrip().startswith("["):
-        value = json.loads(text)
-        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):  # pyright: ignore[reportUnknownVariableType]
-            raise ScriptError(f"{path}: expected a JSON list of strings")
-        return list(value)  # pyright: ignore[reportUnknownArgumentType]
-    return [chunk for chunk in text.split("\n---\n") if chunk.strip()]
+        return read_scripts(scripts_path(dict(os.environ) if env is None else env))
+    except ScriptsFileError as exc:
+        raise ScriptError(str(exc)) from None
 
 
 async def _play(script: str, result: StreamResult) -> AsyncIterator[WireModel]:

@@ -201,7 +201,7 @@ class Runtime:
 
 def build_runtime(options: SessionOptions, channel: ClientChannel | None = None) -> Runtime:
     """Build a session's runtime. Raises ConfigError for unusable configuration."""
-    config = validate_config(options.raw_config)
+    config = validate_config(options.raw_config, options.config_path or "--config")
     loop = config.loop_control
     updates: dict[str, Any] = {}
     if options.max_steps_per_turn is not None:

@@ -79,3 +79,12 @@ def last_session_id(share: Path, work_dir: str) -> str | None:
             value = entry.get("last_session_id")
             return value if isinstance(value, str) and value else None
     return None
+
+
+def known_work_dirs(share: Path) -> list[str]:
+    """Every work dir the index has seen, in the order they were first used."""
+    return [
+        entry["path"]
+        for entry in _entries(_read(share))
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str)
+    ]

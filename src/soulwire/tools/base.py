@@ -86,6 +86,38 @@ class ClientTools(Protocol):
     async def call_external(self, tool_call_id: str, name: str, arguments: str | None) -> ToolReturnValue: ...
 
 
+class FileAccess(Protocol):
+    """Where the file tools read and write text when not the disk: an editor's buffers (ACP
+    `fs/read_text_file`, `fs/write_text_file`), so that unsaved changes are what they see."""
+
+    async def read_text(self, path: Path) -> str | None:
+        """The file's text; None when the file does not exist."""
+        ...
+
+    async def write_text(self, path: Path, text: str) -> None:
+        """Replace the file's text; raises OSError when it cannot."""
+        ...
+
+
+@dataclass
+class CommandResult:
+    """How a command run elsewhere ended, and what it printed."""
+
+    output: str
+    returncode: int | None
+    timed_out: bool = False
+    truncated: bool = False
+
+
+class CommandRunner(Protocol):
+    """Runs a foreground Shell command somewhere else: an editor's terminal (ACP
+    `terminal/*`), so the user watches it there. Cancelling the call kills the command."""
+
+    async def run(
+        self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, tool_call_id: str
+    ) -> CommandResult: ...
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may use while it runs; passed explicitly, never global."""
@@ -98,6 +130,10 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)
     sandbox: SandboxPolicy | None = None
     """The session's sandbox (None or mode `off`: none); Shell and the file tools obey it."""
+    files: FileAccess | None = None
+    """The editor's view of files, when a front end provides one (else the disk)."""
+    terminal: CommandRunner | None = None
+    """The editor's terminal for foreground commands, when a front end provides one."""
     rejected: bool = False
     """Set when the user rejected an action without feedback: the turn stops after the step."""
 

@@ -23,6 +23,7 @@ from soulwire.tools.base import (
     refused,
 )
 from soulwire.tools.external import ExternalTool
+from soulwire.tools.lifetime import tie_new_children
 from soulwire.tools.mcp_config import MCPServerConfig
 from soulwire.wire.messages import MCPLoadingBegin, MCPLoadingEnd, StatusUpdate
 from soulwire.wire.types import (
@@ -184,6 +185,7 @@ class MCPManager:
                 command=config.command, args=config.args, env=config.env, cwd=config.cwd
             )
             read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+            tie_new_children()  # the SDK does not tell the server's pid
         else:
             read, write = await stack.enter_async_context(_http_transport(config, stack))
         session = await stack.enter_async_context(ClientSession(read, write))

@@ -28,6 +28,7 @@ import anyio
 import anyio.abc
 
 from soulwire.tools.builtin.process import group_alive, signal_group
+from soulwire.tools.lifetime import tie_to_engine
 from soulwire.wire.messages import Notification
 from soulwire.wire.types import BackgroundTaskDisplayBlock
 
@@ -242,6 +243,7 @@ class BackgroundTasks:
                 env=env,
                 start_new_session=True,
             )
+        tie_to_engine(process.pid)
         task.pgid = process.pid
         self._tasks[task_id] = task
         _write_json(task_dir / RUNTIME_FILE, task.record())

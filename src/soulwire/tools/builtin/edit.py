@@ -43,13 +43,21 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
-def _current_text(target: Target, shown: str) -> ToolReturnValue | str | None:
+async def _text_now(ctx: ToolContext, target: Target) -> str | None:
+    """The file's text as the user sees it: the editor's buffer when the front end routes file
+    access through an editor, else the disk. None when it does not exist."""
+    if ctx.files is not None:
+        return await ctx.files.read_text(target.real)
+    return _read_text(target.real)
+
+
+async def _current_text(ctx: ToolContext, target: Target, shown: str) -> ToolReturnValue | str | None:
     """The file's text (None when it does not exist), or the error result for a directory or a
     file that cannot be read."""
     if target.real.is_dir():
         return tool_error(f"`{shown}` is a directory.", brief="Not a file")
     try:
-        return _read_text(target.real)
+        return await _text_now(ctx, target)
     except OSError as exc:
         return tool_error(f"Could not read `{shown}`: {exc.strerror or exc}", brief="Read failed")
 
@@ -98,13 +106,16 @@ async def _approve_and_write(
         )
         if refusal is not None:
             return refusal
-    if _read_text(target.real) != old:
-        return tool_error(
-            f"`{target.path}` changed while waiting for approval; read it again and redo the change.",
-            brief="File changed",
-        )
     try:
-        target.real.write_bytes(new.encode(_ENCODING, _ERRORS))
+        if await _text_now(ctx, target) != old:
+            return tool_error(
+                f"`{target.path}` changed while waiting for approval; read it again and redo the change.",
+                brief="File changed",
+            )
+        if ctx.files is not None:
+            await ctx.files.write_text(target.real, new)
+        else:
+            target.real.write_bytes(new.encode(_ENCODING, _ERRORS))
     except OSError as exc:
         return tool_error(f"Could not write `{target.path}`: {exc.strerror or exc}", brief="Write failed")
     return blocks
@@ -137,7 +148,7 @@ class WriteFile(TypedTool[WriteFileParams]):
                 f"The parent directory of `{params.path}` does not exist; create it first.",
                 brief="Parent directory not found",
             )
-        old = _current_text(target, params.path)
+        old = await _current_text(ctx, target, params.path)
         if isinstance(old, ToolReturnValue):
             return old
         append = params.mode == "append"
@@ -147,7 +158,7 @@ class WriteFile(TypedTool[WriteFileParams]):
         )
         if isinstance(written, ToolReturnValue):
             return written
-        size = target.real.stat().st_size
+        size = len(new.encode(_ENCODING, _ERRORS))
         done = "appended to" if append else "overwritten"
         return tool_ok(
             message=f"File successfully {done}. Current size: {size} bytes.", display=list(written)
@@ -217,7 +228,7 @@ class StrReplaceFile(TypedTool[StrReplaceFileParams]):
             return sensitive_refusal(params.path)
         if hidden_by_sandbox(ctx, target):
             return hidden_refusal(params.path)
-        old = _current_text(target, params.path)
+        old = await _current_text(ctx, target, params.path)
         if isinstance(old, ToolReturnValue):
             return old
         if old is None:

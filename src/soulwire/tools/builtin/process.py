@@ -5,7 +5,8 @@ terminal). On timeout or cancellation the whole group gets SIGTERM, then SIGKILL
 short grace, inside a shielded, time-bounded scope: grandchildren (`sleep 30 &`) die with the
 command and a cancelled turn still ends promptly. A command that ends by itself is waited for
 until its output closes; background jobs it detached from that output on purpose
-(`server > log 2>&1 &`) are left running, as in a terminal."""
+(`server > log 2>&1 &`) are left running, as in a terminal, until the engine ends: every
+group is tied to the engine's life (tools/lifetime.py), SIGKILL of the engine included."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import anyio
 import anyio.to_thread
 
 from soulwire.tools.builtin.output import OMITTED
+from soulwire.tools.lifetime import tie_to_engine
 
 KILL_GRACE_S = 0.25
 """How long a group may take to exit after SIGTERM before it gets SIGKILL."""
@@ -192,6 +194,7 @@ async def run_captured(
         env=env,
         start_new_session=True,
     )
+    tie_to_engine(process.pid)
     finished = complete = False
     try:
         out_fd, err_fd = _nonblocking_fd(process.stdout), _nonblocking_fd(process.stderr)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from io import BufferedReader, BytesIO
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 from pydantic import Field, field_validator
@@ -63,22 +65,26 @@ class _Slice:
 
 def _read_slice(path: Path, offset: int, count: int) -> _Slice:
     """Lines [offset, offset+count) — or the last -offset lines — and the file's line count."""
-    result = _Slice()
     with path.open("rb") as handle:
-        if b"\0" in handle.peek(_BINARY_SNIFF_BYTES)[:_BINARY_SNIFF_BYTES]:
-            result.binary = True
-            return result
-        if offset > 0:
-            result.start = offset
-            for number, line in enumerate(handle, start=1):
-                result.total = number  # every line is counted, also after the window
-                if offset <= number < offset + count:
-                    result.add(line)
-            return result
-        tail: deque[bytes] = deque(maxlen=-offset)
-        for line in handle:
-            result.total += 1
-            tail.append(line)
+        return _slice(handle, offset, count)
+
+
+def _slice(handle: BufferedReader[Any], offset: int, count: int) -> _Slice:
+    result = _Slice()
+    if b"\0" in handle.peek(_BINARY_SNIFF_BYTES)[:_BINARY_SNIFF_BYTES]:
+        result.binary = True
+        return result
+    if offset > 0:
+        result.start = offset
+        for number, line in enumerate(handle, start=1):
+            result.total = number  # every line is counted, also after the window
+            if offset <= number < offset + count:
+                result.add(line)
+        return result
+    tail: deque[bytes] = deque(maxlen=-offset)
+    for line in handle:
+        result.total += 1
+        tail.append(line)
     result.start = result.total - len(tail) + 1
     for line in list(tail)[:count]:
         if not result.add(line):
@@ -111,9 +117,14 @@ class ReadFile(TypedTool[ReadFileParams]):
             return target
         count = min(params.n_lines, MAX_LINES)
         try:
-            piece = await anyio.to_thread.run_sync(
-                _read_slice, target.real, params.line_offset, count, abandon_on_cancel=True
-            )
+            text = await ctx.files.read_text(target.real) if ctx.files is not None else None
+            if text is not None:  # the editor's buffer
+                handle = BufferedReader(BytesIO(text.encode("utf-8", "surrogateescape")))
+                piece = _slice(handle, params.line_offset, count)
+            else:
+                piece = await anyio.to_thread.run_sync(
+                    _read_slice, target.real, params.line_offset, count, abandon_on_cancel=True
+                )
         except OSError as exc:
             return tool_error(f"Could not read `{params.path}`: {exc.strerror or exc}", brief="Read failed")
         if piece.binary:

@@ -195,16 +195,31 @@ class Shell(TypedTool[ShellParams]):
         refusal = await _approve(ctx, RUN_COMMAND, f"Run command `{command}`", command, escape)
         if refusal is not None:
             return refusal
-        capture = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
-        argv, env = sandboxed_command(ctx.sandbox, command, cwd=ctx.work_dir, escape=escape)
-        finished = await run_captured(argv, cwd=ctx.work_dir, timeout=params.timeout, out=capture, env=env)
-        output, notes = _model_output(capture)
-        if finished.returncode:
-            notes += _sandbox_hint(ctx, escape, output)
-        if finished.timed_out:
+        sandboxed = ctx.sandbox is not None and ctx.sandbox.active
+        if ctx.terminal is not None and not sandboxed:  # a sandboxed command always runs here
+            ran = await ctx.terminal.run(
+                [_bash(), "-c", command],
+                cwd=ctx.work_dir,
+                env=dict(_NON_INTERACTIVE),
+                timeout=params.timeout,
+                tool_call_id=ctx.tool_call_id,
+            )
+            output, notes = _clipped(ran.output, ran.truncated, len(ran.output.encode()))
+            timed_out, returncode = ran.timed_out, ran.returncode
+        else:
+            capture = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
+            argv, env = sandboxed_command(ctx.sandbox, command, cwd=ctx.work_dir, escape=escape)
+            finished = await run_captured(
+                argv, cwd=ctx.work_dir, timeout=params.timeout, out=capture, env=env
+            )
+            output, notes = _model_output(capture)
+            if finished.returncode:
+                notes += _sandbox_hint(ctx, escape, output)
+            timed_out, returncode = finished.timed_out, finished.returncode
+        if timed_out:
             message = f"Command killed by timeout ({params.timeout}s)"
             return _failure(message, f"Killed by timeout ({params.timeout}s)", output, notes)
-        code = finished.returncode or 0
+        code = returncode or 0
         if code != 0:
             message, headline = _exit_text(code)
             return _failure(message, headline, output, notes)
@@ -267,12 +282,15 @@ def _escape(params: ShellParams, ctx: ToolContext) -> Escape | None:
 
 
 def _model_output(capture: Capture) -> tuple[str, list[str]]:
-    text = capture.text()
+    return _clipped(capture.text(), bool(capture.dropped), capture.total)
+
+
+def _clipped(text: str, dropped_already: bool, total: int) -> tuple[str, list[str]]:
     notes: list[str] = []
     text, cut_lines = cap_lines(text)
     text, dropped = clip_middle(text)
-    if capture.dropped or dropped:
-        notes.append(f"Output was too long ({capture.total} bytes); only its beginning and end are shown.")
+    if dropped_already or dropped:
+        notes.append(f"Output was too long ({total} bytes); only its beginning and end are shown.")
     if cut_lines:
         notes.append(f"{cut_lines} overlong line(s) were truncated.")
     return text, notes

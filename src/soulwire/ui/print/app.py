@@ -1,13 +1,17 @@
 """Print mode: run prompts without a client and print the answer (spec §8.4).
 
 Nobody is there to approve, so tool actions are auto-approved (afk). Exit codes: 0 success,
-1 permanent failure (incl. max steps, LLM not set), 75 retryable provider failure."""
+1 permanent failure (incl. max steps, LLM not set), 75 retryable provider failure, 130 after
+Ctrl-C, 141 when the reader of stdout went away (`| head -1`). The last two stop the turn as a
+Wire `cancel` does, so the session files hold every completed step; never a traceback."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 import anyio
@@ -24,6 +28,8 @@ from soulwire.wire.messages import StatusUpdate, StepRetry, ToolResult
 from soulwire.wire.types import TextPart, ThinkPart, ToolCall, UserInput, WireModel
 
 EXIT_OK, EXIT_FAILED, EXIT_RETRYABLE = 0, 1, 75
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 class _Printer:
@@ -36,11 +42,30 @@ class _Printer:
         self.parts: list[Any] = []
         self.calls: list[ToolCall] = []
         self.last_text = ""
+        self.closed = False
+        """The reader of our output went away."""
+        self.on_closed: Callable[[], None] = lambda: None
+
+    def write(self, text: str, *, flush: bool = False) -> None:
+        if self.closed:
+            return
+        try:
+            self.out.write(text)
+            if flush:
+                self.out.flush()
+        except BrokenPipeError:
+            self.closed = True
+            try:  # whatever is still buffered goes nowhere, not into an error at exit
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.out.fileno())
+                os.close(devnull)
+            except (OSError, ValueError):
+                pass
+            self.on_closed()
 
     def raw(self, message: WireModel) -> None:
         if not self.json and not self.final_only and type(message) is TextPart:
-            self.out.write(message.text)
-            self.out.flush()
+            self.write(message.text, flush=True)
 
     def merged(self, message: WireModel) -> None:
         if isinstance(message, StepRetry):
@@ -48,7 +73,7 @@ class _Printer:
         elif isinstance(message, ToolCall):
             self.calls.append(message)
             if not self.json and not self.final_only:
-                self.out.write(f"\n• {message.function.name} {message.function.arguments or ''}\n")
+                self.write(f"\n• {message.function.name} {message.function.arguments or ''}\n")
         elif isinstance(message, StatusUpdate):
             self._end_of_step()
         elif isinstance(message, ToolResult):
@@ -68,7 +93,7 @@ class _Printer:
                 Message(role="assistant", content=self.parts, tool_calls=self.calls or None).to_record()
             )
         elif not self.json and not self.final_only and text:
-            self.out.write("\n")
+            self.write("\n")
         self.parts, self.calls = [], []
 
     def finish(self) -> None:
@@ -77,12 +102,11 @@ class _Printer:
             if self.json:
                 self._json({"role": "assistant", "content": self.last_text})
             else:
-                self.out.write(self.last_text + "\n")
-        self.out.flush()
+                self.write(self.last_text + "\n")
+        self.write("", flush=True)
 
     def _json(self, record: dict[str, Any]) -> None:
-        self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.out.flush()
+        self.write(json.dumps(record, ensure_ascii=False) + "\n", flush=True)
 
 
 def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[UserInput]:
@@ -100,8 +124,28 @@ def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[U
 
 
 async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
-    async with runtime.running(wait_for_start=True):
-        return await _run_prompts(runtime, prompts, printer)
+    code = EXIT_FAILED
+    interrupted = False
+
+    async def run_prompts() -> None:
+        nonlocal code
+        code = await _run_prompts(runtime, prompts, printer)
+        group.cancel_scope.cancel()
+
+    async def stop_on_ctrl_c() -> None:
+        nonlocal interrupted
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                interrupted = True
+                group.cancel_scope.cancel()  # the turn ends as a Wire `cancel` ends it
+
+    async with runtime.running(wait_for_start=True), anyio.create_task_group() as group:
+        printer.on_closed = group.cancel_scope.cancel
+        group.start_soon(stop_on_ctrl_c)
+        group.start_soon(run_prompts)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_BROKEN_PIPE if printer.closed else code
 
 
 async def _run_prompts(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
@@ -145,8 +189,8 @@ def run_print(
     try:
         prompts = _prompts(prompt, input_format, sys.stdin)
         code = anyio.run(_run, runtime, prompts, printer)
-    except KeyboardInterrupt:
-        code = EXIT_FAILED
+    except KeyboardInterrupt:  # before the Ctrl-C watch was set up, or during the shutdown
+        code = EXIT_INTERRUPTED
     finally:
         runtime.close(exit_ok=True)
     return code

@@ -85,6 +85,29 @@ def _write_all(fd: int, data: bytes) -> None:
         pass  # the client is gone; the server notices when it reads EOF
 
 
+def _cannot_start(error: BaseException, reader: LineReader, *, answered: bool) -> int:
+    """The engine could not be built (the command line already refused what a light check
+    can find, config/precheck.py). One line on stderr, never a traceback; and when
+    `initialize` was already answered, every request gets the error until the client hangs
+    up, so that no request is left without a reply. Exit 2 for configuration, 1 otherwise."""
+    if isinstance(error, ConfigError):
+        problem, code = str(error), 2
+    else:
+        problem, code = f"internal error while starting: {type(error).__name__}: {error}", 1
+    problem = " ".join(problem.split())
+    sys.stderr.write(f"soulwire: {problem}\n")
+    sys.stderr.flush()
+    if answered:
+        refusal = jsonrpc.RPCError(jsonrpc.INTERNAL_ERROR, f"The engine cannot start: {problem}")
+        while (line := reader.read_line()) is not None:
+            inbound = jsonrpc.classify(line)
+            if inbound.kind == "request":
+                _write_all(1, jsonrpc.error_line(inbound.id, refusal))
+            elif inbound.kind == "invalid" and inbound.error is not None:
+                _write_all(1, jsonrpc.error_line(None, inbound.error))
+    return code
+
+
 def serve_wire(options: SessionOptions) -> int:
     """Run `--wire` mode until stdin closes; returns the process exit code."""
     try:
@@ -110,11 +133,8 @@ def serve_wire(options: SessionOptions) -> int:
     warmup.join()
     sys.setswitchinterval(previous_interval)
     startup_finished()
-    if isinstance(warmup.error, ConfigError):
-        sys.stderr.write(f"soulwire: {warmup.error}\n")
-        return 2
     if warmup.error is not None:
-        raise warmup.error
+        return _cannot_start(warmup.error, reader, answered=early is not None)
     server: Any = sys.modules["soulwire.ui.wire.server"]
     hello = early[0] if early is not None else None
     code: int = server.run_server(warmup.runtime, reader, hello)

@@ -1,0 +1,225 @@
+"""No tool process outlives the engine: SIGKILL the engine (or its whole process group) while a
+Shell command, its backgrounded grandchildren, a background task or an MCP server runs, and
+every one of them dies with it; the side effects they were about to have never happen."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.tool_calls import call
+from tests.wire_client import Sandbox, WireProcess
+
+pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find the processes")
+
+DELAY_S = 1.5
+"""How long the commands wait before their side effect; the engine is killed well before."""
+
+
+def processes_with(tag: str) -> list[int]:
+    """Live (non-zombie) processes whose command line or environment holds `tag`."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if tag.encode() in cmdline and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of the process group `pgid`."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for(predicate, limit: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def start_turn(wire: WireProcess) -> None:
+    wire.initialize()
+    wire.request("prompt", {"user_input": "go"})
+
+
+def kill_engine(wire: WireProcess, *, whole_group: bool) -> None:
+    if whole_group:  # what a client does that started the engine in a session of its own
+        os.killpg(wire.proc.pid, signal.SIGKILL)
+    else:
+        wire.proc.kill()
+    wire.proc.wait(timeout=10)
+
+
+def assert_nothing_survives(tag: str, markers: list[Path], groups: tuple[Path, ...] = ()) -> None:
+    """No process with `tag` in its command line and none of the process groups whose ids
+    the commands wrote into `groups` is left; the side effects never happen."""
+    pgids = [int(p.read_text()) for p in groups]
+    assert wait_for(lambda: not processes_with(tag), limit=5), f"left running: {processes_with(tag)}"
+    assert wait_for(lambda: not any(group_members(g) for g in pgids), limit=5)
+    time.sleep(DELAY_S + 0.5)  # past the moment the side effects were due
+    assert [m.name for m in markers if m.exists()] == []
+    assert processes_with(tag) == []
+    assert [g for g in pgids if group_members(g)] == []
+
+
+@pytest.mark.parametrize("whole_group", [False, True], ids=["engine", "engine-group"])
+def test_a_foreground_command_and_its_grandchildren_die_with_the_engine(engine, sandbox, whole_group):
+    tag = f"lifetime-{uuid.uuid4().hex[:12]}"
+    direct, child, nohup = (sandbox.root / n for n in ("direct", "grandchild", "nohup"))
+    command = (
+        f"(sleep {DELAY_S}; touch {child}) & "
+        f"nohup sh -c 'sleep {DELAY_S}; touch {nohup}' >/dev/null 2>&1 & "
+        f"sleep {DELAY_S}; touch {direct}; : {tag}"
+    )
+    started, pgid = sandbox.root / "started", sandbox.root / "pgid"
+    wire = engine(
+        call("c1", "Shell", {"command": f"echo $$ > {pgid}; touch {started}; {command}", "timeout": 60}),
+        "text: done",
+        args=("--yolo",),
+    )
+    start_turn(wire)
+    assert wait_for(lambda: started.exists() and len(processes_with(tag)) >= 1)
+    assert len(group_members(int(pgid.read_text()))) >= 3  # bash, its subshell, sleeps, nohup sh
+    kill_engine(wire, whole_group=whole_group)
+    assert_nothing_survives(tag, [direct, child, nohup], groups=(pgid,))
+
+
+def test_a_background_task_dies_with_the_engine(engine, sandbox):
+    tag = f"lifetime-{uuid.uuid4().hex[:12]}"
+    marker, started = sandbox.root / "bg-marker", sandbox.root / "bg-started"
+    pgid = sandbox.root / "bg-pgid"
+    command = (
+        f"echo $$ > {pgid}; touch {started}; (sleep {DELAY_S}; touch {marker}.child) & "
+        f"sleep {DELAY_S}; touch {marker}; : {tag}"
+    )
+    wire = engine(
+        call("b1", "Shell", {"command": command, "run_in_background": True, "description": "slow"}),
+        "text: started",
+        args=("--yolo",),
+    )
+    wire.initialize()
+    _, response = wire.prompt("go")
+    assert response["result"]["status"] == "finished"
+    assert wait_for(started.exists)
+    kill_engine(wire, whole_group=False)
+    assert_nothing_survives(tag, [marker, Path(f"{marker}.child")], groups=(pgid,))
+
+
+@pytest.mark.parametrize("ending", ["sigkill", "stdin-closed"])
+def test_a_detached_job_of_a_finished_command_dies_with_the_engine(engine, sandbox, ending):
+    """`server > log 2>&1 &` outlives its command on purpose, but not the engine, whether it
+    is killed or ends normally."""
+    tag = f"lifetime-{uuid.uuid4().hex[:12]}"
+    marker = sandbox.root / "detached"
+    command = f"(sleep {DELAY_S}; touch {marker}; : {tag}) > /dev/null 2>&1 &"
+    wire = engine(call("d1", "Shell", {"command": command}), "text: done", args=("--yolo",))
+    wire.initialize()
+    _, response = wire.prompt("go")
+    assert response["result"]["status"] == "finished"
+    assert processes_with(tag)
+    if ending == "sigkill":
+        kill_engine(wire, whole_group=False)
+    else:
+        assert wire.close() == 0
+    assert_nothing_survives(tag, [marker])
+
+
+MCP_SERVER = """
+import sys, time, os
+open(sys.argv[1], "w").write(str(os.getpid()))
+sys.stdin.close()  # a server that would not notice its client is gone
+os.close(0)
+time.sleep(60)
+"""
+
+
+def test_an_mcp_server_that_ignores_eof_dies_with_the_engine(engine, sandbox: Sandbox):
+    tag = f"lifetime-{uuid.uuid4().hex[:12]}"
+    script = sandbox.root / "stubborn_server.py"
+    script.write_text(MCP_SERVER, encoding="utf-8")
+    pidfile = sandbox.root / "mcp-pid"
+    servers = {
+        "mcpServers": {"stubborn": {"command": sys.executable, "args": [str(script), str(pidfile), tag]}}
+    }
+    wire = engine("text: hi", args=("--mcp-config", json.dumps(servers)))
+    wire.initialize()
+    assert wait_for(pidfile.exists)
+    assert wait_for(lambda: bool(processes_with(tag)))
+    time.sleep(0.5)  # the engine is still connecting when the server has started
+    kill_engine(wire, whole_group=False)
+    assert wait_for(lambda: not processes_with(tag), limit=5), processes_with(tag)
+
+
+def children_of(pid: int) -> list[int]:
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError):
+                continue
+    return found
+
+
+def test_a_killed_watchdog_is_replaced_at_the_next_tool_process(engine, sandbox):
+    tag = f"lifetime-{uuid.uuid4().hex[:12]}"
+    marker, started = sandbox.root / "after-restart", sandbox.root / "started"
+    wire = engine(
+        call("c1", "Shell", {"command": "true"}),
+        call("c2", "Shell", {"command": f"touch {started}; sleep {DELAY_S}; touch {marker}; : {tag}"}),
+        "text: done",
+    )
+
+    def watchdogs() -> list[int]:
+        return [
+            p
+            for p in children_of(wire.proc.pid)
+            if b"PRUNE_EVERY_S" in Path(f"/proc/{p}/cmdline").read_bytes()
+        ]
+
+    def answer(message: dict[str, Any]) -> dict[str, Any]:
+        payload = message["params"]["payload"]
+        if payload["tool_call_id"] == "c2":  # c1 has run: kill its watchdog before c2 starts
+            assert wait_for(lambda: len(watchdogs()) == 1), [
+                (p, Path(f"/proc/{p}/cmdline").read_bytes()[:80]) for p in children_of(wire.proc.pid)
+            ]
+            [watchdog] = watchdogs()
+            os.kill(watchdog, signal.SIGKILL)
+            assert wait_for(lambda: not watchdogs())
+        return {"request_id": payload["id"], "response": "approve"}
+
+    wire.initialize()
+    prompt = wire.request("prompt", {"user_input": "go"})
+    with pytest.raises(TimeoutError):  # the turn is still running when the engine is killed
+        wire.until_response(prompt, answer=answer, timeout=DELAY_S / 2)
+    assert started.exists() and processes_with(tag)
+    assert len(watchdogs()) == 1  # a new one
+    kill_engine(wire, whole_group=False)
+    assert_nothing_survives(tag, [marker])
