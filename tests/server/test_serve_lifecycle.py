@@ -75,3 +75,17 @@ def test_an_idle_session_is_released_for_the_cli(serve, sandbox):
     _, response = wire.prompt("two")
     assert response["result"]["status"] == "finished"
     assert wire.close() == 0
+
+
+def test_a_killed_server_leaves_no_tool_process_behind(serve, sandbox):
+    import signal
+
+    pid_file = sandbox.root / "tool.pid"
+    server = serve(long_running(pid_file), args=("--yolo",))
+    ws = server.ws(server.create_session())
+    ws.initialize()
+    ws.request("prompt", {"user_input": "go"})
+    pid = wait_for_pid(pid_file)
+    os.kill(server.proc.pid, signal.SIGKILL)  # no chance to clean up: the tool's lifetime tie does
+    server.proc.wait()
+    assert gone(pid)
