@@ -31,6 +31,7 @@ from soulwire.sdk.permissions import Allow, Deny, ToolPermissionContext
 from soulwire.sdk.pricing import DEFAULT_PRICES, ModelPrice
 from soulwire.sdk.query import prompt, query
 from soulwire.sdk.session import Session, SessionInfo
+from soulwire.sdk.structured import StructuredOutputError
 from soulwire.sdk.sync import SyncSession
 from soulwire.sdk.tools import Tool, ToolError, tool
 from soulwire.sdk.turn import Replay, ReplayResult, Step, Turn, TurnResult
@@ -55,6 +56,7 @@ __all__ = [
     "SessionInfo",
     "Status",
     "Step",
+    "StructuredOutputError",
     "SyncSession",
     "Thinking",
     "Tool",

@@ -164,7 +164,9 @@ class Options(LaunchOptions):
     Limits (`query()`): `max_turns` (the engine's step limit per turn: sets
     `max_steps_per_turn`), `turn_timeout` (seconds; the turn is cancelled), `max_budget_usd`
     (the turn is cancelled once its cost reaches it), `prices` (model → `ModelPrice`, merged
-    over `pricing.DEFAULT_PRICES`; the model is `model`, or the `"*"` entry)."""
+    over `pricing.DEFAULT_PRICES`; the model is `model`, or the `"*"` entry).
+
+    Structured output (`query()`): `output_format`, a pydantic model class or a JSON Schema."""
 
     tools: Iterable[Any] = ()
     """`Tool`s or plain (async) functions, offered to the model as external tools."""
@@ -188,11 +190,17 @@ class Options(LaunchOptions):
     turn_timeout: float | None = None
     max_budget_usd: float | None = None
     prices: Mapping[str, Any] | None = None
+    output_format: Any = None
+    """`query()` only: a pydantic model class or a JSON Schema dict the final answer must match."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_limits()
         self._adapt_permissions()
+        if self.output_format is not None:
+            from soulwire.sdk.structured import OutputSpec
+
+            OutputSpec(self.output_format)  # a bad schema is refused here
         steps: Any = self.max_steps_per_turn
         if steps is not None and (type(steps) is not int or steps < 1):
             raise ConfigurationError(f"max_steps_per_turn must be a positive integer, not {steps!r}")

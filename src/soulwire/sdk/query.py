@@ -7,7 +7,9 @@
 
 The engine is started, asked, and closed when the iterator ends. The last message is always
 a `ResultMessage`. An engine that cannot start raises (EngineNotFoundError, …); a failure
-during the turn ends with `ResultMessage(stop_reason="error", error=...)`. Leaving the loop
+during the turn ends with `ResultMessage(stop_reason="error", error=...)`. With
+`output_format`, the final answer is validated (`ResultMessage.structured_output`), and a
+reply that does not match is sent back once with the validation error. Leaving the loop
 early closes the engine once the iterator is closed: use `contextlib.aclosing(query(...))`
 (or let it be garbage-collected)."""
 
@@ -26,9 +28,10 @@ from soulwire.sdk.messages import Limit, Message, MessageFolder, ResultMessage
 from soulwire.sdk.options import Options
 from soulwire.sdk.pricing import price_for
 from soulwire.sdk.session import Session
+from soulwire.sdk.structured import OutputSpec, StructuredOutputError
 from soulwire.sdk.turn import Turn
 from soulwire.wire.messages import StatusUpdate
-from soulwire.wire.types import UserInput
+from soulwire.wire.types import TextPart, TokenUsage, UserInput
 
 
 def make_options(options: Options | None, settings: dict[str, Any]) -> Options:
@@ -46,9 +49,58 @@ async def query(
     Settings as for `Session` (an `Options`, keywords, or both)."""
     opts = make_options(options, settings)
     started = time.perf_counter()
+    spec = None if opts.output_format is None else OutputSpec(opts.output_format)
     async with Session(opts) as session:
-        async for message in run_turn(session, prompt, opts, started=started):
-            yield message
+        user_input = prompt if spec is None else _with_instruction(prompt, spec.instruction())
+        previous: ResultMessage | None = None
+        while True:
+            result: ResultMessage | None = None
+            turns = 0 if previous is None else previous.num_turns
+            async for message in run_turn(session, user_input, opts, started=started, turns_before=turns):
+                if type(message) is ResultMessage:
+                    result = message
+                else:
+                    yield message
+            assert result is not None
+            if previous is not None:
+                result = _add(previous, result, opts)
+            if spec is None or result.stop_reason != "finished":
+                yield result
+                return
+            try:
+                value = spec.parse(result.text)
+            except StructuredOutputError as exc:
+                if previous is not None:  # retried once already
+                    yield replace(result, stop_reason="error", error=exc)
+                    return
+                previous, user_input = result, spec.retry_prompt(exc)
+                continue
+            yield replace(result, structured_output=value)
+            return
+
+
+def _with_instruction(prompt: UserInput | Sequence[Any], instruction: str) -> Any:
+    if isinstance(prompt, str):
+        return prompt + instruction
+    return [*prompt, TextPart(text=instruction)]
+
+
+def _add(first: ResultMessage, second: ResultMessage, opts: Options) -> ResultMessage:
+    """The result of a retried run: the second turn's outcome, the totals of both."""
+    a, b = first.usage, second.usage
+    usage = TokenUsage(
+        input_other=a.input_other + b.input_other,
+        output=a.output + b.output,
+        input_cache_read=a.input_cache_read + b.input_cache_read,
+        input_cache_creation=a.input_cache_creation + b.input_cache_creation,
+    )
+    price = price_for(opts.model, opts.prices)
+    return replace(
+        second,
+        usage=usage,
+        cost_usd=None if price is None else price.cost(usage),
+        num_steps=first.num_steps + second.num_steps,
+    )
 
 
 prompt = query
