@@ -71,3 +71,10 @@ def test_query(tmp_path: Path):
     assert "← error: " in out and "deletes files; that is not allowed" in out
     assert "assistant: There is one file, README.md" in out
     assert "result: finished after 3 steps, 3900 tokens in, 95 out, $0.002577, limit hit: None" in out
+
+
+def test_structured_output(tmp_path: Path):
+    out = run_example("structured_output", tmp_path)
+    assert out.count("reply: ") == 2 and '"priority": "high"' in out
+    assert "turns: 2, stop: finished" in out
+    assert "ticket: 'Fix the flaky test', priority 1, labels ['ci']" in out
