@@ -230,3 +230,25 @@ def test_sync_query(soulwire: Engine):
     last = messages[-1]
     assert isinstance(last, sdk.ResultMessage) and last.text == "hello there"
     assert sync.prompt is sync.query
+
+
+async def test_without_a_callback_approvals_get_the_default_at_once(soulwire: Engine):
+    options = soulwire.options(
+        call("c1", "Shell", {"command": "echo defaulted"}),
+        "text: done",
+        approval_default="approve",
+        approval_timeout=None,  # without the immediate default this run would wait forever
+    )
+    with anyio.fail_after(60):
+        messages = await collect("go", **options)
+    result = next(m for m in messages if isinstance(m, sdk.ToolResultMessage))
+    assert not result.is_error and "defaulted" in str(result.output)
+
+
+def test_sync_query_left_early_closes_the_engine(soulwire: Engine):
+    options = soulwire.options(call("h", "hang", {}), tools=[hang])
+    for message in sync.query("go", **options):
+        if isinstance(message, sdk.ToolUse):
+            assert engines_using(soulwire.sandbox.config_path) != []
+            break
+    assert engines_using(soulwire.sandbox.config_path) == []
