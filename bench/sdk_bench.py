@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""SDK overhead: the `stream` scenario of wire_bench.py, driven once by its raw stdlib client
-and once through `soulwire.sdk` (Session → prompt → `async for` over typed events), against
-the same engine, same scripted config, interleaved run by run.
+"""SDK overhead: the `stream` scenario of wire_bench.py, driven by its raw stdlib client,
+through `soulwire.sdk` (Session → prompt → `async for` over typed events), and through
+`query()`'s message layer (`run_turn`: merged typed messages, limits checked, ResultMessage)
+over a started Session, against the same engine and scripted config, interleaved run by run.
 
     .venv/bin/python bench/sdk_bench.py --bench-dir /work/shared/bench --cmd .venv/bin/soulwire \
         --stream-sizes 1000,10000,50000 --repeat 5 --markdown sdk-overhead.md
@@ -75,6 +76,51 @@ async def sdk_turn(wb: Any, flavor: Any, root: Path, n: int) -> dict[str, float]
         assert turn.result.status == "finished"
     shutil.rmtree(run_dir, ignore_errors=True)
     return summarise(n, count, t_send, t_done, first, last)
+
+
+async def query_turn(wb: Any, flavor: Any, root: Path, n: int) -> dict[str, float]:
+    """The turn as `query()` runs it (after the engine is up): prompt → ResultMessage."""
+    from soulwire.sdk import AssistantText, Options, ResultMessage, Session
+    from soulwire.sdk.query import run_turn
+
+    run_dir = Path(tempfile.mkdtemp(prefix="sdk-run-", dir=root))
+    spec = flavor.prepare(run_dir, wb.script_stream(n), yolo=True)
+    args = [a for a in spec.argv[1:] if a != "--wire"]
+    options = Options(executable=spec.argv[0], args=args, env=spec.env, inherit_env=False, turn_timeout=600)
+    perf = time.perf_counter
+    chars = 0
+    async with Session(options) as session:
+        t_send = perf()
+        async for message in run_turn(session, "stream please", options):
+            if type(message) is AssistantText:
+                chars += len(message.text)
+            elif type(message) is ResultMessage:
+                assert message.stop_reason == "finished", message
+        t_done = perf()
+    shutil.rmtree(run_dir, ignore_errors=True)
+    expected = sum(len(f"tok{i}") for i in range(n))  # the DSL strips each line's trailing space
+    if chars != expected:
+        raise SystemExit(f"expected {expected} characters of text, got {chars}")
+    wall = t_done - t_send
+    return {"turn wall (ms)": wall * 1e3, "events/s over turn": n / wall}
+
+
+def query_ceiling(n: int) -> float:
+    """Microseconds per event spent by query()'s layer alone: folding N text chunks into
+    messages (on top of `client_ceiling`)."""
+    from soulwire.sdk.messages import MessageFolder
+    from soulwire.wire.messages import StatusUpdate
+    from soulwire.wire.types import TextPart
+
+    events = [TextPart(text=f"tok{i} ") for i in range(n)]
+    folder = MessageFolder()
+    t0 = time.perf_counter()
+    out = 0
+    for event in events:
+        out += len(folder.feed(event))
+    out += len(folder.feed(StatusUpdate())) + len(folder.flush())
+    assert out == 2
+    return (time.perf_counter() - t0) / n * 1e6
 
 
 def summarise(
@@ -167,43 +213,62 @@ def main() -> int:
         # warm-up: page cache, .pyc files
         raw_run(wb, flavor, root, 100, args.timeout)
         asyncio.run(sdk_turn(wb, flavor, root, 100))
+        asyncio.run(query_turn(wb, flavor, root, 100))
+        clients = ("raw", "sdk", "query")
         for n in sizes:
-            group = values.setdefault(f"N={n}", {"raw": {}, "sdk": {}})
+            group = values.setdefault(f"N={n}", {c: {} for c in clients})
             for i in range(args.repeat):
-                for client in ("raw", "sdk") if i % 2 == 0 else ("sdk", "raw"):
+                for client in clients[i % 3 :] + clients[: i % 3]:
                     if client == "raw":
                         out = raw_run(wb, flavor, root, n, args.timeout)
-                    else:
+                    elif client == "sdk":
                         out = asyncio.run(sdk_turn(wb, flavor, root, n))
+                    else:
+                        out = asyncio.run(query_turn(wb, flavor, root, n))
                     for metric, value in out.items():
                         group[client].setdefault(metric, []).append(value)
                 print(f"N={n} run {i + 1}/{args.repeat} done", file=sys.stderr, flush=True)
         ceiling = {n: min(client_ceiling(n) for _ in range(3)) for n in sizes}
+        fold_cost = {n: min(query_ceiling(n) for _ in range(3)) for n in sizes}
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    report = markdown(values, ceiling, args)
+    report = markdown(values, ceiling, fold_cost, args)
     print(report)
     if args.markdown:
         Path(args.markdown).write_text(report, encoding="utf-8")
     if args.json:
-        Path(args.json).write_text(json.dumps({"values": values, "ceiling_us": ceiling}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"values": values, "ceiling_us": ceiling, "query_fold_us": fold_cost}, indent=2)
+        )
     return 0
 
 
-def markdown(values: dict[str, Any], ceiling: dict[int, float], args: argparse.Namespace) -> str:
+def _change(base: float, other: float, metric: str) -> str:
+    higher_is_better = "events/s" in metric
+    change = (base / other - 1) if higher_is_better else (other / base - 1)
+    return f"{change * 100:+.1f}% {'slower' if change > 0 else 'faster'}"
+
+
+def markdown(
+    values: dict[str, Any], ceiling: dict[int, float], fold_cost: dict[int, float], args: argparse.Namespace
+) -> str:
     lines = [
-        "| stream | metric | raw client median | SDK median | SDK vs raw |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| stream | metric | raw client | SDK Turn | query() | Turn vs raw | query() vs Turn |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for group, clients in values.items():
         for metric, raw_values in clients["raw"].items():
             raw = statistics.median(raw_values)
             sdk = statistics.median(clients["sdk"][metric])
-            higher_is_better = "events/s" in metric
-            change = (raw / sdk - 1) if higher_is_better else (sdk / raw - 1)
+            query_values = clients["query"].get(metric)
+            if query_values:
+                query = statistics.median(query_values)
+                q_cell, q_change = f"{query:,.1f}", _change(sdk, query, metric)
+            else:
+                q_cell = q_change = "n/a"
             lines.append(
-                f"| {group} | {metric} | {raw:,.1f} | {sdk:,.1f} | {change * 100:+.1f}% "
-                f"{'slower' if change > 0 else 'faster'} |"
+                f"| {group} | {metric} | {raw:,.1f} | {sdk:,.1f} | {q_cell} | {_change(raw, sdk, metric)} "
+                f"| {q_change} |"
             )
     lines += [
         "",
@@ -212,6 +277,9 @@ def markdown(values: dict[str, Any], ceiling: dict[int, float], args: argparse.N
         "",
         "SDK client-side cost alone (no engine; decode, route, record, iterate), µs per event: "
         + ", ".join(f"N={n}: {us:.2f}" for n, us in ceiling.items()),
+        "",
+        "query()'s message fold alone (chunks merged into typed messages), µs per event: "
+        + ", ".join(f"N={n}: {us:.2f}" for n, us in fold_cost.items()),
     ]
     return "\n".join(lines) + "\n"
 

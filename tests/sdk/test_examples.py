@@ -60,3 +60,21 @@ def test_approval_policy(tmp_path: Path):
     assert "echo hello from the agent`: approve (by callback)" in out
     assert "rm -rf build`: reject (by callback): `rm -rf build` is not allowed here" in out
     assert "touch notes.txt`: reject (by timeout)" in out
+
+
+def test_query(tmp_path: Path):
+    out = run_example("query", tmp_path)
+    if "Tool `Shell` not found" in out:
+        pytest.xfail("this engine has no built-in Shell tool yet")
+    assert "(thinking) I should look at the files first" in out
+    assert "→ Shell {'command': 'echo README.md'}" in out and "← ok: README.md" in out
+    assert "← error: " in out and "deletes files; that is not allowed" in out
+    assert "assistant: There is one file, README.md" in out
+    assert "result: finished after 3 steps, 3900 tokens in, 95 out, $0.002577, limit hit: None" in out
+
+
+def test_structured_output(tmp_path: Path):
+    out = run_example("structured_output", tmp_path)
+    assert out.count("reply: ") == 2 and '"priority": "high"' in out
+    assert "turns: 2, stop: finished" in out
+    assert "ticket: 'Fix the flaky test', priority 1, labels ['ci']" in out

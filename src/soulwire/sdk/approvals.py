@@ -22,7 +22,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from soulwire.wire.messages import ApprovalRequest, QuestionRequest
-from soulwire.wire.types import QuestionItem
+from soulwire.wire.types import QuestionItem, ToolCall
 
 log = logging.getLogger("soulwire.sdk")
 
@@ -157,6 +157,9 @@ class Approval(_Pending):
         self.request = request
         self.default = default
         self.decision: ApprovalDecision | None = None
+        self.tool_call: ToolCall | None = None
+        """The model's call this approval is for (name and assembled arguments), when the
+        turn streamed it."""
 
     # mirrored request fields
     @property

@@ -156,7 +156,17 @@ class Options(LaunchOptions):
     one), `on_approval`, `approval_timeout` (None waits forever) and `approval_default`,
     `on_question`, `supports_question`, `supports_plan_mode`, `startup_timeout`,
     `close_timeout`, `on_stderr`, `client_name`, `protocol_version`, `handshake` (False skips
-    `initialize`, like a 1.0 client)."""
+    `initialize`, like a 1.0 client).
+
+    Permissions: `can_use_tool(name, input, context) -> Allow() | Deny(reason)` (instead of
+    `on_approval`; see `soulwire.sdk.permissions`).
+
+    Limits (`query()`): `max_turns` (the engine's step limit per turn: sets
+    `max_steps_per_turn`), `turn_timeout` (seconds; the turn is cancelled), `max_budget_usd`
+    (the turn is cancelled once its cost reaches it), `prices` (model → `ModelPrice`, merged
+    over `pricing.DEFAULT_PRICES`; the model is `model`, or the `"*"` entry).
+
+    Structured output (`query()`): `output_format`, a pydantic model class or a JSON Schema."""
 
     tools: Iterable[Any] = ()
     """`Tool`s or plain (async) functions, offered to the model as external tools."""
@@ -175,9 +185,22 @@ class Options(LaunchOptions):
     client_name: str = CLIENT_NAME
     protocol_version: str = SDK_PROTOCOL_VERSION
     handshake: bool = True
+    can_use_tool: Callable[..., Any] | None = None
+    max_turns: int | None = None
+    turn_timeout: float | None = None
+    max_budget_usd: float | None = None
+    prices: Mapping[str, Any] | None = None
+    output_format: Any = None
+    """`query()` only: a pydantic model class or a JSON Schema dict the final answer must match."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._check_limits()
+        self._adapt_permissions()
+        if self.output_format is not None:
+            from soulwire.sdk.structured import OutputSpec
+
+            OutputSpec(self.output_format)  # a bad schema is refused here
         steps: Any = self.max_steps_per_turn
         if steps is not None and (type(steps) is not int or steps < 1):
             raise ConfigurationError(f"max_steps_per_turn must be a positive integer, not {steps!r}")
@@ -195,6 +218,43 @@ class Options(LaunchOptions):
             raise ConfigurationError(f"approval_default must be a decision, not {default!r}")
         if isinstance(self.args, str):
             raise ConfigurationError("args must be a sequence of arguments, not one string")
+
+    def _check_limits(self) -> None:
+        turns: Any = self.max_turns
+        if turns is not None:
+            if type(turns) is not int or turns < 1:
+                raise ConfigurationError(f"max_turns must be a positive integer, not {turns!r}")
+            if self.max_steps_per_turn not in (None, turns):
+                raise ConfigurationError("max_turns and max_steps_per_turn differ: set one of them")
+            self.max_steps_per_turn = turns
+        for name in ("turn_timeout", "max_budget_usd"):
+            value = getattr(self, name)
+            if value is not None and (not _seconds(value) or value <= 0):
+                raise ConfigurationError(f"{name} must be None or a number > 0, not {value!r}")
+        from soulwire.sdk.pricing import ModelPrice, price_for
+
+        for model, price in (self.prices or {}).items():
+            if not isinstance(price, ModelPrice):
+                raise ConfigurationError(f"prices[{model!r}] must be a ModelPrice, not {price!r}")
+        if self.max_budget_usd is not None and price_for(self.model, self.prices) is None:
+            raise ConfigurationError(
+                f"max_budget_usd needs a price for the model ({self.model or 'not set'}): "
+                "pass prices={model_name: ModelPrice(...)} (or the key '*' for any model)"
+            )
+
+    def _adapt_permissions(self) -> None:
+        if self.can_use_tool is None:
+            return
+        if not callable(self.can_use_tool):
+            raise ConfigurationError(f"can_use_tool must be callable, not {self.can_use_tool!r}")
+        from soulwire.sdk.permissions import PermissionAdapter
+
+        current = self.on_approval
+        if isinstance(current, PermissionAdapter) and current.callback is self.can_use_tool:
+            return  # already adapted (Options copied with dataclasses.replace)
+        if current is not None and not isinstance(current, PermissionAdapter):
+            raise ConfigurationError("can_use_tool and on_approval cannot be combined: choose one")
+        self.on_approval = PermissionAdapter(self.can_use_tool)
 
     @classmethod
     def field_names(cls) -> frozenset[str]:

@@ -24,7 +24,7 @@ from soulwire.sdk.tools import Tool
 from soulwire.sdk.turn import Replay, Turn
 from soulwire.wire import jsonrpc
 from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, QuestionRequest, ToolCallRequest
-from soulwire.wire.types import tool_error
+from soulwire.wire.types import ToolCall, tool_error
 
 log = logging.getLogger("soulwire.sdk")
 
@@ -33,6 +33,14 @@ _ANSWERED: dict[str, type[ApprovalRequest | ToolCallRequest | QuestionRequest]] 
     "ToolCallRequest": ToolCallRequest,
     "QuestionRequest": QuestionRequest,
 }
+
+
+def _find_call(turn: Turn, tool_call_id: str) -> ToolCall | None:
+    for step in reversed(turn.steps):
+        for call in step.tool_calls:
+            if call.id == tool_call_id:
+                return call
+    return None
 
 
 class Responder:
@@ -130,6 +138,8 @@ class Responder:
         approval = Approval(
             request, request_id, conn.respond, default=self.default, turn_bound=bound, spawn=self._spawn
         )
+        if turn is not None:
+            approval.tool_call = _find_call(turn, request.tool_call_id)
         self._register(approval, turn)
         if self.on_approval is not None:
             self._spawn(self._ask_approval(self.on_approval, approval))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import queue
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -20,6 +21,10 @@ from typing import Any, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from soulwire.sdk.ask import ask_result
+from soulwire.sdk.messages import Message
+from soulwire.sdk.options import Options
+from soulwire.sdk.query import make_options
+from soulwire.sdk.query import query as async_query
 from soulwire.sdk.session import Session
 from soulwire.sdk.turn import Replay, Step, Turn, TurnResult
 from soulwire.wire.types import UserInput
@@ -190,6 +195,45 @@ class SyncSession:
             runner.stop()
 
 
+def query(
+    prompt: UserInput | Sequence[Any], options: Options | None = None, /, **settings: Any
+) -> Iterator[Message]:
+    """Blocking `soulwire.sdk.query`: the same messages, for a plain `for` loop. The query runs
+    in a background event loop; leaving the loop early (or Ctrl-C) cancels it and closes the
+    engine."""
+    opts = make_options(options, settings)  # checked here, in the caller's thread
+    inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+
+    async def produce() -> None:
+        try:
+            async with contextlib.aclosing(async_query(prompt, opts)) as messages:
+                async for message in messages:
+                    inbox.put(("message", message))
+        except BaseException as exc:
+            inbox.put(("error", exc))
+            raise
+        inbox.put(("end", None))
+
+    runner = _Portal()
+    future = runner.portal.start_task_soon(produce)
+    try:
+        while True:
+            kind, value = inbox.get()
+            if kind == "message":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+    finally:
+        future.cancel()
+        runner.stop()
+
+
+prompt = query
+"""The Kimi Agent SDK's name for `query`."""
+
+
 def ask(prompt: UserInput | Sequence[Any], **options: Any) -> str:
     """Blocking `soulwire.sdk.ask`: one prompt in a fresh session, the answer's final text.
     Works with or without an event loop already running in this thread."""
@@ -200,4 +244,4 @@ def ask(prompt: UserInput | Sequence[Any], **options: Any) -> str:
         runner.stop()
 
 
-__all__ = ["SyncSession", "SyncStep", "SyncTurn", "ask"]
+__all__ = ["SyncSession", "SyncStep", "SyncTurn", "ask", "prompt", "query"]
