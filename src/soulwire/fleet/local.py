@@ -99,7 +99,7 @@ def _record_turn(turn: sdk.Turn, result: TaskResult) -> None:
     result.steps = len([s for s in steps if s.n > 0])
     usage = turn.usage
     result.usage = Usage(
-        input=usage.input_other,
+        input_other=usage.input_other,
         output=usage.output,
         input_cache_read=usage.input_cache_read,
         input_cache_creation=usage.input_cache_creation,

@@ -27,7 +27,7 @@ class CheckOutcome(BaseModel):
 class Usage(BaseModel):
     """Tokens of the task's turn, as the engine reported them."""
 
-    input: int = 0
+    input_other: int = 0
     output: int = 0
     input_cache_read: int = 0
     input_cache_creation: int = 0

@@ -50,6 +50,7 @@ class Fleet:
             self.run_dir = default_run_dir(self.out)
         else:
             self.run_dir = Path(tempfile.mkdtemp(prefix="soulwire-fleet-"))
+        self.run_dir = self.run_dir.absolute()  # result lines name workspaces usable from anywhere
         self.backend: Backend = backend or LocalBackend()
         earlier = read_results(self.out) if self.out is not None else {}
         self.skipped = [earlier[t.id] for t in self.tasks if t.id in earlier and earlier[t.id].finished]
