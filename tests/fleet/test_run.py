@@ -4,6 +4,8 @@ finish, private workspaces, check commands, limits, diffs and resuming from the 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,44 @@ async def test_a_second_run_skips_finished_tasks(lab: FleetLab) -> None:
     assert ran == ["two"]
     final = fleet.read_results(out)
     assert final["one"].session_id == first.session_id and final["two"].status == "done"
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **env})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def test_a_git_worktree_workspace(lab: FleetLab) -> None:
+    repo = lab.workspace("repo", {"app.py": "print(1)\n"})
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first")
+    plain = lab.workspace("plain", {"a.txt": "a\n"})
+    lab.task(
+        "in-worktree",
+        write_file("app.py", "print(2)\n"),
+        write_file("new.txt", "new\n", "w2"),
+        "text: ok",
+        workspace=str(repo),
+        workspace_mode="worktree",
+        check="git status --porcelain",
+    )
+    lab.task("not-a-repo", "text: never", workspace=str(plain), workspace_mode="worktree")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    results = {r.id: r for r in await fleet.run_all(tasks, concurrency=2, backend=lab.backend())}
+    done = results["in-worktree"]
+    assert done.status == "done", done.reason
+    assert "-print(1)" in done.diff and "+print(2)" in done.diff and "+++ b/new.txt" in done.diff
+    assert done.check is not None and "app.py" in done.check.output_tail  # a real git worktree
+    assert (repo / "app.py").read_text() == "print(1)\n" and git(repo, "status", "--porcelain") == ""
+    assert done.work_dir is not None and done.work_dir in git(repo, "worktree", "list")
+    refused = results["not-a-repo"]
+    assert refused.status == "failed" and (refused.reason or "").startswith("workspace: git worktree failed")
+    assert refused.session_id is None

@@ -17,7 +17,7 @@ import soulwire.sdk as sdk
 from soulwire.fleet.backend import EngineSettings
 from soulwire.fleet.results import CheckOutcome, TaskResult, Usage
 from soulwire.fleet.tasks import Task
-from soulwire.fleet.workspace import prepare_workspace, workspace_diff
+from soulwire.fleet.workspace import WorkspaceError, prepare_workspace, workspace_diff
 
 OUTPUT_TAIL_CHARS = 4000
 
@@ -56,8 +56,15 @@ class LocalBackend:
     async def run_task(self, task: Task, task_dir: Path) -> TaskResult:
         started = time.time()
         work_dir = task_dir / "workspace"
-        await anyio.to_thread.run_sync(prepare_workspace, task.workspace, work_dir)
         result = TaskResult(id=task.id, status="done", work_dir=str(work_dir), started_at=started)
+        mode = task.workspace_mode
+        try:
+            await anyio.to_thread.run_sync(prepare_workspace, task.workspace, work_dir, mode)
+        except (WorkspaceError, OSError) as exc:
+            result.status, result.reason = "failed", f"workspace: {_one_line(exc)}"
+            result.finished_at = time.time()
+            result.duration_s = round(result.finished_at - started, 3)
+            return result
         try:
             await self._agent(task, work_dir, result)
         except sdk.SDKError as exc:
@@ -67,8 +74,11 @@ class LocalBackend:
             env = {**base, **self.settings.env, **task.env}
             result.check = await run_check(task.check, work_dir, env, task.check_time_limit)
             result.passed = result.status == "done" and result.check.passed
-        diff = await anyio.to_thread.run_sync(workspace_diff, task.workspace, work_dir)
-        result.diff, result.diff_truncated = diff
+        try:
+            diff = await anyio.to_thread.run_sync(workspace_diff, task.workspace, work_dir, mode)
+            result.diff, result.diff_truncated = diff
+        except WorkspaceError as exc:
+            result.diff = f"[no diff: {_one_line(exc)}]"
         result.finished_at = time.time()
         result.duration_s = round(result.finished_at - started, 3)
         return result

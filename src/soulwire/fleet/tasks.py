@@ -28,6 +28,9 @@ class Task(BaseModel):
     prompt: str = Field(min_length=1)
     workspace: Path | None = None
     """A directory copied into the run dir for this task alone (None: an empty directory)."""
+    workspace_mode: Literal["copy", "worktree"] = "copy"
+    """`worktree`: a detached git worktree of the workspace repository's HEAD instead of a copy
+    (fast for big repositories; uncommitted and untracked files are not in it)."""
     model: str | None = None
     config: dict[str, Any] | None = None
     """A whole engine configuration (kimi's format) instead of the engine's config.toml."""
@@ -47,6 +50,8 @@ class Task(BaseModel):
     def _one_config(self) -> Task:
         if self.config is not None and self.config_file is not None:
             raise ValueError("config and config_file cannot be combined")
+        if self.workspace_mode == "worktree" and self.workspace is None:
+            raise ValueError("workspace_mode worktree needs a workspace (a git repository)")
         return self
 
     def resolved(self, base: Path) -> Task:

@@ -1,10 +1,12 @@
-"""Per-task workspaces: a private copy of the task's source directory in the run dir, and the
-diff of that copy against the source once the agent (and the check) are done."""
+"""Per-task workspaces: a private copy of the task's source directory in the run dir (or a git
+worktree of the source's HEAD), and the diff of that workspace against the source once the
+agent (and the check) are done."""
 
 from __future__ import annotations
 
 import difflib
 import shutil
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -13,11 +15,34 @@ MAX_DIFF_CHARS = 200_000
 _MAX_TEXT_BYTES = 2_000_000
 
 
-def prepare_workspace(source: Path | None, dest: Path) -> None:
-    """A fresh copy of `source` at `dest` (an empty directory without a source). Whatever an
-    earlier, interrupted run left at `dest` is removed first, so a task always starts clean."""
+class WorkspaceError(Exception):
+    """The workspace could not be prepared or compared (one line)."""
+
+
+def _git(*args: str, cwd: Path) -> str:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot run git: {exc}") from None
+    if done.returncode != 0:
+        message = " ".join(done.stderr.split())[:300]
+        raise WorkspaceError(f"git {args[0]} failed in {cwd}: {message}")
+    return done.stdout
+
+
+def prepare_workspace(source: Path | None, dest: Path, mode: str = "copy") -> None:
+    """A fresh workspace at `dest`: a copy of `source` (an empty directory without a source),
+    or with mode `worktree` a detached git worktree of the source repository's HEAD. Whatever
+    an earlier, interrupted run left at `dest` is removed first, so a task always starts clean."""
     if dest.exists():
         shutil.rmtree(dest)
+    if mode == "worktree":
+        if source is None:
+            raise WorkspaceError("a worktree workspace needs a source git repository")
+        _git("worktree", "prune", cwd=source)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        _git("worktree", "add", "--detach", "--force", str(dest), "HEAD", cwd=source)
+        return
     if source is None:
         dest.mkdir(parents=True)
         return
@@ -54,9 +79,21 @@ def _lines(path: Path) -> list[str] | None:
         return None
 
 
-def workspace_diff(source: Path | None, workspace: Path) -> tuple[str, bool]:
-    """A unified diff (paths relative, `a/` the source, `b/` the workspace) and whether it was
-    cut at MAX_DIFF_CHARS. Binary files that differ get one line, as git prints them."""
+def worktree_diff(workspace: Path) -> tuple[str, bool]:
+    """What changed in a git worktree since its HEAD, new files included."""
+    _git("add", "--all", "--intent-to-add", cwd=workspace)
+    text = _git("diff", "--no-color", "--no-ext-diff", "HEAD", cwd=workspace)
+    if len(text) > MAX_DIFF_CHARS:
+        return text[:MAX_DIFF_CHARS], True
+    return text, False
+
+
+def workspace_diff(source: Path | None, workspace: Path, mode: str = "copy") -> tuple[str, bool]:
+    """The diff of a worktree workspace against its HEAD (mode `worktree`), else a unified diff
+    of the copy against `source` (paths relative, `a/` the source, `b/` the workspace) — and
+    whether it was cut at MAX_DIFF_CHARS. Binary files that differ get one line, as in git."""
+    if mode == "worktree":
+        return worktree_diff(workspace)
     before = _files(source) if source is not None else {}
     after = _files(workspace)
     chunks: list[str] = []
@@ -107,4 +144,4 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-__all__ = ["MAX_DIFF_CHARS", "prepare_workspace", "workspace_diff"]
+__all__ = ["MAX_DIFF_CHARS", "WorkspaceError", "prepare_workspace", "workspace_diff"]
