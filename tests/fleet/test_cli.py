@@ -119,6 +119,9 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(lab: FleetLab) -> Non
         "slow-1": "cancelled",
         "slow-2": "cancelled",
     }
+    cancelled = after_interrupt["slow-1"]  # the line still names the interrupted session
+    assert cancelled.session_id and cancelled.work_dir == str(run_dir / "slow-1" / "workspace")
+    assert cancelled.steps == 1 and cancelled.reason == "the fleet was interrupted"
 
     for task in ("slow-1", "slow-2"):  # this time the model answers at once
         (lab.root / "scripts" / f"{task}.json").write_text(json.dumps([f"text: {task} finished"]))

@@ -38,12 +38,14 @@ class EngineSettings:
 class Backend(Protocol):
     """Runs one task in `task_dir` (its own directory, created by the backend) to a result.
 
-    Must return a result for any task it was given (failures are `failed` results, not
-    exceptions); when the calling task is cancelled it stops the engine and re-raises."""
+    `record` is the task's result, filled in as the backend learns things (work dir, session
+    id, steps) and returned at the end; failures are `failed` results, not exceptions. When
+    the calling task is cancelled the backend stops the engine and re-raises: the driver then
+    writes `record` as `cancelled`, so the line still names the session."""
 
     name: str
 
-    async def run_task(self, task: Task, task_dir: Path) -> TaskResult: ...
+    async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult: ...
 
 
 __all__ = ["Backend", "EngineSettings"]

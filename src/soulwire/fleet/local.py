@@ -53,10 +53,11 @@ class LocalBackend:
             client_name="soulwire-fleet",
         )
 
-    async def run_task(self, task: Task, task_dir: Path) -> TaskResult:
-        started = time.time()
+    async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult:
+        started = record.started_at or time.time()
         work_dir = task_dir / "workspace"
-        result = TaskResult(id=task.id, status="done", work_dir=str(work_dir), started_at=started)
+        result = record
+        result.work_dir = str(work_dir)
         mode = task.workspace_mode
         try:
             await anyio.to_thread.run_sync(prepare_workspace, task.workspace, work_dir, mode)
@@ -88,20 +89,22 @@ class LocalBackend:
         async with sdk.Session(self.options(task, work_dir)) as session:
             result.session_id = session.id
             turn = session.prompt(task.prompt)
-            # The hard limit covers a turn that does not end after `cancel`: leaving the
-            # session then kills the engine's process group.
-            with anyio.move_on_after(task.time_limit + self.settings.cancel_grace):
-                with anyio.move_on_after(task.time_limit) as soft:
-                    try:
-                        await turn
-                    except sdk.SDKError:
-                        pass  # kept in turn.error, reported by _record_turn
-                if soft.cancelled_caught:
-                    result.status, result.reason = "timed_out", f"time limit {task.time_limit:g}s"
-            if not turn.finished:
-                result.status = "timed_out"
-                result.reason = f"time limit {task.time_limit:g}s; the engine did not stop and was killed"
-            _record_turn(turn, result)
+            try:
+                # The hard limit covers a turn that does not end after `cancel`: leaving the
+                # session then kills the engine's process group.
+                with anyio.move_on_after(task.time_limit + self.settings.cancel_grace):
+                    with anyio.move_on_after(task.time_limit) as soft:
+                        try:
+                            await turn
+                        except sdk.SDKError:
+                            pass  # kept in turn.error, reported by _record_turn
+                    if soft.cancelled_caught:
+                        result.status, result.reason = "timed_out", f"time limit {task.time_limit:g}s"
+                if not turn.finished:
+                    result.status = "timed_out"
+                    result.reason = f"time limit {task.time_limit:g}s; the engine did not stop and was killed"
+            finally:  # also when the fleet is interrupted: the cancelled line keeps the steps
+                _record_turn(turn, result)
 
 
 def _record_turn(turn: sdk.Turn, result: TaskResult) -> None:

@@ -15,7 +15,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from soulwire.fleet.backend import Backend
 from soulwire.fleet.local import LocalBackend
-from soulwire.fleet.results import ResultsWriter, TaskResult, read_results
+from soulwire.fleet.results import ResultsWriter, Status, TaskResult, read_results
 from soulwire.fleet.tasks import Task
 
 
@@ -98,17 +98,17 @@ class Fleet:
     ) -> None:
         async with send, limiter:
             self.running[task.id] = time.monotonic()
-            started = time.time()
+            record = TaskResult(id=task.id, status="done", started_at=time.time())
             try:
-                result = await self.backend.run_task(task, self.run_dir / task.id)
+                result = await self.backend.run_task(task, self.run_dir / task.id, record)
             except anyio.get_cancelled_exc_class():
                 self.running.pop(task.id, None)
                 self.cancelled.append(task.id)
                 if writer is not None:
-                    writer.write(_stopped(task, started, "cancelled", "the fleet was interrupted"))
+                    writer.write(_stopped(record, "cancelled", "the fleet was interrupted"))
                 raise
             except Exception as exc:  # a backend bug must not lose the other tasks' results
-                result = _stopped(task, started, "failed", f"fleet error: {type(exc).__name__}: {exc}")
+                result = _stopped(record, "failed", f"fleet error: {type(exc).__name__}: {exc}")
             self.running.pop(task.id, None)
             self.finished.append(result)
             if writer is not None:
@@ -116,17 +116,12 @@ class Fleet:
             send.send_nowait(result)
 
 
-def _stopped(task: Task, started: float, status: str, reason: str) -> TaskResult:
+def _stopped(record: TaskResult, status: Status, reason: str) -> TaskResult:
+    """`record` (as far as the backend got) ended as `status`."""
     now = time.time()
-    return TaskResult.model_validate(
-        {
-            "id": task.id,
-            "status": status,
-            "reason": reason,
-            "started_at": started,
-            "finished_at": now,
-            "duration_s": round(now - started, 3),
-        }
+    started = record.started_at or now
+    return record.model_copy(
+        update={"status": status, "reason": reason, "finished_at": now, "duration_s": round(now - started, 3)}
     )
 
 
