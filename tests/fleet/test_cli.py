@@ -134,3 +134,33 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(lab: FleetLab) -> Non
     assert final["slow-1"].final_message == "slow-1 finished"
     assert not (run_dir / "slow-1" / "workspace" / "started").exists()  # a fresh workspace
     assert final["quick-1"].session_id == after_interrupt["quick-1"].session_id
+
+
+def test_a_live_status_line_in_a_terminal(lab: FleetLab) -> None:
+    lab.task("waits", shell("sleep 1"), "text: ok")
+    lab.write_tasks()
+    leader, follower = os.openpty()
+    env = {**lab.env, "TERM": "xterm", "COLUMNS": "200"}
+    env.pop("NO_COLOR", None)
+    with subprocess.Popen(
+        [*soulwire_cli(), "fleet", "run", "tasks.jsonl"],
+        cwd=lab.root,
+        env=env,
+        stderr=follower,
+        stdout=subprocess.PIPE,
+    ) as driver:
+        os.close(follower)
+        screen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed: the driver is gone
+                break
+            if not chunk:
+                break
+            screen += chunk
+        assert driver.wait(timeout=60) == 0
+    os.close(leader)
+    text = screen.decode(errors="replace")
+    assert "tasks/s" in text and "waiting" in text  # the live line was drawn
+    assert "waits: done" in text and "fleet: 1 done, 0 failed" in text
