@@ -81,6 +81,12 @@ def test_a_bad_task_file_is_one_line_and_exit_2(lab: FleetLab) -> None:
     assert run.stderr == "soulwire fleet: tasks.jsonl:2: prompt: Field required\n"
     usage = fleet_cli(lab, "run", "tasks.jsonl", "--concurrency", "0")
     assert usage.returncode == 2 and "must be at least 1" in usage.stderr
+    lab.task("fine", "text: ok")
+    lab.write_tasks("ok.jsonl")
+    (lab.root / "blocked").write_text("a file where a directory should be")
+    unwritable = fleet_cli(lab, "run", "ok.jsonl", "--out", "blocked/results.jsonl", "--no-progress")
+    assert unwritable.returncode == 1 and "Traceback" not in unwritable.stderr
+    assert "soulwire fleet: [Errno 20] Not a directory" in unwritable.stderr
     missing = fleet_cli(lab, "report", "nothing.jsonl")
     assert missing.returncode == 2 and missing.stderr == "soulwire fleet: no results file: nothing.jsonl\n"
 

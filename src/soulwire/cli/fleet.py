@@ -81,9 +81,18 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out(tasks_path)
     settings = EngineSettings(executable=args.engine) if args.engine else EngineSettings()
     backend = LocalBackend(settings)
-    fleet = Fleet(tasks, concurrency=args.concurrency, out=out, run_dir=args.run_dir, backend=backend)
+    try:
+        fleet = Fleet(tasks, concurrency=args.concurrency, out=out, run_dir=args.run_dir, backend=backend)
+    except OSError as exc:  # the results file cannot be read
+        sys.stderr.write(f"soulwire fleet: {exc}\n")
+        return EXIT_FAILURES
     progress = _Progress(fleet, json_lines=args.json, live=not args.no_progress and sys.stderr.isatty())
-    interrupted = anyio.run(_drive, fleet, progress)
+    try:
+        interrupted = anyio.run(_drive, fleet, progress)
+    except OSError as exc:  # the results file or run dir cannot be written
+        progress.close(False)
+        sys.stderr.write(f"soulwire fleet: {exc}\n")
+        return EXIT_FAILURES
     progress.close(interrupted)
     if interrupted:
         return EXIT_INTERRUPTED
