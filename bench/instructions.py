@@ -12,6 +12,7 @@ The session is the same for every engine; the count includes start-up and shutdo
 difference between two scenarios is the cost of what the longer one adds.
 
     python3 bench/instructions.py --cmd before=/path/to/old/soulwire --cmd after=.venv/bin/soulwire
+    python3 bench/instructions.py --cmd "old=PYTHONPATH=/old/src .venv/bin/python -m soulwire" ...
 
 Needs valgrind (Debian package `valgrind`). Stdlib only."""
 
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 from pathlib import Path
@@ -68,7 +70,11 @@ def count(command: str, name: str) -> int:
         (root / "config.json").write_text(json.dumps(config))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_"))}
         env.update(HOME=str(home), SOULWIRE_SHARE_DIR=str(home / ".sw"), KIMI_SHARE_DIR=str(home / ".kimi"))
-        argv = [command, "--wire", "--config-file", str(root / "config.json"), "--work-dir", str(work)]
+        words = shlex.split(command)
+        while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):  # VAR=value prefixes
+            key, _, value = words.pop(0).partition("=")
+            env[key] = value
+        argv = [*words, "--wire", "--config-file", str(root / "config.json"), "--work-dir", str(work)]
         argv.append("--yolo")
         # Requests go in at once; stdin stays open until the last one is answered (stdin EOF
         # cancels a running turn, spec §2.6), then closes: the engine exits by itself.

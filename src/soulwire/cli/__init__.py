@@ -13,7 +13,7 @@ from soulwire import __version__
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
-SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve")
+SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve", "fleet")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,6 +150,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.cli.doctor import run_doctor
 
         return run_doctor(argv)
+    if name == "fleet":
+        from soulwire.cli.fleet import run_fleet_command
+
+        return run_fleet_command(argv)
     if name == "demo":
         from soulwire.cli.demo import run_demo
 

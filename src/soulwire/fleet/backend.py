@@ -1,0 +1,51 @@
+"""What runs a task. The fleet driver owns the task list, the concurrency limit, the results
+file and resuming; a backend only runs one task to its result. `LocalBackend` runs engines as
+child processes of this one; a Ray backend (planned) would implement the same protocol by
+submitting each task to a Ray cluster and awaiting its result, with workspaces prepared on
+the worker."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from soulwire.fleet.results import TaskResult
+from soulwire.fleet.tasks import Task
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How engines are launched, the same for every task of a fleet."""
+
+    executable: str | os.PathLike[str] | Sequence[str] | None = field(
+        default_factory=lambda: [sys.executable, "-m", "soulwire"]
+    )
+    """The engine command; default this Python's soulwire, so the fleet and its engines match."""
+    share_dir: Path | None = None
+    """The engines' data directory (sessions); None: the engine's default."""
+    env: Mapping[str, str] = field(default_factory=lambda: dict[str, str]())
+    inherit_env: bool = True
+    startup_timeout: float = 60.0
+    close_timeout: float = 5.0
+    cancel_grace: float = 10.0
+    """Seconds a turn past its time limit gets to end after `cancel` before the engine is killed."""
+
+
+class Backend(Protocol):
+    """Runs one task in `task_dir` (its own directory, created by the backend) to a result.
+
+    `record` is the task's result, filled in as the backend learns things (work dir, session
+    id, steps) and returned at the end; failures are `failed` results, not exceptions. When
+    the calling task is cancelled the backend stops the engine and re-raises: the driver then
+    writes `record` as `cancelled`, so the line still names the session."""
+
+    name: str
+
+    async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult: ...
+
+
+__all__ = ["Backend", "EngineSettings"]

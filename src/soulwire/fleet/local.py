@@ -1,0 +1,185 @@
+"""The local backend: each task is a `soulwire.sdk.Session` (an engine child process) in a
+private copy of its workspace, then its check command, then the workspace diff."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+import soulwire.sdk as sdk
+from soulwire.fleet.backend import EngineSettings
+from soulwire.fleet.results import CheckOutcome, TaskResult, Usage
+from soulwire.fleet.tasks import Task
+from soulwire.fleet.workspace import WorkspaceError, prepare_workspace, workspace_diff
+
+OUTPUT_TAIL_CHARS = 4000
+
+
+class LocalBackend:
+    """Runs tasks on this machine (concurrency is the driver's limiter)."""
+
+    name = "local"
+
+    def __init__(self, settings: EngineSettings | None = None) -> None:
+        self.settings = settings or EngineSettings()
+
+    def options(self, task: Task, work_dir: Path) -> sdk.Options:
+        """The SDK options of a task's session."""
+        s = self.settings
+        approval: Any = "reject" if task.approval == "yolo" else task.approval
+        return sdk.Options(
+            executable=s.executable,
+            work_dir=work_dir,
+            model=task.model,
+            thinking=task.thinking,
+            yolo=task.approval == "yolo",
+            config=task.config,
+            config_file=task.config_file,
+            max_steps_per_turn=task.max_steps,
+            share_dir=s.share_dir,
+            env={**s.env, **task.env},
+            inherit_env=s.inherit_env,
+            on_approval=lambda _approval: approval,  # pyright: ignore[reportUnknownLambdaType]
+            approval_default=approval,
+            startup_timeout=s.startup_timeout,
+            close_timeout=s.close_timeout,
+            client_name="soulwire-fleet",
+        )
+
+    async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult:
+        started = record.started_at or time.time()
+        work_dir = task_dir / "workspace"
+        result = record
+        result.work_dir = str(work_dir)
+        mode = task.workspace_mode
+        try:
+            await anyio.to_thread.run_sync(prepare_workspace, task.workspace, work_dir, mode)
+        except (WorkspaceError, OSError) as exc:
+            result.status, result.reason = "failed", f"workspace: {_one_line(exc)}"
+            result.finished_at = time.time()
+            result.duration_s = round(result.finished_at - started, 3)
+            return result
+        try:
+            await self._agent(task, work_dir, result)
+        except sdk.SDKError as exc:
+            result.status, result.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
+        if task.check is not None and result.status != "cancelled":
+            base = dict(os.environ) if self.settings.inherit_env else {}
+            env = {**base, **self.settings.env, **task.env}
+            result.check = await run_check(task.check, work_dir, env, task.check_time_limit)
+            result.passed = result.status == "done" and result.check.passed
+        try:
+            diff = await anyio.to_thread.run_sync(workspace_diff, task.workspace, work_dir, mode)
+            result.diff, result.diff_truncated = diff
+        except WorkspaceError as exc:
+            result.diff = f"[no diff: {_one_line(exc)}]"
+        result.finished_at = time.time()
+        result.duration_s = round(result.finished_at - started, 3)
+        return result
+
+    async def _agent(self, task: Task, work_dir: Path, result: TaskResult) -> None:
+        """The session and its one turn, filling `result` (status, message, usage, steps)."""
+        async with sdk.Session(self.options(task, work_dir)) as session:
+            result.session_id = session.id
+            turn = session.prompt(task.prompt)
+            try:
+                # The hard limit covers a turn that does not end after `cancel`: leaving the
+                # session then kills the engine's process group.
+                with anyio.move_on_after(task.time_limit + self.settings.cancel_grace):
+                    with anyio.move_on_after(task.time_limit) as soft:
+                        try:
+                            await turn
+                        except sdk.SDKError:
+                            pass  # kept in turn.error, reported by _record_turn
+                    if soft.cancelled_caught:
+                        result.status, result.reason = "timed_out", f"time limit {task.time_limit:g}s"
+                if not turn.finished:
+                    result.status = "timed_out"
+                    result.reason = f"time limit {task.time_limit:g}s; the engine did not stop and was killed"
+            finally:  # also when the fleet is interrupted: the cancelled line keeps the steps
+                _record_turn(turn, result)
+
+
+def _record_turn(turn: sdk.Turn, result: TaskResult) -> None:
+    steps = turn.steps
+    result.steps = len([s for s in steps if s.n > 0])
+    usage = turn.usage
+    result.usage = Usage(
+        input_other=usage.input_other,
+        output=usage.output,
+        input_cache_read=usage.input_cache_read,
+        input_cache_creation=usage.input_cache_creation,
+    )
+    result.final_message = next((s.text for s in reversed(steps) if s.text), "")
+    if result.status != "done" or not turn.finished:
+        return
+    if turn.error is not None:
+        result.status, result.reason = "failed", f"{type(turn.error).__name__}: {_one_line(turn.error)}"
+        return
+    status: str = turn.status or ""
+    if status == "max_steps_reached":
+        result.status, result.reason = "failed", "max_steps_reached"
+    elif status == "cancelled":
+        result.status, result.reason = "cancelled", "the turn was cancelled"
+    elif status != "finished":
+        result.status, result.reason = "failed", f"turn ended: {status}"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:500]
+
+
+async def run_check(command: str, cwd: Path, env: dict[str, str], time_limit: float) -> CheckOutcome:
+    """Run `command` with the shell in `cwd`; stdout and stderr together, the tail kept. Past
+    `time_limit` its whole process group is killed (exit_code None)."""
+    started = time.monotonic()
+    tail = bytearray()
+    process: Process = await anyio.open_process(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    exit_code: int | None = None
+    try:
+        with anyio.move_on_after(time_limit):
+            assert process.stdout is not None
+            async for chunk in process.stdout:
+                tail += chunk
+                del tail[: max(0, len(tail) - OUTPUT_TAIL_CHARS * 4)]
+            exit_code = await process.wait()
+    finally:
+        if exit_code is None:
+            _kill_group(process.pid)
+            with anyio.CancelScope(shield=True):
+                await process.wait()
+    text = tail.decode("utf-8", errors="replace")[-OUTPUT_TAIL_CHARS:]
+    if exit_code is None:
+        text += f"\n[check killed after {time_limit:g}s]"
+    return CheckOutcome(
+        exit_code=exit_code,
+        passed=exit_code == 0,
+        output_tail=text,
+        duration_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+__all__ = ["LocalBackend", "run_check"]

@@ -1,0 +1,104 @@
+"""A summary of a results file: statuses, check pass rate, tokens, time percentiles and the
+failures grouped by cause, as data and as Markdown."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from soulwire.fleet.results import TaskResult
+
+
+def _percentile(values: list[float], share: float) -> float:
+    """Nearest-rank percentile (0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(share * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def failure_cause(result: TaskResult) -> str | None:
+    """A short cause to group failures by, or None for a task that is done and passed."""
+    if result.status != "done":
+        reason = result.reason or result.status
+        if result.status == "timed_out":
+            return "timed out"
+        return f"{result.status}: {reason.split(':', 1)[0]}"
+    if result.check is not None and not result.check.passed:
+        code = result.check.exit_code
+        return "check killed at its time limit" if code is None else f"check exit {code}"
+    return None
+
+
+@dataclass
+class Summary:
+    tasks: int = 0
+    statuses: Counter[str] = field(default_factory=lambda: Counter[str]())
+    checked: int = 0
+    passed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    steps: int = 0
+    durations: list[float] = field(default_factory=lambda: list[float]())
+    causes: Counter[str] = field(default_factory=lambda: Counter[str]())
+    examples: dict[str, list[str]] = field(default_factory=lambda: dict[str, list[str]]())
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.checked if self.checked else None
+
+    def percentile(self, share: float) -> float:
+        return _percentile(self.durations, share)
+
+
+def summarise(results: list[TaskResult]) -> Summary:
+    summary = Summary()
+    for result in results:
+        summary.tasks += 1
+        summary.statuses[result.status] += 1
+        if result.check is not None:
+            summary.checked += 1
+            summary.passed += bool(result.passed)
+        summary.input_tokens += (
+            result.usage.input_other + result.usage.input_cache_read + result.usage.input_cache_creation
+        )
+        summary.output_tokens += result.usage.output
+        summary.steps += result.steps
+        summary.durations.append(result.duration_s)
+        cause = failure_cause(result)
+        if cause is not None:
+            summary.causes[cause] += 1
+            ids = summary.examples.setdefault(cause, [])
+            if len(ids) < 5:
+                ids.append(result.id)
+    return summary
+
+
+def rows(summary: Summary) -> list[tuple[str, str]]:
+    """The summary as (measure, value) rows, for a table."""
+    statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.statuses.items())) or "-"
+    rate = summary.pass_rate
+    passed = f"{summary.passed}/{summary.checked} ({rate:.0%})" if rate is not None else "no checks"
+    p50, p90, top = (summary.percentile(share) for share in (0.5, 0.9, 1.0))
+    return [
+        ("tasks", str(summary.tasks)),
+        ("status", statuses),
+        ("checks passed", passed),
+        ("tokens in / out", f"{summary.input_tokens} / {summary.output_tokens}"),
+        ("steps", str(summary.steps)),
+        ("duration p50 / p90 / max", f"{p50:.1f}s / {p90:.1f}s / {top:.1f}s"),
+    ]
+
+
+def to_markdown(summary: Summary) -> str:
+    lines = ["| measure | value |", "| --- | --- |"]
+    lines += [f"| {name} | {value} |" for name, value in rows(summary)]
+    if summary.causes:
+        lines += ["", "| failure | tasks | examples |", "| --- | --- | --- |"]
+        for cause, count in summary.causes.most_common():
+            lines.append(f"| {cause} | {count} | {', '.join(summary.examples[cause])} |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["Summary", "failure_cause", "rows", "summarise", "to_markdown"]

@@ -1,0 +1,118 @@
+"""Result lines: one JSON object per task as it finishes, appended (and flushed to disk) to
+the results file, which is also what a later run reads to skip the tasks already finished."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+Status = Literal["done", "failed", "timed_out", "cancelled"]
+FINISHED: frozenset[str] = frozenset({"done", "failed", "timed_out"})
+"""Statuses a re-run skips; a `cancelled` task (Ctrl-C) runs again."""
+
+
+class CheckOutcome(BaseModel):
+    """What the task's check command said."""
+
+    exit_code: int | None
+    """None when it was killed at its time limit."""
+    passed: bool
+    output_tail: str = ""
+    duration_s: float = 0.0
+
+
+class Usage(BaseModel):
+    """Tokens of the task's turn, as the engine reported them."""
+
+    input_other: int = 0
+    output: int = 0
+    input_cache_read: int = 0
+    input_cache_creation: int = 0
+
+
+class TaskResult(BaseModel):
+    """One result line."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    status: Status
+    reason: str | None = None
+    """Why a task failed or stopped: `max_steps_reached`, `engine_error: …`, `time_limit`, …"""
+    final_message: str = ""
+    check: CheckOutcome | None = None
+    passed: bool | None = None
+    """The check's verdict (None without a check): done and the check passed."""
+    usage: Usage = Field(default_factory=Usage)
+    steps: int = 0
+    duration_s: float = 0.0
+    session_id: str | None = None
+    work_dir: str | None = None
+    """The task's workspace: `soulwire --work-dir WORK_DIR --session SESSION_ID` opens it."""
+    diff: str = ""
+    diff_truncated: bool = False
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+def read_results(path: Path) -> dict[str, TaskResult]:
+    """The last result of every task in a results file (missing file: none). A line that is
+    not a result — a line cut short when the driver was killed — is ignored."""
+    results: dict[str, TaskResult] = {}
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        return results
+    with handle:
+        for line in handle:
+            try:
+                result = TaskResult.model_validate_json(line)
+            except ValidationError:
+                continue
+            results[result.id] = result
+    return results
+
+
+class ResultsWriter:
+    """Appends result lines; each is flushed and fsynced before the next, so a result that was
+    reported is on disk, and a killed driver loses at most a partly written last line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._needs_newline = _ends_without_newline(path)
+        self._file = path.open("a", encoding="utf-8")
+
+    def write(self, result: TaskResult) -> None:
+        line = result.model_dump_json()
+        if self._needs_newline:  # a truncated line from a killed run: keep ours on its own line
+            line = "\n" + line
+            self._needs_newline = False
+        self._file.write(line + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _ends_without_newline(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return False
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
+
+
+__all__ = ["FINISHED", "CheckOutcome", "ResultsWriter", "Status", "TaskResult", "Usage", "read_results"]

@@ -1,0 +1,161 @@
+"""The fleet driver: skips the tasks a results file already has, runs the rest through a
+backend under a concurrency limit, and writes and yields each result as it finishes."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import AsyncGenerator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from soulwire.fleet.backend import Backend
+from soulwire.fleet.local import LocalBackend
+from soulwire.fleet.results import ResultsWriter, Status, TaskResult, read_results
+from soulwire.fleet.tasks import Task
+
+
+def default_run_dir(out: Path) -> Path:
+    """Where the workspaces of a results file live: `results.jsonl` → `results.run/`."""
+    return out.with_name(out.name.removesuffix(".jsonl") + ".run")
+
+
+class Fleet:
+    """Tasks to run, and the state of a run (for progress displays).
+
+    `out` is the results file (appended to; its finished tasks are skipped), `run_dir` holds
+    one directory per task (default: beside `out`, else a new temporary directory)."""
+
+    def __init__(
+        self,
+        tasks: Iterable[Task],
+        *,
+        concurrency: int = 4,
+        out: str | Path | None = None,
+        run_dir: str | Path | None = None,
+        backend: Backend | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        self.tasks = list(tasks)
+        self.concurrency = concurrency
+        self.out = Path(out) if out is not None else None
+        if run_dir is not None:
+            self.run_dir = Path(run_dir)
+        elif self.out is not None:
+            self.run_dir = default_run_dir(self.out)
+        else:
+            self.run_dir = Path(tempfile.mkdtemp(prefix="soulwire-fleet-"))
+        self.run_dir = self.run_dir.absolute()  # result lines name workspaces usable from anywhere
+        self.backend: Backend = backend or LocalBackend()
+        earlier = read_results(self.out) if self.out is not None else {}
+        self.skipped = [earlier[t.id] for t in self.tasks if t.id in earlier and earlier[t.id].finished]
+        """Results of tasks an earlier run finished (not run again)."""
+        skip = {r.id for r in self.skipped}
+        self.pending = [t for t in self.tasks if t.id not in skip]
+        self.running: dict[str, float] = {}
+        """Task id → time.monotonic() when it started."""
+        self.finished: list[TaskResult] = []
+        self.cancelled: list[str] = []
+
+    @asynccontextmanager
+    async def results(self) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
+        """Run the pending tasks; the stream yields each result as it is written. Leaving the
+        block early (or cancelling) stops the running tasks: their engines are closed and
+        a `cancelled` line is written for each, so a later run does them again."""
+        writer = ResultsWriter(self.out) if self.out is not None else None
+        send, receive = anyio.create_memory_object_stream[TaskResult](math.inf)
+        limiter = anyio.CapacityLimiter(self.concurrency)
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._run_all, limiter, writer, send)
+                async with receive:
+                    yield receive
+        finally:
+            if writer is not None:
+                writer.close()
+
+    async def _run_all(
+        self,
+        limiter: anyio.CapacityLimiter,
+        writer: ResultsWriter | None,
+        send: MemoryObjectSendStream[TaskResult],
+    ) -> None:
+        async with send, anyio.create_task_group() as tasks:
+            for task in self.pending:
+                tasks.start_soon(self._run_one, task, limiter, writer, send.clone())
+
+    async def _run_one(
+        self,
+        task: Task,
+        limiter: anyio.CapacityLimiter,
+        writer: ResultsWriter | None,
+        send: MemoryObjectSendStream[TaskResult],
+    ) -> None:
+        async with send, limiter:
+            self.running[task.id] = time.monotonic()
+            record = TaskResult(id=task.id, status="done", started_at=time.time())
+            try:
+                result = await self.backend.run_task(task, self.run_dir / task.id, record)
+            except anyio.get_cancelled_exc_class():
+                self.running.pop(task.id, None)
+                self.cancelled.append(task.id)
+                if writer is not None:
+                    writer.write(_stopped(record, "cancelled", "the fleet was interrupted"))
+                raise
+            except Exception as exc:  # a backend bug must not lose the other tasks' results
+                result = _stopped(record, "failed", f"fleet error: {type(exc).__name__}: {exc}")
+            self.running.pop(task.id, None)
+            self.finished.append(result)
+            if writer is not None:
+                writer.write(result)
+            send.send_nowait(result)
+
+
+def _stopped(record: TaskResult, status: Status, reason: str) -> TaskResult:
+    """`record` (as far as the backend got) ended as `status`."""
+    now = time.time()
+    started = record.started_at or now
+    return record.model_copy(
+        update={"status": status, "reason": reason, "finished_at": now, "duration_s": round(now - started, 3)}
+    )
+
+
+@asynccontextmanager
+async def run_fleet(
+    tasks: Iterable[Task],
+    *,
+    concurrency: int = 4,
+    out: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    backend: Backend | None = None,
+) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
+    """`async with run_fleet(tasks, concurrency=8, out="results.jsonl") as results:
+    async for result in results: ...` — see `Fleet`."""
+    fleet = Fleet(tasks, concurrency=concurrency, out=out, run_dir=run_dir, backend=backend)
+    async with fleet.results() as stream:
+        yield stream
+
+
+async def run_all(
+    tasks: Iterable[Task],
+    *,
+    concurrency: int = 4,
+    out: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    backend: Backend | None = None,
+) -> list[TaskResult]:
+    """Every result of a fleet, in the order they finished."""
+    collected: list[TaskResult] = []
+    fleet = Fleet(tasks, concurrency=concurrency, out=out, run_dir=run_dir, backend=backend)
+    async with fleet.results() as results:
+        async for result in results:
+            collected.append(result)
+    return collected
+
+
+__all__ = ["Fleet", "default_run_dir", "run_all", "run_fleet"]

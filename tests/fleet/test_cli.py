@@ -1,0 +1,172 @@
+"""`soulwire fleet run|report` as a person runs it: a real `soulwire` process driving real
+engines; Ctrl-C mid-run leaves no process behind and the same command resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from soulwire.fleet import read_results
+from tests.fleet.conftest import FleetLab, shell, soulwire_cli, write_file
+
+
+def fleet_cli(lab: FleetLab, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*soulwire_cli(), "fleet", *args],
+        cwd=lab.root,
+        env=lab.env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def processes_in(directory: Path) -> list[str]:
+    """Live processes whose working directory is inside `directory` (Linux /proc)."""
+    found: list[str] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            with open(f"/proc/{entry}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if state != "Z" and cwd.startswith(str(directory)):
+            found.append(f"{entry}: {cmdline}")
+    return found
+
+
+def test_run_then_report(lab: FleetLab) -> None:
+    source = lab.workspace("repo", {"a.txt": "1\n"})
+    lab.task(
+        "edits", write_file("a.txt", "2\n"), "text: edited", workspace=str(source), check="grep -q 2 a.txt"
+    )
+    lab.task("fails-check", "text: did nothing", workspace=str(source), check="grep -q 2 a.txt")
+    lab.task("hangs", shell("sleep 60"), time_limit=1.5)
+    lab.write_tasks()
+
+    run = fleet_cli(lab, "run", "tasks.jsonl", "--concurrency", "3", "--no-progress")
+    assert run.returncode == 1, run.stderr  # a check failed, a task timed out
+    assert "Traceback" not in run.stderr
+    results = read_results(lab.root / "tasks.results.jsonl")
+    assert results["edits"].passed is True and results["fails-check"].passed is False
+    assert results["hangs"].status == "timed_out"
+    assert "edits: done check passed" in run.stderr and "hangs: timed_out" in run.stderr
+    assert Path(results["edits"].work_dir or "").is_relative_to(lab.root / "tasks.results.run")
+    assert not processes_in(lab.root / "tasks.results.run")
+
+    markdown = fleet_cli(lab, "report", "tasks.results.jsonl", "--markdown")
+    assert markdown.returncode == 0
+    assert "| checks passed | 1/2 (50%) |" in markdown.stdout
+    assert "| check exit 1 | 1 | fails-check |" in markdown.stdout
+    assert "| timed out | 1 | hangs |" in markdown.stdout
+    summary = json.loads(fleet_cli(lab, "report", "tasks.results.jsonl", "--json").stdout)
+    assert summary["tasks"] == "3" and summary["failures"] == {"check exit 1": 1, "timed out": 1}
+    table = fleet_cli(lab, "report", "tasks.results.jsonl")
+    assert table.returncode == 0 and "fails-check" in table.stdout
+
+
+def test_a_bad_task_file_is_one_line_and_exit_2(lab: FleetLab) -> None:
+    (lab.root / "tasks.jsonl").write_text('{"id": "a", "prompt": "p"}\n{"id": "b"}\n')
+    run = fleet_cli(lab, "run", "tasks.jsonl")
+    assert run.returncode == 2
+    assert run.stderr == "soulwire fleet: tasks.jsonl:2: prompt: Field required\n"
+    usage = fleet_cli(lab, "run", "tasks.jsonl", "--concurrency", "0")
+    assert usage.returncode == 2 and "must be at least 1" in usage.stderr
+    lab.task("fine", "text: ok")
+    lab.write_tasks("ok.jsonl")
+    (lab.root / "blocked").write_text("a file where a directory should be")
+    unwritable = fleet_cli(lab, "run", "ok.jsonl", "--out", "blocked/results.jsonl", "--no-progress")
+    assert unwritable.returncode == 1 and "Traceback" not in unwritable.stderr
+    assert "soulwire fleet: [Errno 20] Not a directory" in unwritable.stderr
+    missing = fleet_cli(lab, "report", "nothing.jsonl")
+    assert missing.returncode == 2 and missing.stderr == "soulwire fleet: no results file: nothing.jsonl\n"
+
+
+def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(lab: FleetLab) -> None:
+    lab.task("quick-1", "text: one")
+    lab.task("quick-2", "text: two")
+    lab.task("slow-1", shell("touch started && sleep 60"), "text: slow one")
+    lab.task("slow-2", shell("touch started && sleep 60"), "text: slow two")
+    lab.write_tasks()
+    run_dir = lab.root / "out.run"
+    command = [*soulwire_cli(), "fleet", "run", "tasks.jsonl", "-j", "2", "--out", "out.jsonl", "--json"]
+    driver = subprocess.Popen(
+        command, cwd=lab.root, env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    markers = [run_dir / task / "workspace" / "started" for task in ("slow-1", "slow-2")]
+    deadline = time.monotonic() + 90
+    while not all(marker.exists() for marker in markers):
+        assert driver.poll() is None, driver.communicate()
+        assert time.monotonic() < deadline, "the slow tasks never started"
+        time.sleep(0.1)
+    assert processes_in(run_dir)  # the engines and their `sleep`s are running now
+
+    driver.send_signal(signal.SIGINT)
+    stdout, stderr = driver.communicate(timeout=60)
+    assert driver.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert not processes_in(run_dir), "processes left behind after Ctrl-C"
+    events = [json.loads(line) for line in stdout.splitlines()]
+    assert events[-1]["event"] == "fleet_finished" and events[-1]["interrupted"] is True
+    assert events[-1]["cancelled"] == 2
+    after_interrupt = read_results(lab.root / "out.jsonl")
+    assert {k: r.status for k, r in after_interrupt.items()} == {
+        "quick-1": "done",
+        "quick-2": "done",
+        "slow-1": "cancelled",
+        "slow-2": "cancelled",
+    }
+    cancelled = after_interrupt["slow-1"]  # the line still names the interrupted session
+    assert cancelled.session_id and cancelled.work_dir == str(run_dir / "slow-1" / "workspace")
+    assert cancelled.steps == 1 and cancelled.reason == "the fleet was interrupted"
+
+    for task in ("slow-1", "slow-2"):  # this time the model answers at once
+        (lab.root / "scripts" / f"{task}.json").write_text(json.dumps([f"text: {task} finished"]))
+    again = subprocess.run(command, cwd=lab.root, env=lab.env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    ran = [json.loads(line)["id"] for line in again.stdout.splitlines()[:-1]]
+    assert sorted(ran) == ["slow-1", "slow-2"]  # the finished ones were skipped
+    final = read_results(lab.root / "out.jsonl")
+    assert {r.status for r in final.values()} == {"done"}
+    assert final["slow-1"].final_message == "slow-1 finished"
+    assert not (run_dir / "slow-1" / "workspace" / "started").exists()  # a fresh workspace
+    assert final["quick-1"].session_id == after_interrupt["quick-1"].session_id
+
+
+def test_a_live_status_line_in_a_terminal(lab: FleetLab) -> None:
+    lab.task("waits", shell("sleep 1"), "text: ok")
+    lab.write_tasks()
+    leader, follower = os.openpty()
+    env = {**lab.env, "TERM": "xterm", "COLUMNS": "200"}
+    env.pop("NO_COLOR", None)
+    with subprocess.Popen(
+        [*soulwire_cli(), "fleet", "run", "tasks.jsonl"],
+        cwd=lab.root,
+        env=env,
+        stderr=follower,
+        stdout=subprocess.PIPE,
+    ) as driver:
+        os.close(follower)
+        screen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed: the driver is gone
+                break
+            if not chunk:
+                break
+            screen += chunk
+        assert driver.wait(timeout=60) == 0
+    os.close(leader)
+    text = screen.decode(errors="replace")
+    assert "tasks/s" in text and "waiting" in text  # the live line was drawn
+    assert "waits: done" in text and "fleet: 1 done, 0 failed" in text
