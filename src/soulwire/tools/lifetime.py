@@ -33,7 +33,8 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
+
+from soulwire.tools.procfs import processes
 
 _WATCHDOG = """
 import os, select, signal
@@ -143,17 +144,6 @@ def tie_new_children() -> None:
     if _watchdog is None:
         return
     me = os.getpid()
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return
-    for entry in os.scandir(proc):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        pid, ppid, pgid = int(entry.name), int(fields[1]), int(fields[2])
-        if ppid == me and pgid == pid and pid != _watchdog.pid and not _watchdog.watching(pid):
-            _watchdog.watch(pid)
+    for p in processes() or ():
+        if p.ppid == me and p.pgid == p.pid and p.pid != _watchdog.pid and not _watchdog.watching(p.pid):
+            _watchdog.watch(p.pid)

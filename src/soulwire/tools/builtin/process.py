@@ -23,6 +23,7 @@ import anyio.to_thread
 
 from soulwire.tools.builtin.output import OMITTED
 from soulwire.tools.lifetime import tie_to_engine
+from soulwire.tools.procfs import processes
 
 KILL_GRACE_S = 0.25
 """How long a group may take to exit after SIGTERM before it gets SIGKILL."""
@@ -97,20 +98,10 @@ def group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    proc = Path("/proc")
-    if not proc.is_dir():
+    listed = processes()
+    if listed is None:
         return True
-    for entry in os.scandir(proc):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+    return any(p.pgid == pgid and p.state not in (b"Z", b"X") for p in listed)
 
 
 async def wait_exit(process: subprocess.Popen[bytes]) -> int:
