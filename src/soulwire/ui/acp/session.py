@@ -98,24 +98,13 @@ def _permission_content(display: Sequence[Any], work_dir: Path) -> list[ToolCont
 def prewarm() -> None:
     """Build now what pydantic builds on first use along a turn's path (events, history
     records, tool results, ACP updates)."""
-    from soulwire.engine.soul import tool_message
-    from soulwire.llm.message import Message
-    from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult, TurnBegin, TurnEnd, envelope
-    from soulwire.wire.types import TextPart, TokenUsage, ToolReturnValue, user_input_adapter
+    from soulwire.runtime.warm import warm_turn_path
+    from soulwire.wire.messages import ToolResult, envelope
+    from soulwire.wire.types import TextPart, ToolReturnValue, user_input_adapter
 
     user_input_adapter().validate_python([{"type": "text", "text": "x"}])
+    warm_turn_path(envelope, user_input=[TextPart(text="x")])
     value = ToolReturnValue(is_error=False, output="x")
-    for message in (
-        TurnBegin(user_input=[TextPart(text="x")]),
-        StepBegin(n=1),
-        TextPart(text="x"),
-        StatusUpdate(token_usage=TokenUsage()),
-        ToolResult(tool_call_id="x", return_value=value),
-        TurnEnd(),
-    ):
-        envelope(message)
-    Message(role="user", content="x").to_record()
-    tool_message("x", value).to_record()
     mapper = UpdateMapper(Path("/"), lambda _update: None)
     mapper.merged(ToolResult(tool_call_id="x", return_value=value))
 

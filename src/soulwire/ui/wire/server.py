@@ -20,6 +20,7 @@ import anyio.to_thread
 from soulwire.engine.client import ClientRequestError
 from soulwire.llm.provider import Preloadable
 from soulwire.runtime.builder import Runtime
+from soulwire.runtime.warm import warm_turn_path
 from soulwire.ui.wire.errors import rpc_error_for
 from soulwire.ui.wire.handshake import (
     BASELINE_VERSION,
@@ -292,29 +293,12 @@ class WireServer:
 
 def prewarm(runtime: Runtime) -> None:
     """Do now what the first prompt would otherwise pay for: pydantic builds validators and
-    serializers on first use and anyio loads its event-loop backend on first run. (Tool
-    schemas are not generated here: an adapter generates them when it first sends them.)"""
+    serializers on first use and anyio loads its event-loop backend on first run."""
     importlib.import_module("anyio._backends._asyncio")
-    from soulwire.engine.soul import tool_message
-    from soulwire.llm.message import Message
-    from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult, TurnBegin, TurnEnd
-    from soulwire.wire.types import TextPart, TokenUsage, ToolReturnValue
-
     # The method table validates strictly with these models: build their validators now.
     PromptParams.model_validate({"user_input": [{"type": "text", "text": "x"}]}, strict=True)
     SteerParams.model_validate({"user_input": "x"}, strict=True)
-    value = ToolReturnValue(is_error=False, output="x")
-    for message in (
-        TurnBegin(user_input="x"),
-        StepBegin(n=1),
-        TextPart(text="x"),
-        StatusUpdate(token_usage=TokenUsage()),
-        ToolResult(tool_call_id="x", return_value=value),
-        TurnEnd(),
-    ):
-        event_line(message)
-    Message(role="user", content="x").to_record()
-    tool_message("x", value).to_record()
+    warm_turn_path(event_line)
 
 
 def run_server(runtime: Runtime, reader: LineReader, hello: ClientHello | None) -> int:
