@@ -59,10 +59,11 @@ class Run:
     """One run of mergeable parts: adjacent text chunks, adjacent thinking chunks (a chunk
     carrying a signature closes the run), or a tool call with its argument fragments."""
 
-    __slots__ = ("chunks", "encrypted", "head")
+    __slots__ = ("chunks", "encrypted", "head", "head_type")
 
     def __init__(self, head: WireModel) -> None:
         self.head = head
+        self.head_type = head.__class__
         self.chunks = Chunks()
         self.encrypted: str | None = None
         if isinstance(head, TextPart):
@@ -77,19 +78,20 @@ class Run:
             self.chunks.append(head.arguments_part)
 
     def absorb(self, incoming: WireModel) -> bool:
-        """Add `incoming` to this run if it continues it."""
-        head = self.head
-        cls = type(incoming)
-        if isinstance(head, TextPart):
+        """Add `incoming` to this run if it continues it. (The hot path of streaming: exact
+        class checks on attributes, no isinstance calls.)"""
+        cls = incoming.__class__
+        head_type = self.head_type
+        if head_type is TextPart:
             if cls is TextPart:
                 self.chunks.append(incoming.text)  # type: ignore[attr-defined]
                 return True
-        elif isinstance(head, ThinkPart):
+        elif head_type is ThinkPart:
             if cls is ThinkPart and self.encrypted is None:
                 self.chunks.append(incoming.think)  # type: ignore[attr-defined]
                 self.encrypted = incoming.encrypted  # type: ignore[attr-defined]
                 return True
-        elif cls is ToolCallPart:
+        elif cls is ToolCallPart and (head_type is ToolCall or head_type is ToolCallPart):
             part: Any = incoming
             if part.arguments_part is not None:
                 self.chunks.append(part.arguments_part)
