@@ -41,14 +41,30 @@ def check_scripts_file(path: Path, *, parse_up_to: int = 1 << 20) -> None:
         raise ScriptsFileError(f"scripts file {path}: expected a JSON list of strings")
 
 
+_last_read: tuple[tuple[str, int, int], list[str]] | None = None
+"""The file read last, by (path, mtime, size): start-up's check and the provider read the same
+file moments apart, and a benchmark's can hold a 100k-line reply."""
+
+
 def read_scripts(path: Path) -> list[str]:
     """A JSON list of strings (always for a `.json` file, or text starting with `[`), else
     text with scripts separated by lines of `---`."""
+    global _last_read
     try:
+        stat = path.stat()
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        if _last_read is not None and _last_read[0] == key:
+            return list(_last_read[1])
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ScriptsFileError(f"cannot read scripts file {path}: {reason}") from None
+    scripts = _parse(path, text)
+    _last_read = (key, scripts)
+    return list(scripts)
+
+
+def _parse(path: Path, text: str) -> list[str]:
     if path.suffix.lower() == ".json" or text.lstrip().startswith("["):
         try:
             value = json.loads(text)

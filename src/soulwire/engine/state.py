@@ -56,7 +56,8 @@ def default_state() -> dict[str, Any]:
 class _Checked(BaseModel):
     # strict: no coercion ("no", 1 and [] are not booleans); extra keys (the reference's
     # bookkeeping) are kept as they are.
-    model_config = ConfigDict(strict=True, extra="allow")
+    # Schemas are built at the first resume (a new session has nothing to check).
+    model_config = ConfigDict(strict=True, extra="allow", defer_build=True)
 
 
 class _ApprovalFields(_Checked):
@@ -88,6 +89,9 @@ def _field_of(loc: tuple[int | str, ...]) -> tuple[str, ...]:
 
 def checked_state(loaded: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """`loaded` with every mistyped field set to its default, and the names of those fields."""
+    if not loaded:  # a new session: nothing to check
+        defaults = default_state()
+        return {name: defaults[name] for name in _StateFields.model_fields}, []
     raw = copy.deepcopy(loaded)
     try:
         return _StateFields.model_validate(raw).model_dump(), []

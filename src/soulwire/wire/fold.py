@@ -63,7 +63,7 @@ class Run:
 
     def __init__(self, head: WireModel) -> None:
         self.head = head
-        self.head_type = head.__class__
+        self.head_type = type(head)
         self.chunks = Chunks()
         self.encrypted: str | None = None
         if isinstance(head, TextPart):
@@ -79,8 +79,9 @@ class Run:
 
     def absorb(self, incoming: WireModel) -> bool:
         """Add `incoming` to this run if it continues it. (The hot path of streaming: exact
-        class checks on attributes, no isinstance calls.)"""
-        cls = incoming.__class__
+        class checks, no isinstance calls; `type()` because attribute access on a model goes
+        through pydantic's `__getattr__` hook.)"""
+        cls = type(incoming)
         head_type = self.head_type
         if head_type is TextPart:
             if cls is TextPart:

@@ -17,7 +17,6 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -53,15 +52,18 @@ class PeerClosedError(WireError):
     """The connection ended before the answer came."""
 
 
-@dataclass(frozen=True)
 class Method:
     """One entry of a method table. `handler(params, request_id)` returns the result, an
     awaitable of it (run in the peer's task group), or DEFERRED; it raises RPCError to
     answer with an error. `params` is the model params are validated against (strictly);
-    without one the handler gets them raw."""
+    without one the handler gets them raw. (A plain class: a dataclass costs a thousand
+    calls at import, on every engine's start-up path.)"""
 
-    handler: Callable[[Any, str], Any]
-    params: type[BaseModel] | None = None
+    __slots__ = ("handler", "params")
+
+    def __init__(self, handler: Callable[[Any, str], Any], params: type[BaseModel] | None = None) -> None:
+        self.handler = handler
+        self.params = params
 
 
 def validation_error(method: str, exc: ValidationError) -> RPCError:
