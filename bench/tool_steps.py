@@ -74,7 +74,13 @@ class Engine:
             },
         }
         (self.root / "config.json").write_text(json.dumps(config))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_"))}
+        # PYTHONDONTWRITEBYTECODE would make every start compile the engine from source (tens of
+        # ms, more for a bigger tree): users' installs have bytecode, so benchmarks must too.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("KIMI_", "SOULWIRE_")) and k != "PYTHONDONTWRITEBYTECODE"
+        }
         env.update(HOME=str(home), KIMI_SHARE_DIR=str(home / ".kimi"), SOULWIRE_SHARE_DIR=str(home / ".sw"))
         env["KIMI_DISABLE_TELEMETRY"] = "1"
         argv = [command, "--wire", "--config-file", str(self.root / "config.json"), "--work-dir", str(work)]
