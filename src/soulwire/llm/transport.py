@@ -267,7 +267,7 @@ class AdapterSettings:
             provider_name=model.provider,
             model_name=model.model,
             base_url=provider.base_url or DEFAULT_BASE_URLS[kind],
-            api_key=provider.api_key,
+            api_key=provider.api_key or _oauth_key(provider),
             headers=dict(provider.custom_headers),
             capabilities=model_capabilities(model),
             key_variable=KEY_VARIABLES.get(kind, "SOULWIRE_API_KEY"),
@@ -275,6 +275,15 @@ class AdapterSettings:
             env=env,
             **extra,
         )
+
+
+def _oauth_key(provider: ProviderConfig) -> str:
+    """The access token of `soulwire login` for a provider with an `oauth` reference."""
+    if provider.oauth is None:
+        return ""
+    from soulwire.config.credentials import access_token
+
+    return access_token(provider.oauth)
 
 
 SettingsT = TypeVar("SettingsT", bound=AdapterSettings)

@@ -275,7 +275,10 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION),
         AskUserQuestion(questions),
         *default_tools(
-            tasks, capabilities=model.capabilities if model else frozenset(), sandboxed=sandbox.active
+            tasks,
+            capabilities=model.capabilities if model else frozenset(),
+            sandboxed=sandbox.active,
+            services=config.services,
         ),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),  # the reference's order
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
