@@ -5,7 +5,8 @@ list (`/v1/models`), the search service (`/search`) and the fetch service (`/fet
 Every request is recorded (path, headers, form or JSON body). Tokens are issued as
 `access-N` / `refresh-N`; only the newest access token is accepted by the model list, search
 and fetch. The device code is approved after `pending_polls` polls answered
-`authorization_pending`."""
+`authorization_pending`. The API key `sk-good` is accepted too (the guided setup's tests), and
+`/v1/chat/completions` streams one short answer naming the key it was called with."""
 
 from __future__ import annotations
 
@@ -22,6 +23,28 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any
+
+
+@dataclass
+class Stream:
+    """A Chat Completions stream of one text answer."""
+
+    text: str
+
+    def encode(self) -> bytes:
+        def chunk(delta: dict[str, Any], finish: str | None) -> str:
+            body = {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return f"data: {json.dumps(body)}\n\n"
+
+        return (
+            chunk({"role": "assistant", "content": self.text}, None) + chunk({}, "stop") + "data: [DONE]\n\n"
+        ).encode()
 
 
 @dataclass
@@ -65,7 +88,8 @@ class FakePlatform:
 
     def handle(self, path: str, headers: dict[str, str], body: Any) -> tuple[int, Any]:
         self.requests.append(Seen(path, headers, body))
-        authorized = headers.get("authorization") == f"Bearer {self.access_token}" and self.issued > 0
+        bearer = headers.get("authorization", "").removeprefix("Bearer ")
+        authorized = (bearer == self.access_token and self.issued > 0) or bearer == "sk-good"
         if path == "/api/oauth/device_authorization":
             return 200, {
                 "device_code": "dev-1",
@@ -90,6 +114,8 @@ class FakePlatform:
             return 401, {"error": "invalid_grant", "error_description": "refresh token rejected"}
         if not authorized:
             return 401, {"error": "unauthorized"}
+        if path == "/v1/chat/completions":
+            return 200, Stream(f"hello, holder of {bearer}")
         if path == "/v1/models":
             return 200, {"data": self.models}
         if path == "/search":
@@ -123,9 +149,16 @@ class FakePlatform:
             def _serve(self, body: Any) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 status, answer = platform.handle(self.path.split("?")[0], headers, body)
-                data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
+                if isinstance(answer, Stream | str):
+                    data = answer.encode()
+                else:
+                    data = json.dumps(answer).encode()
                 self.send_response(status)
-                ctype = "text/markdown" if isinstance(answer, str) else "application/json"
+                ctype = "application/json"
+                if isinstance(answer, str):
+                    ctype = "text/markdown"
+                elif isinstance(answer, Stream):
+                    ctype = "text/event-stream"
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

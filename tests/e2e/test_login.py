@@ -1,0 +1,140 @@
+"""`soulwire login` / `logout` as a new user runs them, against a fake platform on 127.0.0.1:
+the OAuth device flow (token file 0600, managed config), a real `--print` run with the login's
+token, logout; and the guided API-key setup (the key checked with one call, a refused key
+leaving the config alone, a missing answer when not in a terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from tests.fake_services import FakePlatform
+
+
+def soulwire(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_", "OPENAI_"))}
+    base.update({"HOME": str(home), "SOULWIRE_SHARE_DIR": str(home / "share"), **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "soulwire", *args],
+        env=base,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+
+
+def test_device_flow_login_then_a_real_run_then_logout(tmp_path: Path):
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "config.toml").write_text("# my settings\ndefault_yolo = false\n")
+    with FakePlatform(pending_polls=1) as platform:
+        env = {"SOULWIRE_OAUTH_HOST": platform.url, "SOULWIRE_CODE_BASE_URL": f"{platform.url}/v1"}
+        login = soulwire(tmp_path, "login", "--json", "--no-browser", env=env)
+        assert login.returncode == 0, login.stderr
+        events = [json.loads(line) for line in login.stdout.splitlines()]
+        assert [e["type"] for e in events] == ["info", "verification_url", "waiting", "success"]
+        assert events[1]["data"] == {
+            "verification_url": f"{platform.url}/device?user_code=ABCD-1234",
+            "user_code": "ABCD-1234",
+        }
+        grants = [r.body["grant_type"] for r in platform.requests if r.path == "/api/oauth/token"]
+        assert grants == ["urn:ietf:params:oauth:grant-type:device_code"] * 2  # pending, then approved
+        assert platform.requests[0].headers["x-msh-device-id"] == (share / "device_id").read_text()
+
+        token_file = share / "credentials" / "kimi-code.json"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert json.loads(token_file.read_text())["access_token"] == "access-1"
+        text = (share / "config.toml").read_text()
+        assert text.startswith("# my settings\n") and "access-1" not in text  # the token stays out
+        config = tomllib.loads(text)
+        assert config["default_model"] == "kimi-code/kimi-for-coding"
+        assert config["providers"]["managed:kimi-code"]["oauth"] == {
+            "storage": "file",
+            "key": "oauth/kimi-code",
+        }
+        assert config["services"]["moonshot_search"]["base_url"] == f"{platform.url}/v1/search"
+
+        run = soulwire(tmp_path, "--print", "-p", "hi", env=env)
+        assert run.returncode == 0, run.stderr
+        assert "hello, holder of access-1" in run.stdout
+
+        logout = soulwire(tmp_path, "logout", "--json")
+        assert logout.returncode == 0
+        assert json.loads(logout.stdout) == {"type": "success", "message": "Logged out successfully."}
+    assert not token_file.exists()
+    config = tomllib.loads((share / "config.toml").read_text())
+    assert config["default_model"] == "" and not config.get("models") and not config.get("services")
+    assert config["default_yolo"] is False
+
+
+def test_guided_setup_checks_the_key_and_writes_a_working_config(tmp_path: Path):
+    share = tmp_path / "share"
+    with FakePlatform() as platform:
+        base = f"{platform.url}/v1"
+        refused = soulwire(
+            tmp_path,
+            "login",
+            "--provider",
+            "openai-compatible",
+            "--base-url",
+            base,
+            "--api-key",
+            "sk-bad",
+            "--model",
+            "m1",
+        )
+        assert refused.returncode == 1
+        assert "the key was refused" in refused.stderr and "Traceback" not in refused.stderr
+        assert not (share / "config.toml").exists()
+
+        no_model = soulwire(
+            tmp_path, "login", "--provider", "openai-compatible", "--base-url", base, "--api-key", "sk-good"
+        )
+        assert no_model.returncode == 1 and "--model is needed" in no_model.stderr
+
+        ok = soulwire(
+            tmp_path,
+            "login",
+            "--provider",
+            "openai-compatible",
+            "--base-url",
+            base,
+            "--api-key",
+            "sk-good",
+            "--model",
+            "kimi-for-coding",
+        )
+        assert ok.returncode == 0, ok.stderr
+        models_calls = [r for r in platform.requests if r.path == "/v1/models"]
+        assert [r.headers["authorization"] for r in models_calls] == [
+            "Bearer sk-bad",
+            "Bearer sk-good",
+            "Bearer sk-good",
+        ]
+        config = tomllib.loads((share / "config.toml").read_text())
+        assert config["default_model"] == "openai-compatible/kimi-for-coding"
+        assert config["providers"]["openai-compatible"] == {
+            "type": "openai_legacy",
+            "api_key": "sk-good",
+            "base_url": base,
+        }
+        assert config["models"]["openai-compatible/kimi-for-coding"]["max_context_size"] == 262144
+        assert stat.S_IMODE((share / "config.toml").stat().st_mode) == 0o600
+
+        run = soulwire(tmp_path, "--print", "-p", "hi")
+        assert run.returncode == 0, run.stderr
+        assert "hello, holder of sk-good" in run.stdout
+
+
+def test_login_usage_errors_exit_2(tmp_path: Path):
+    bad = soulwire(tmp_path, "login", "--provider", "nope")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    helped = soulwire(tmp_path, "login", "--help")
+    assert helped.returncode == 0 and "--provider" in helped.stdout and "device flow" in helped.stdout
