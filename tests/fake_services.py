@@ -149,10 +149,7 @@ class FakePlatform:
             def _serve(self, body: Any) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 status, answer = platform.handle(self.path.split("?")[0], headers, body)
-                if isinstance(answer, Stream | str):
-                    data = answer.encode()
-                else:
-                    data = json.dumps(answer).encode()
+                data = answer.encode() if isinstance(answer, Stream | str) else json.dumps(answer).encode()
                 self.send_response(status)
                 ctype = "application/json"
                 if isinstance(answer, str):
