@@ -300,7 +300,9 @@ def _mcp_manager(options: SessionOptions, config: Config, toolset: Toolset) -> M
         return None
     from soulwire.tools.mcp_client import MCPManager
 
-    return MCPManager(servers, toolset, call_timeout_s=tool_call_timeout_s(config.mcp))
+    return MCPManager(
+        servers, toolset, call_timeout_s=tool_call_timeout_s(config.mcp), share=options.share_dir
+    )
 
 
 def _background_tasks(config: Config, session: SessionHandle) -> BackgroundTasks:
