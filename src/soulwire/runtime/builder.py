@@ -272,7 +272,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     tasks = _background_tasks(config, session)
     soul.background = tasks
     for tool in (
-        AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION),
+        AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION, jobs=tasks),
         AskUserQuestion(questions),
         *default_tools(
             tasks,
