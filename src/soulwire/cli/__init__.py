@@ -19,6 +19,9 @@ ROUTED_SUBCOMMANDS = {
     "login": ("soulwire.cli.login", "run_login"),
     "logout": ("soulwire.cli.login", "run_logout"),
     "mcp": ("soulwire.cli.mcp", "run_mcp"),
+    "export": ("soulwire.cli.export", "run_export"),
+    "import": ("soulwire.cli.export", "run_import"),
+    "plugin": ("soulwire.cli.plugin", "run_plugin"),
 }
 
 

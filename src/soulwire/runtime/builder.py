@@ -284,6 +284,8 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
     ):
         toolset.add(tool)
+    if (options.share_dir / "plugins").is_dir():  # else the module is not even imported
+        _add_plugin_tools(options.share_dir / "plugins", config, toolset)
     bus.subscribe(keeper.on_event, merged=True)
     runtime = Runtime(
         options, config, session, bus, soul, broker, toolset, keeper, soul.hooks, plan, questions
@@ -291,6 +293,16 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     runtime.tasks = tasks
     runtime.mcp = soul.mcp = _mcp_manager(options, config, toolset)
     return runtime
+
+
+def _add_plugin_tools(plugins_dir: Path, config: Config, toolset: Toolset) -> None:
+    """The tools of the plugins installed with `soulwire plugin install` (never replacing a
+    built-in tool of the same name)."""
+    from soulwire.tools.plugins import host_values, load_plugin_tools
+
+    for tool in load_plugin_tools(plugins_dir, host_values(config)):
+        if toolset.get(tool.name) is None:
+            toolset.add(tool)
 
 
 def _mcp_manager(options: SessionOptions, config: Config, toolset: Toolset) -> MCPManager | None:
