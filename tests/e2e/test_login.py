@@ -10,10 +10,12 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 from tests.fake_services import FakePlatform
+from tests.wire_client import WireProcess, payloads
 
 
 def soulwire(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -138,3 +140,48 @@ def test_login_usage_errors_exit_2(tmp_path: Path):
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
     helped = soulwire(tmp_path, "login", "--help")
     assert helped.returncode == 0 and "--provider" in helped.stdout and "device flow" in helped.stdout
+
+
+def test_a_running_session_follows_and_refreshes_the_login_token(tmp_path: Path):
+    share = tmp_path / "share"
+    with FakePlatform(pending_polls=0) as platform:
+        env = {"SOULWIRE_OAUTH_HOST": platform.url, "SOULWIRE_CODE_BASE_URL": f"{platform.url}/v1"}
+        assert soulwire(tmp_path, "login", "--json", "--no-browser", env=env).returncode == 0
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_", "OPENAI_"))}
+        base.update({"HOME": str(tmp_path), "SOULWIRE_SHARE_DIR": str(share), **env})
+        wire = WireProcess(
+            [sys.executable, "-m", "soulwire", "--wire", "--work-dir", str(tmp_path)], base, tmp_path
+        )
+        token_file = share / "credentials" / "kimi-code.json"
+        try:
+
+            def answer() -> str:
+                messages, response = wire.prompt("hi", timeout=30)
+                assert response.get("result") == {"status": "finished"}, response
+                return "".join(
+                    p["text"] for p in payloads(messages, "ContentPart") if p.get("type") == "text"
+                )
+
+            assert answer() == "hello, holder of access-1"
+            # Another process refreshed the token meanwhile: the session picks the new one up.
+            stored = json.loads(token_file.read_text())
+            platform.issued = 2
+            token_file.write_text(
+                json.dumps({**stored, "access_token": "access-2", "refresh_token": "refresh-2"})
+            )
+            assert answer() == "hello, holder of access-2"
+            # About to expire: the session refreshes it itself before the request.
+            token_file.write_text(
+                json.dumps(
+                    {
+                        **stored,
+                        "access_token": "access-2",
+                        "refresh_token": "refresh-2",
+                        "expires_at": time.time() + 30,
+                    }
+                )
+            )
+            assert answer() == "hello, holder of access-3"
+        finally:
+            wire.close()
+    assert json.loads(token_file.read_text())["access_token"] == "access-3"
