@@ -185,3 +185,52 @@ def test_a_running_session_follows_and_refreshes_the_login_token(tmp_path: Path)
         finally:
             wire.close()
     assert json.loads(token_file.read_text())["access_token"] == "access-3"
+
+
+def test_in_a_terminal_login_asks_for_provider_key_and_model(tmp_path: Path):
+    import pty
+    import select
+
+    with FakePlatform() as platform:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_", "OPENAI_"))}
+        env.update({"HOME": str(tmp_path), "SOULWIRE_SHARE_DIR": str(tmp_path / "share"), "TERM": "dumb"})
+        master, slave = pty.openpty()
+        child = subprocess.Popen(
+            [sys.executable, "-m", "soulwire", "login"],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=tmp_path,
+        )
+        os.close(slave)
+        seen = b""
+        answers = [
+            (b"Provider [1]: ", b"7\n"),  # openai-compatible
+            (b"Base URL of the API: ", f"{platform.url}/v1\n".encode()),
+            (b"API key for openai-compatible: ", b"sk-good\n"),
+            (b"Model (number or id): ", b"1\n"),
+        ]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            if answers and answers[0][0] in seen.rsplit(b"\n", 1)[-1]:
+                os.write(master, answers.pop(0)[1])
+            if child.poll() is not None and not ready:
+                break
+        os.close(master)
+        assert child.wait(timeout=30) == 0, seen.decode(errors="replace")
+    text = seen.decode(errors="replace")
+    assert "1. Kimi Code (log in with the browser)" in text and "1. kimi-for-coding" in text
+    assert "sk-good" not in text  # the key is not echoed
+    config = tomllib.loads((tmp_path / "share" / "config.toml").read_text())
+    assert config["default_model"] == "openai-compatible/kimi-for-coding"
+    assert config["providers"]["openai-compatible"]["api_key"] == "sk-good"

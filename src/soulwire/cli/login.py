@@ -114,6 +114,8 @@ def run_login(argv: list[str]) -> int:
     emit = _Events(args.json)
     share = share_dir()
     try:
+        if args.provider is None and not args.json and sys.stdin.isatty() and sys.stdout.isatty():
+            args.provider = _choose_provider()
         if args.provider is None:
             _device_login(share, emit, open_browser=not args.no_browser)
         else:
@@ -376,6 +378,23 @@ def _list_models(
     return [m for m in data if isinstance(m, dict)]
 
 
+MENU = ("moonshot-ai", "moonshot-cn", "openai", "anthropic", "gemini", "openai-compatible")
+
+
+def _choose_provider() -> str | None:
+    """In a terminal without --provider: which provider to set up (None: Kimi Code's login)."""
+    print("Which provider?")
+    print("  1. Kimi Code (log in with the browser)")
+    for number, name in enumerate(MENU, 2):
+        print(f"  {number}. {name} (API key)")
+    answer = _ask("Provider [1]: ", allow_empty=True) or "1"
+    if answer.isdigit() and 1 <= int(answer) <= len(MENU) + 1:
+        return None if answer == "1" else MENU[int(answer) - 2]
+    if answer in PROVIDERS:
+        return answer
+    raise LoginFailed(f"unknown provider {answer!r}")
+
+
 def _choose_model(ids: list[str]) -> str:
     if not sys.stdin.isatty():
         raise LoginFailed("--model is needed when not run in a terminal")
@@ -387,13 +406,13 @@ def _choose_model(ids: list[str]) -> str:
     return answer
 
 
-def _ask(prompt: str, *, secret: bool = False) -> str:
+def _ask(prompt: str, *, secret: bool = False, allow_empty: bool = False) -> str:
     if not sys.stdin.isatty():
         raise LoginFailed(
             f"{prompt.strip().rstrip(':')} is needed (give it as a flag when not in a terminal)"
         )
     value = (getpass.getpass(prompt) if secret else input(prompt)).strip()
-    if not value:
+    if not value and not allow_empty:
         raise LoginFailed(f"{prompt.strip().rstrip(':')} is empty")
     return value
 
