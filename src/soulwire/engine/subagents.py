@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from soulwire.engine.soul import Soul
 
 SUBAGENT_TYPES = ("coder", "explore", "plan")
-READ_ONLY_TOOLS = frozenset({"ReadFile", "ReadMediaFile", "Glob", "Grep", "FetchURL"})
+READ_ONLY_TOOLS = frozenset({"ReadFile", "ReadMediaFile", "Glob", "Grep", "SearchWeb", "FetchURL"})
 # Tools a sub-agent never gets: it cannot start sub-agents, ask the user or switch plan mode.
 PARENT_ONLY_TOOLS = frozenset({"Agent", "AskUserQuestion", "EnterPlanMode", "ExitPlanMode"})
 BACKGROUND_TIMEOUT_S = 900
