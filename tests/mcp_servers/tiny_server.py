@@ -2,7 +2,8 @@
 
 Run as `python tiny_server.py [NAME] [PIDFILE] [PORT]`: NAME is the server's own name; PIDFILE,
 when not empty, receives this process's pid so a test can check it has exited; PORT, when given,
-serves streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio."""
+serves streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio (or SSE on PORT/sse when a
+fourth argument `sse` is given)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,9 @@ def client_clash() -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 3:
+    if len(sys.argv) > 4 and sys.argv[4] == "sse":
+        server.run("sse", host="127.0.0.1", port=int(sys.argv[3]))
+    elif len(sys.argv) > 3:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[3]))
     else:
         server.run()

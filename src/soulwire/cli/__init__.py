@@ -14,6 +14,15 @@ if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
 SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve", "fleet")
+# Subcommands routed by table: name → (module, function taking argv and returning the exit code).
+ROUTED_SUBCOMMANDS = {
+    "login": ("soulwire.cli.login", "run_login"),
+    "logout": ("soulwire.cli.login", "run_logout"),
+    "mcp": ("soulwire.cli.mcp", "run_mcp"),
+    "export": ("soulwire.cli.export", "run_export"),
+    "import": ("soulwire.cli.export", "run_import"),
+    "plugin": ("soulwire.cli.plugin", "run_plugin"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +40,11 @@ def _main(argv: list[str] | None) -> int:
         argv = ["--acp", *argv[1:]]
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
+    if argv and argv[0] in ROUTED_SUBCOMMANDS:
+        import importlib
+
+        module, function = ROUTED_SUBCOMMANDS[argv[0]]
+        return getattr(importlib.import_module(module), function)(argv[1:])
     from soulwire.cli.args import UsageError, parse_main
     from soulwire.config.loader import ConfigError
 

@@ -35,7 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
             "A coding-agent engine. Modes: the interactive shell (no mode flag), "
             "--wire (JSON-RPC over stdio), acp (Agent Client Protocol), --print (one-shot)."
         ),
-        epilog="Subcommands: acp, info [--json], schema [--out DIR], demo, sessions, doctor [--json].",
+        epilog=(
+            "Subcommands: acp, info [--json], schema [--out DIR], demo, sessions, doctor [--json], "
+            "login, logout, mcp, plugin, export, import (each with --help)."
+        ),
         allow_abbrev=False,
     )
     add = parser.add_argument

@@ -80,6 +80,23 @@ class BackgroundConfig(_Section):
     kill_grace_period_ms: int = Field(default=2_000, ge=BACKGROUND_MINIMUMS["kill_grace_period_ms"])
 
 
+class ServiceConfig(_Section):
+    """`[services.moonshot_search]` / `[services.moonshot_fetch]`: a web search or fetch service
+    (spec §8.2); its key is `api_key`, or the token of `soulwire login` named by `oauth`."""
+
+    base_url: str = Field(min_length=1)
+    api_key: str = Field(default="", repr=False)
+    custom_headers: dict[str, str] = Field(default_factory=dict)
+    oauth: dict[str, Any] | None = None
+
+
+class ServicesConfig(_Section):
+    moonshot_search: ServiceConfig | None = None
+    """Enables the SearchWeb tool."""
+    moonshot_fetch: ServiceConfig | None = None
+    """FetchURL asks this service first, and fetches directly when it fails."""
+
+
 class HookConfig(_Section):
     """One `[[hooks]]` entry: a shell command run at `event` when `matcher` (a regex on the
     event's target, e.g. the tool name) matches; exit code 2 blocks (spec §4.12)."""
@@ -112,7 +129,7 @@ class Config(_Section):
     hooks: list[HookConfig] = Field(default_factory=list)
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
     mcp: dict[str, Any] = Field(default_factory=dict)
-    services: dict[str, Any] = Field(default_factory=dict)
+    services: ServicesConfig = Field(default_factory=ServicesConfig)
     approval_scope: Literal["exact", "action"] = "exact"
     """`exact`: approve-for-session remembers the command or file the user saw; `action`:
     the reference's behaviour (every later call with the same action string)."""

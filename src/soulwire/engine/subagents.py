@@ -27,6 +27,7 @@ from soulwire.sessions.store import FileSessionStore
 from soulwire.tools.base import (
     SUBAGENT_STATE_KEY,
     ApprovalOutcome,
+    BackgroundJobs,
     ToolContext,
     ToolParams,
     Toolset,
@@ -40,9 +41,12 @@ if TYPE_CHECKING:
     from soulwire.engine.soul import Soul
 
 SUBAGENT_TYPES = ("coder", "explore", "plan")
-READ_ONLY_TOOLS = frozenset({"ReadFile", "ReadMediaFile", "Glob", "Grep", "FetchURL"})
+READ_ONLY_TOOLS = frozenset({"ReadFile", "ReadMediaFile", "Glob", "Grep", "SearchWeb", "FetchURL"})
 # Tools a sub-agent never gets: it cannot start sub-agents, ask the user or switch plan mode.
 PARENT_ONLY_TOOLS = frozenset({"Agent", "AskUserQuestion", "EnterPlanMode", "ExitPlanMode"})
+BACKGROUND_TIMEOUT_S = 900
+"""A background sub-agent without `timeout` is stopped after this long (the reference's
+`agent_task_timeout_s`)."""
 BRIEF_SUMMARY_CHARS = 200
 """A final answer shorter than this gets one follow-up asking for a fuller summary (as the
 reference does: 85 characters are re-asked, 200 are not)."""
@@ -149,7 +153,16 @@ class AgentTool(TypedTool[AgentParams]):
     description = DESCRIPTION
     params = AgentParams
 
-    def __init__(self, soul: Soul, broker: ApprovalBroker, session_dir: Path, protocol_version: str) -> None:
+    def __init__(
+        self,
+        soul: Soul,
+        broker: ApprovalBroker,
+        session_dir: Path,
+        protocol_version: str,
+        jobs: BackgroundJobs | None = None,
+    ) -> None:
+        self._jobs = jobs
+        """Where `run_in_background` sub-agents run (the session's background tasks)."""
         self._soul = soul
         self._broker = broker
         self._root = session_dir / "subagents"
@@ -157,21 +170,69 @@ class AgentTool(TypedTool[AgentParams]):
         self._running: set[str] = set()
 
     async def execute(self, params: AgentParams, ctx: ToolContext) -> ToolReturnValue:
-        if params.run_in_background:
-            return tool_error(
-                "Running a sub-agent in the background is not supported yet; run it in the foreground.",
-                brief="Background sub-agents not supported",
-            )
         instance = self._instance(params)
         if isinstance(instance, ToolReturnValue):
             return instance
         if instance.agent_id in self._running:
             return tool_error(f"Sub-agent `{instance.agent_id}` is already running.", brief="Sub-agent busy")
+        if params.run_in_background:
+            return self._start_in_background(instance, params, ctx.tool_call_id)
         self._running.add(instance.agent_id)
         try:
             return await self._run(instance, params, ctx.tool_call_id)
         finally:
             self._running.discard(instance.agent_id)
+
+    def _start_in_background(self, instance: _Instance, params: AgentParams, call_id: str) -> ToolReturnValue:
+        """Start the sub-agent as a background task and answer at once (the reference's lines);
+        its result reaches the model as the task's end notice and through TaskOutput."""
+        if self._jobs is None:
+            return tool_error(
+                "Background sub-agents need a running session.", brief="Background start failed"
+            )
+
+        async def job(output: Path) -> None:
+            try:
+                result = await self._run(instance, params, call_id, background=True)
+            finally:
+                self._running.discard(instance.agent_id)
+            text = result.output if isinstance(result.output, str) else ""
+            output.write_text((text or result.message) + "\n", encoding="utf-8")
+            if result.is_error:
+                raise RuntimeError(result.message.splitlines()[-1] if result.message else "sub-agent failed")
+
+        self._running.add(instance.agent_id)
+        try:
+            task = self._jobs.start_job(
+                job,
+                kind="agent",
+                description=params.description.strip(),
+                timeout_s=params.timeout or BACKGROUND_TIMEOUT_S,
+                tool_call_id=call_id,
+            )
+        except Exception as exc:  # too many tasks, or no running session
+            self._running.discard(instance.agent_id)
+            why = str(exc) if not str(exc).isdigit() else f"{exc} background tasks are already running"
+            return tool_error(
+                f"Cannot start the sub-agent in the background: {why}.", brief="Background start failed"
+            )
+        instance.directory.mkdir(parents=True, exist_ok=True)
+        _write_meta(instance.directory, instance, params.description, status="running_background")
+        lines = [
+            f"task_id: {task.id}",
+            f"kind: {task.kind}",
+            f"status: {task.status}",
+            f"description: {params.description.strip()}",
+            f"agent_id: {instance.agent_id}",
+            f"actual_subagent_type: {instance.subagent_type}",
+            "automatic_notification: true",
+            "next_step: You will be automatically notified when it completes.",
+            "next_step: Use TaskOutput with this task_id for a non-blocking status/output snapshot. "
+            "Only set block=true when you intentionally want to wait.",
+            f'resume_hint: Use Agent(resume="{instance.agent_id}", prompt="...") to continue this '
+            "instance later.",
+        ]
+        return tool_ok("\n".join(lines), message="Background task started.")
 
     def _instance(self, params: AgentParams) -> _Instance | ToolReturnValue:
         if params.resume is not None:
@@ -198,13 +259,17 @@ class AgentTool(TypedTool[AgentParams]):
             offered = [t for t in offered if t.name in READ_ONLY_TOOLS]
         return Toolset(offered)
 
-    async def _run(self, instance: _Instance, params: AgentParams, parent_call_id: str) -> ToolReturnValue:
+    async def _run(
+        self, instance: _Instance, params: AgentParams, parent_call_id: str, *, background: bool = False
+    ) -> ToolReturnValue:
         from soulwire.engine.soul import Soul  # the soul module imports nothing of ours
 
         parent = self._soul
         directory = instance.directory
         directory.mkdir(parents=True, exist_ok=True)
-        _write_meta(directory, instance, params.description)
+        _write_meta(
+            directory, instance, params.description, status="running_background" if background else "running"
+        )
         (directory / "prompt.txt").write_text(params.prompt, encoding="utf-8")
         store = _SubagentStore(directory, protocol_version=self._protocol_version)
         bus = EventBus()
@@ -213,6 +278,8 @@ class AgentTool(TypedTool[AgentParams]):
             if isinstance(message, ApprovalRequest | ApprovalResponse):
                 return  # the broker sends these to the client itself, unwrapped
             store.record_wire(envelope(message))
+            if background:
+                return  # no turn of the parent's is there to carry it: its wire.jsonl keeps it
             parent.bus.emit(
                 SubagentEvent(
                     parent_tool_call_id=parent_call_id,

@@ -255,6 +255,9 @@ class AdapterSettings:
     key_variable: str
     """The vendor's API-key variable, named in the hint after an authentication failure."""
     oauth: bool = False
+    oauth_ref: Mapping[str, Any] | None = None
+    """The provider's `oauth` reference: its token is re-read (and refreshed when due) before
+    each request, so a session outlives the token it started with."""
     env: Mapping[str, str] = field(default_factory=dict[str, str])
 
     @classmethod
@@ -267,14 +270,24 @@ class AdapterSettings:
             provider_name=model.provider,
             model_name=model.model,
             base_url=provider.base_url or DEFAULT_BASE_URLS[kind],
-            api_key=provider.api_key,
+            api_key=provider.api_key or _oauth_key(provider),
             headers=dict(provider.custom_headers),
             capabilities=model_capabilities(model),
             key_variable=KEY_VARIABLES.get(kind, "SOULWIRE_API_KEY"),
             oauth=provider.oauth is not None,
+            oauth_ref=provider.oauth if not provider.api_key else None,
             env=env,
             **extra,
         )
+
+
+def _oauth_key(provider: ProviderConfig) -> str:
+    """The access token of `soulwire login` for a provider with an `oauth` reference."""
+    if provider.oauth is None:
+        return ""
+    from soulwire.config.credentials import access_token
+
+    return access_token(provider.oauth)
 
 
 SettingsT = TypeVar("SettingsT", bound=AdapterSettings)
@@ -326,6 +339,16 @@ class SDKAdapter(ABC, Generic[SettingsT]):
             default_headers=s.headers or None,
         )
 
+    async def _follow_login_token(self, oauth: Mapping[str, Any]) -> None:
+        """A refreshed login token replaces the client's key (the client is rebuilt)."""
+        from soulwire.config.credentials import access_token
+
+        key = await anyio.to_thread.run_sync(access_token, dict(oauth))
+        if key and key != self.settings.api_key:
+            self.settings.api_key = key
+            self._redact = Redactor.for_provider(key, self.settings.headers)
+            await self._client.reset()
+
     def _errors(self) -> ErrorMapper:
         s = self.settings
         return ErrorMapper(
@@ -345,6 +368,8 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         s = self.settings
         check_media(request.history, s.capabilities, s.model_name)
         attempt = self._attempt(request, result)
+        if s.oauth_ref is not None:
+            await self._follow_login_token(s.oauth_ref)
         try:
             if not self._client.built:
                 # The first import of an SDK takes 0.5 to 1.5 s: in a worker thread the event loop

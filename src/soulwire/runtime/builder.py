@@ -272,15 +272,20 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     tasks = _background_tasks(config, session)
     soul.background = tasks
     for tool in (
-        AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION),
+        AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION, jobs=tasks),
         AskUserQuestion(questions),
         *default_tools(
-            tasks, capabilities=model.capabilities if model else frozenset(), sandboxed=sandbox.active
+            tasks,
+            capabilities=model.capabilities if model else frozenset(),
+            sandboxed=sandbox.active,
+            services=config.services,
         ),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),  # the reference's order
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
     ):
         toolset.add(tool)
+    if (options.share_dir / "plugins").is_dir():  # else the module is not even imported
+        _add_plugin_tools(options.share_dir / "plugins", config, toolset)
     bus.subscribe(keeper.on_event, merged=True)
     runtime = Runtime(
         options, config, session, bus, soul, broker, toolset, keeper, soul.hooks, plan, questions
@@ -290,6 +295,16 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     return runtime
 
 
+def _add_plugin_tools(plugins_dir: Path, config: Config, toolset: Toolset) -> None:
+    """The tools of the plugins installed with `soulwire plugin install` (never replacing a
+    built-in tool of the same name)."""
+    from soulwire.tools.plugins import host_values, load_plugin_tools
+
+    for tool in load_plugin_tools(plugins_dir, host_values(config)):
+        if toolset.get(tool.name) is None:
+            toolset.add(tool)
+
+
 def _mcp_manager(options: SessionOptions, config: Config, toolset: Toolset) -> MCPManager | None:
     """The session's MCP servers, or None (and no import of the SDK) when none is configured."""
     servers = load_mcp_servers(options.mcp_config_files, options.mcp_configs, options.share_dir)
@@ -297,7 +312,9 @@ def _mcp_manager(options: SessionOptions, config: Config, toolset: Toolset) -> M
         return None
     from soulwire.tools.mcp_client import MCPManager
 
-    return MCPManager(servers, toolset, call_timeout_s=tool_call_timeout_s(config.mcp))
+    return MCPManager(
+        servers, toolset, call_timeout_s=tool_call_timeout_s(config.mcp), share=options.share_dir
+    )
 
 
 def _background_tasks(config: Config, session: SessionHandle) -> BackgroundTasks:

@@ -6,7 +6,7 @@ crash of the turn (spec §4.14)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -78,6 +78,32 @@ class NoticeSource(Protocol):
     """Where the engine collects notices between steps (e.g. ended background tasks)."""
 
     def take_notices(self) -> Sequence[Notice]: ...
+
+
+class StartedJob(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+class BackgroundJobs(Protocol):
+    """Runs engine work (a background sub-agent) as a background task: `job(output_path)` writes
+    its output there; TaskList / TaskOutput / TaskStop see it like a command."""
+
+    def start_job(
+        self,
+        job: Callable[[Path], Awaitable[None]],
+        *,
+        kind: str,
+        description: str,
+        timeout_s: int,
+        tool_call_id: str,
+    ) -> StartedJob: ...
 
 
 class ClientTools(Protocol):

@@ -8,6 +8,7 @@ import math
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -66,7 +67,16 @@ class _Server:
 class MCPManager:
     """Connects the configured servers once the session runs and registers their tools."""
 
-    def __init__(self, servers: list[MCPServerConfig], toolset: Toolset, *, call_timeout_s: float) -> None:
+    def __init__(
+        self,
+        servers: list[MCPServerConfig],
+        toolset: Toolset,
+        *,
+        call_timeout_s: float,
+        share: Path | None = None,
+    ) -> None:
+        self._share = share
+        """Where `soulwire mcp auth` keeps OAuth tokens (`<share>/mcp-oauth/`)."""
         self._servers = [_Server(s) for s in servers]
         self._toolset = toolset
         self._call_timeout_s = call_timeout_s
@@ -167,30 +177,21 @@ class MCPManager:
                 await self._stop.wait()
         except Exception as exc:
             server.error = _describe(exc)
+            if server.error == "authorization required":
+                server.error = f"authorization required: run `soulwire mcp auth {server.config.name}`"
+                _log(f"MCP server `{server.config.name}`: {server.error}")
+                server.status = "unauthorized"
+                return
             _log(f"MCP server `{server.config.name}` failed: {server.error}")
             server.status = "failed"
         finally:
             server.session = None
-            if not server.ready.is_set():
+            if not server.ready.is_set() and server.status != "unauthorized":
                 server.status = "failed"
             server.ready.set()
 
     async def _connect(self, config: MCPServerConfig, stack: AsyncExitStack) -> Any:
-        from mcp.client.session import ClientSession
-
-        if config.command is not None:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            params = StdioServerParameters(
-                command=config.command, args=config.args, env=config.env, cwd=config.cwd
-            )
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
-            tie_new_children()  # the SDK does not tell the server's pid
-        else:
-            read, write = await stack.enter_async_context(_http_transport(config, stack))
-        session = await stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
-        return session
+        return await open_session(config, stack, share=self._share)
 
     def _register(self, server: _Server, tool: Any) -> None:
         name = str(tool.name)
@@ -284,6 +285,34 @@ def convert_result(result: Any) -> ToolReturnValue:
     return ToolReturnValue(is_error=False, output=list(parts), message="")
 
 
+async def open_session(
+    config: MCPServerConfig, stack: AsyncExitStack, *, share: Path | None = None, auth: Any = None
+) -> Any:
+    """An initialised SDK ClientSession to the server, its transports entered in `stack`. An
+    HTTP server with `auth = "oauth"` uses the stored tokens of `share` (or `auth` when given:
+    the `soulwire mcp auth` flow)."""
+    from mcp.client.session import ClientSession
+
+    if config.command is not None:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(
+            command=config.command, args=config.args, env=config.env, cwd=config.cwd
+        )
+        read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+        tie_new_children()  # the SDK does not tell the server's pid
+    else:
+        read, write = await stack.enter_async_context(_http_transport(config, stack, share, auth))
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    return session
+
+
+async def list_tools(session: Any) -> list[Any]:
+    """Every tool of the server (all pages)."""
+    return await _list_tools(session)
+
+
 def _import_sdk() -> None:
     import importlib
 
@@ -307,16 +336,20 @@ async def _list_tools(session: Any) -> list[Any]:
             return tools
 
 
-def _http_transport(config: MCPServerConfig, stack: AsyncExitStack) -> Any:
+def _http_transport(config: MCPServerConfig, stack: AsyncExitStack, share: Path | None, auth: Any) -> Any:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client  # pyright: ignore[reportPrivateImportUsage]
 
     assert config.url is not None
+    if auth is None and config.auth == "oauth" and share is not None:
+        from soulwire.tools.mcp_oauth import oauth_provider
+
+        auth = oauth_provider(share, config.url)
     if config.transport == "sse":
         from mcp.client.sse import sse_client
 
-        return sse_client(config.url, headers=config.headers or None)
-    client = create_mcp_http_client(headers=config.headers or None)
+        return sse_client(config.url, headers=config.headers or None, auth=auth)
+    client = create_mcp_http_client(headers=config.headers or None, auth=auth)
     stack.push_async_callback(client.aclose)
     return streamable_http_client(config.url, http_client=client)
 

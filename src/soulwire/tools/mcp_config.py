@@ -25,6 +25,8 @@ class MCPServerConfig:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict[str, str])
     transport: str = "http"
+    auth: str | None = None
+    """`"oauth"`: the server is reached with the tokens of `soulwire mcp auth NAME`."""
 
 
 def load_mcp_servers(files: list[Path], texts: list[str], share_dir: Path) -> list[MCPServerConfig]:
@@ -98,10 +100,14 @@ def _server(origin: str, name: str, entry: Any) -> MCPServerConfig:
         transport = entry.get("transport", "http")
         if transport not in ("http", "streamable-http", "streamable_http", "sse"):
             raise bad(f"unsupported transport {transport!r}")
+        auth = entry.get("auth")
+        if auth is not None and auth != "oauth":
+            raise bad(f'unsupported auth {auth!r} (only "oauth")')
         return MCPServerConfig(
             name=name,
             url=url,
             headers={str(k): str(v) for k, v in headers.items()},
             transport=str(transport),
+            auth=auth,
         )
     raise bad("needs a `command` (stdio) or a `url` (http)")

@@ -1,4 +1,5 @@
-"""Background tasks: commands started by `Shell` with `run_in_background` (spec §9, §7.1).
+"""Background tasks: commands started by `Shell` with `run_in_background`, and jobs of the
+engine itself such as background sub-agents (`Agent` with `run_in_background`) (spec §9, §7.1).
 
 Each task runs `bash -c` in its own session (so its own process group) with stdin closed and
 stdout+stderr appended to `tasks/<id>/output.log` in the session directory; its description
@@ -7,7 +8,9 @@ group (`attach`), not in the turn's — waits for the exit or the timeout, so ca
 leaves the command running. When a task ends, a notice is queued; the soul hands it to the
 model at the start of its next step (and to the client as a `Notification` event). When the
 session ends, `aclose()` (and, as a last resort, `close()`) kills every task's process group,
-so no command outlives the engine."""
+so no command outlives the engine. A job is a coroutine run in the session's task group under
+its own cancel scope (TaskStop and the session's end cancel it), writing its output to the same
+`output.log`; it ends `completed` when it returns and `failed` when it raises."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import signal
 import string
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -75,6 +78,9 @@ class BackgroundTask:
     finished_at: float | None = None
     ended: anyio.Event = field(default_factory=anyio.Event)
     stop_reason: str | None = None
+    kind: str = KIND
+    scope: anyio.CancelScope | None = None
+    """A job's cancel scope (None for a command: its process group is signalled instead)."""
 
     @property
     def output_path(self) -> Path:
@@ -90,17 +96,18 @@ class BackgroundTask:
 
     def display(self) -> BackgroundTaskDisplayBlock:
         return BackgroundTaskDisplayBlock(
-            task_id=self.id, kind=KIND, status=self.status, description=self.description
+            task_id=self.id, kind=self.kind, status=self.status, description=self.description
         )
 
     def summary_lines(self) -> list[str]:
         """`key: value` lines the task tools show the model."""
+        command = [f"command: {self.command}"] if self.command else []
         return [
             f"task_id: {self.id}",
-            f"kind: {KIND}",
+            f"kind: {self.kind}",
             f"status: {self.status}",
             f"description: {self.description}",
-            f"command: {self.command}",
+            *command,
             *self.outcome_lines(),
         ]
 
@@ -166,9 +173,9 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
         pass  # the status file is a record for later; the live task does not depend on it
 
 
-def _new_id(taken: Mapping[str, Any]) -> str:
+def _new_id(taken: Mapping[str, Any], kind: str = KIND) -> str:
     while True:
-        task_id = f"{KIND}-" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+        task_id = f"{kind}-" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
         if task_id not in taken:
             return task_id
 
@@ -250,6 +257,62 @@ class BackgroundTasks:
         group.start_soon(self._watch, task, process, name=f"task-{task_id}")
         return task
 
+    def start_job(
+        self,
+        job: Callable[[Path], Awaitable[None]],
+        *,
+        kind: str,
+        description: str,
+        timeout_s: int,
+        tool_call_id: str,
+    ) -> BackgroundTask:
+        """Run `job(output_path)` as a task of `kind`. Raises TooManyTasks, or OSError when the
+        session is not running."""
+        group = self._group
+        if group is None or self._closed:
+            raise OSError("background tasks need a running session")
+        running = sum(1 for t in self._tasks.values() if t.active)
+        if running >= self.limits.max_running_tasks:
+            raise TooManyTasks(running)
+        task_id = _new_id(self._tasks, kind)
+        task_dir = self.tasks_dir / task_id
+        task_dir.mkdir(parents=True, exist_ok=True)
+        task = BackgroundTask(
+            id=task_id,
+            command="",
+            description=description,
+            cwd="",
+            timeout_s=timeout_s,
+            tool_call_id=tool_call_id,
+            dir=task_dir,
+            kind=kind,
+            scope=anyio.CancelScope(),
+        )
+        spec = {"id": task_id, "kind": kind, "description": description, "timeout_s": timeout_s}
+        _write_json(
+            task_dir / SPEC_FILE, {**spec, "tool_call_id": tool_call_id, "created_at": task.created_at}
+        )
+        task.output_path.touch()
+        self._tasks[task_id] = task
+        _write_json(task_dir / RUNTIME_FILE, task.record())
+        group.start_soon(self._run_job, task, job, name=f"task-{task_id}")
+        return task
+
+    async def _run_job(self, task: BackgroundTask, job: Callable[[Path], Awaitable[None]]) -> None:
+        assert task.scope is not None
+        code = 0
+        with task.scope:
+            with anyio.move_on_after(task.timeout_s) as deadline:
+                try:
+                    await job(task.output_path)
+                except Exception as exc:
+                    code = 1
+                    task.failure_reason = str(exc) or type(exc).__name__
+            task.timed_out = deadline.cancelled_caught
+        if task.scope.cancelled_caught and task.stop_reason is None:
+            task.stop_reason = "Session ended"
+        self._finish(task, code)
+
     async def _watch(self, task: BackgroundTask, process: subprocess.Popen[bytes]) -> None:
         """Wait for the task to end (killing it at its timeout) and record how it ended.
         Polls (backing off to 0.1 s) rather than blocking a thread on the child."""
@@ -274,18 +337,20 @@ class BackgroundTasks:
         if task.ended.is_set():
             return
         task.finished_at = time.time()
-        task.exit_code = code
+        task.exit_code = code if task.kind == KIND else None  # a job has no exit code
         if task.stop_reason is not None:
             task.status, task.interrupted = "killed", True
             task.failure_reason = task.stop_reason
         elif task.timed_out:
             task.status, task.interrupted = "failed", True
-            task.failure_reason = f"Command timed out after {task.timeout_s}s"
+            what = "Command" if task.kind == KIND else "Task"
+            task.failure_reason = f"{what} timed out after {task.timeout_s}s"
         elif code == 0:
             task.status = "completed"
         else:
             task.status = "failed"
-            task.failure_reason = _exit_reason(code)
+            if task.kind == KIND or not task.failure_reason:
+                task.failure_reason = _exit_reason(code)
         if not self._closed:
             self._notices.append(self._notice(task))
         # The status file is written after the notice is queued: whoever sees the end
@@ -313,7 +378,9 @@ class BackgroundTasks:
         if not task.active:
             return
         task.stop_reason = reason
-        if self._group is not None:
+        if task.scope is not None:
+            task.scope.cancel()
+        elif self._group is not None:
             self._group.start_soon(self._kill_group, task, name=f"stop-{task.id}")
 
     async def _kill_group(self, task: BackgroundTask) -> None:
@@ -333,6 +400,8 @@ class BackgroundTasks:
         for task in tasks:
             if task.active:
                 task.stop_reason = reason
+                if task.scope is not None:
+                    task.scope.cancel()
         return [t.pgid for t in tasks if t.pgid is not None and group_alive(t.pgid)]
 
     async def aclose(self, reason: str = "Session ended") -> None:
@@ -397,7 +466,7 @@ class BackgroundTasks:
             created_at=time.time(),
             payload={
                 "task_id": task.id,
-                "task_kind": KIND,
+                "task_kind": task.kind,
                 "status": task.status,
                 "description": task.description,
                 "exit_code": task.exit_code,
@@ -411,7 +480,7 @@ class BackgroundTasks:
         )
         details = [
             f"Task ID: {task.id}",
-            f"Task Type: {KIND}",
+            f"Task Type: {task.kind}",
             f"Description: {task.description}",
             f"Status: {task.status}",
         ]

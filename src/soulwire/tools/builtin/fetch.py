@@ -2,14 +2,16 @@
 Markdown document as it is.
 
 Fetched directly with httpx2 (the HTTP client the provider SDKs already bring), imported at the
-first call so that start-up does not pay for it. The Moonshot fetch service of the reference
-(`[services.moonshot_fetch]`) is not used yet: pages are always fetched directly."""
+first call so that start-up does not pay for it. With `[services.moonshot_fetch]` configured the
+page is asked of that service first (tools/builtin/web_service.py), and fetched directly when the
+service fails, as the reference does."""
 
 from __future__ import annotations
 
 import codecs
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
@@ -20,6 +22,9 @@ from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.output import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, cap_lines, clip_head
 from soulwire.tools.sandbox import BOUNDARY_NETWORK, leaving_action
 from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error, tool_ok
+
+if TYPE_CHECKING:
+    from soulwire.config.model import ServiceConfig
 
 MAX_FETCH_BYTES = 10 * 1024 * 1024
 """Bodies are read up to this size; the rest of a larger page is not downloaded."""
@@ -120,6 +125,9 @@ class FetchURL(TypedTool[FetchURLParams]):
     )
     params = FetchURLParams
 
+    def __init__(self, service: ServiceConfig | None = None) -> None:
+        self._service = service
+
     async def execute(self, params: FetchURLParams, ctx: ToolContext) -> ToolReturnValue:
         url = params.url.strip()
         parts = urlsplit(url)
@@ -141,6 +149,12 @@ class FetchURL(TypedTool[FetchURLParams]):
             )
             if refusal is not None:
                 return refusal
+        if self._service is not None:
+            from soulwire.tools.builtin.web_service import fetch_via_service
+
+            served = await fetch_via_service(self._service, url, ctx.tool_call_id)
+            if not served.is_error:
+                return served
         import httpx2
 
         timeout = fetch_timeout()
