@@ -193,7 +193,9 @@ def test_a_killed_watchdog_is_replaced_at_the_next_tool_process(engine, sandbox)
     marker, started = sandbox.root / "after-restart", sandbox.root / "started"
     wire = engine(
         call("c1", "Shell", {"command": "true"}),
-        call("c2", "Shell", {"command": f"touch {started}; sleep {DELAY_S}; touch {marker}; : {tag}"}),
+        # A long sleep: under load the approval round trip and the watchdog's replacement can
+        # take seconds; the command (found by its tag) must still be running when the engine dies.
+        call("c2", "Shell", {"command": f"touch {started}; sleep 8; touch {marker}; : {tag}"}),
         "text: done",
     )
 
@@ -218,8 +220,8 @@ def test_a_killed_watchdog_is_replaced_at_the_next_tool_process(engine, sandbox)
     wire.initialize()
     prompt = wire.request("prompt", {"user_input": "go"})
     with pytest.raises(TimeoutError):  # the turn is still running when the engine is killed
-        wire.until_response(prompt, answer=answer, timeout=DELAY_S / 2)
-    assert started.exists() and processes_with(tag)
-    assert len(watchdogs()) == 1  # a new one
+        wire.until_response(prompt, answer=answer, timeout=3)
+    assert wait_for(lambda: started.exists() and bool(processes_with(tag)))
+    assert wait_for(lambda: len(watchdogs()) == 1)  # a new one
     kill_engine(wire, whole_group=False)
     assert_nothing_survives(tag, [marker])
