@@ -13,24 +13,69 @@ from soulwire import __version__
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
-SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve", "fleet")
+SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve", "fleet", "completion", "__complete")
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C program killed by it reports
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `soulwire` command; returns the exit code (130 after Ctrl-C, without
-    a traceback: the front ends end their work cleanly first where they can)."""
+    """Entry point of the `soulwire` command; returns the exit code. A person never sees a
+    traceback: Ctrl-C is 130, a reader that went away (`| head`) 141, a bug one line naming
+    the log file; `--debug` (or SOULWIRE_DEBUG=1) shows the traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("SOULWIRE_DEBUG", "") not in ("", "0")
+    log = None
     try:
-        return _main(argv)
+        from soulwire.cli.logs import setup_logging
+        from soulwire.config.loader import share_dir
+
+        log = setup_logging(share_dir(), debug=debug)
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        return _internal_error(exc, debug=debug, log=log)
 
 
-def _main(argv: list[str] | None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _internal_error(exc: Exception, *, debug: bool, log: Path | None) -> int:
+    import logging
+
+    from soulwire.cli.logs import FILE_ONLY
+
+    logging.getLogger("soulwire.cli").error("unexpected error", exc_info=exc, extra={FILE_ONLY: True})
+    where = f" (log: {log})" if log is not None else ""
+    if debug:
+        import traceback
+
+        traceback.print_exception(exc)
+        sys.stderr.write(f"soulwire: the traceback above is also in the log file{where}\n")
+    else:
+        sys.stderr.write(
+            f"soulwire: internal error: {type(exc).__name__}: {exc}; "
+            f"run again with --debug for the traceback{where}\n"
+        )
+    return 1
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "acp":  # `soulwire acp [flags]`, the form editors are configured with
         argv = ["--acp", *argv[1:]]
-    if argv and argv[0] in SUBCOMMANDS:
-        return _subcommand(argv[0], argv[1:])
+    command = [a for a in argv if a != "--debug"]  # `soulwire --debug doctor`, `soulwire doctor --debug`
+    if command and command[0] in SUBCOMMANDS:
+        return _subcommand(command[0], command[1:])
     from soulwire.cli.args import UsageError, parse_main
     from soulwire.config.loader import ConfigError
 
@@ -41,7 +86,7 @@ def _main(argv: list[str] | None) -> int:
             return 0
         options = _session_options(args)
     except UsageError as exc:
-        sys.stderr.write(f"soulwire: error: {exc}\nTry 'soulwire --help' for help.\n")
+        sys.stderr.write(exc.line() + "\n")
         return 2
     except ConfigError as exc:  # one line: what is wrong and where
         sys.stderr.write(f"soulwire: error: {exc}\n")
@@ -158,6 +203,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.cli.demo import run_demo
 
         return run_demo(argv)
+    if name in ("completion", "__complete"):
+        from soulwire.cli.completion import run_complete, run_completion
+
+        return run_completion(argv) if name == "completion" else run_complete(argv)
     if name == "serve":
         from soulwire.server.main import run_serve
 

@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from pathlib import Path
 
+from soulwire.usage import CommandParser, UsageError
 
-class UsageError(Exception):
-    """Invalid usage; reported on stderr with exit code 2."""
+__all__ = ["UsageError", "build_parser", "parse_main"]
 
+EXAMPLES = (
+    "soulwire                                  # the interactive terminal UI in this directory",
+    "soulwire --continue                       # pick up the last session of this directory",
+    "soulwire --print -p 'explain this repo'   # one prompt, the answer on stdout",
+    "soulwire --wire --work-dir ~/src/app      # the Wire protocol on stdin/stdout (for clients)",
+    "soulwire acp                              # an Agent Client Protocol agent (for editors)",
+    "soulwire doctor                           # what works here, and how to fix what does not",
+)
+COMMANDS_HELP = """commands (each has --help):
+  acp          Agent Client Protocol agent for editors
+  sessions     list, show, delete or export the sessions of a work dir
+  serve        host many sessions: Wire over WebSocket and an HTTP API
+  fleet        run many sessions as tasks from a JSON-lines file
+  doctor       check the configuration, keys, sandbox, session store and tools
+  completion   shell completion for bash, zsh or fish
+  info         versions, for clients that check compatibility
+  schema       the JSON Schema of every Wire message
+  demo         the offline end-to-end demo
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+docs: docs/ in the source tree, or `mkdocs serve` there"""
 
 
 def _int_at_least(minimum: int):
@@ -28,20 +44,20 @@ def _int_at_least(minimum: int):
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+def build_parser() -> CommandParser:
+    parser = CommandParser(
         prog="soulwire",
         description=(
             "A coding-agent engine. Modes: the interactive shell (no mode flag), "
             "--wire (JSON-RPC over stdio), acp (Agent Client Protocol), --print (one-shot)."
         ),
-        epilog="Subcommands: acp, info [--json], schema [--out DIR], demo, sessions, doctor [--json].",
-        allow_abbrev=False,
+        examples=EXAMPLES,
+        epilog=COMMANDS_HELP,
     )
     add = parser.add_argument
     add("--version", "-V", action="store_true", help="print the version and exit")
     add("--verbose", action="store_true", help="more log output on stderr")
-    add("--debug", action="store_true", help="debug logging")
+    add("--debug", action="store_true", help="debug logging to the log file; tracebacks on errors")
     add("--work-dir", "-w", metavar="PATH", help="working directory (default: current directory)")
     add(
         "--add-dir",
@@ -125,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_main(argv: list[str]) -> argparse.Namespace:
-    args = build_parser().parse_args(argv)
+    """Parse the main command's flags; a mistake raises UsageError (one line, exit 2)."""
+    args = build_parser().parse_or_raise(argv)
     if args.quiet:
         if args.wire or args.acp:
             raise UsageError("--quiet cannot be combined with --wire/--acp")
@@ -136,4 +153,15 @@ def parse_main(argv: list[str]) -> argparse.Namespace:
         raise UsageError("--input-format, --output-format and --final-message-only need --print")
     if args.session == "" and (args.print_mode or args.wire or args.acp):
         raise UsageError("--session needs an ID outside the interactive shell")
+    _check_paths(args)
     return args
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Paths named on the command line must exist: a typo is caught here, not ignored."""
+    if args.agent_file and not Path(args.agent_file).expanduser().is_file():
+        raise UsageError(f"--agent-file {args.agent_file}: no such file", point_to_help=False)
+    for flag, dirs in (("--add-dir", args.add_dir), ("--skills-dir", args.skills_dir)):
+        for name in dirs:
+            if not Path(name).expanduser().is_dir():
+                raise UsageError(f"{flag} {name}: no such directory", point_to_help=False)
