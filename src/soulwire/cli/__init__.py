@@ -29,7 +29,11 @@ def main(argv: list[str] | None = None) -> int:
         from soulwire.config.loader import share_dir
 
         log = setup_logging(share_dir(), debug=debug)
-        code = _main(argv)
+        try:
+            code = _main(argv)
+        except SystemExit:  # argparse's --help and usage errors
+            sys.stdout.flush()
+            raise
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
     except KeyboardInterrupt:

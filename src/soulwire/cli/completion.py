@@ -49,7 +49,7 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 
 def _bash(parser: argparse.ArgumentParser) -> str:
     choices = "\n".join(
-        f"        {flag}) COMPREPLY=($(compgen -W '{' '.join(values)}' -- \"$cur\")); return ;;"
+        f"        {flag}) COMPREPLY=($(IFS=' '; compgen -W '{' '.join(values)}' -- \"$cur\")); return ;;"
         for flag, values in _choices(parser).items()
     )
     return f"""# soulwire completion for bash: eval "$(soulwire completion bash)" in ~/.bashrc

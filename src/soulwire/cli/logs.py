@@ -108,9 +108,10 @@ def setup_logging(share: Path, *, debug: bool) -> Path:
     """Send the `soulwire` loggers to the log file; returns its path."""
     path = log_path(share)
     logger = logging.getLogger("soulwire")
-    if not any(isinstance(h, LazyRotatingFile) for h in logger.handlers):
-        logger.addHandler(LazyRotatingFile(path, logging.DEBUG if debug else logging.WARNING))
-        logger.addHandler(StderrFallback())
-    if debug:
-        logger.setLevel(logging.DEBUG)
+    for old in [h for h in logger.handlers if isinstance(h, LazyRotatingFile | StderrFallback)]:
+        logger.removeHandler(old)  # main() called again in one process (tests, embedding)
+        old.close()
+    logger.addHandler(LazyRotatingFile(path, logging.DEBUG if debug else logging.WARNING))
+    logger.addHandler(StderrFallback())
+    logger.setLevel(logging.DEBUG if debug else logging.NOTSET)
     return path

@@ -160,6 +160,8 @@ def run_sessions(argv: list[str]) -> int:
     except SessionNotFound as exc:
         sys.stderr.write(f"soulwire sessions: {exc}\n")
         return 1
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): the CLI ends quietly
     except OSError as exc:
         sys.stderr.write(f"soulwire sessions: {exc}\n")
         return 1

@@ -184,7 +184,7 @@ def run_print(
     try:
         runtime = build_runtime(options)
     except ConfigError as exc:
-        sys.stderr.write(f"soulwire: {exc}\n")
+        sys.stderr.write(f"soulwire: error: {exc}\n")
         return 2
     startup_finished()
     printer = _Printer(sys.stdout, output_format, final_message_only)
