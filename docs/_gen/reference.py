@@ -46,7 +46,18 @@ def _help(argv: list[str]) -> str:
 def cli_page() -> str:
     from soulwire.cli.completion import subcommands
 
+    columns = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: a fixed width, a stable page
+    try:
+        return _cli_page(subcommands())
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+
+
+def _cli_page(commands: list[str]) -> str:
     parts = [
         "# Command line",
         "",
@@ -60,7 +71,7 @@ def cli_page() -> str:
         _help(["--help"]),
         "```",
     ]
-    for command in subcommands():
+    for command in commands:
         if command == "acp":
             continue  # `soulwire acp` takes the main command's flags (it is `soulwire --acp`)
         parts += ["", f"## soulwire {command}", "", "```text", _help([command, "--help"]), "```"]

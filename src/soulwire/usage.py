@@ -6,7 +6,6 @@ flag, and `--help` ends with examples. It sits outside the layers so that `soulw
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -62,6 +61,8 @@ class CommandParser(argparse.ArgumentParser):
         prefix = "unrecognized arguments: "
         if not message.startswith(prefix):
             return message
+        import difflib  # only on this error path: not worth its import at every start
+
         unknown = message.removeprefix(prefix).split()
         known = [flag for flag in self._option_string_actions if flag.startswith("--")]
         for word in unknown:

@@ -175,3 +175,33 @@ def test_tools_extras_and_terminal_are_reported(sandbox: Sandbox):
     text = doctor(sandbox, "--offline").stdout
     assert "\x1b[" not in text  # not a terminal: no colour codes
     assert text.splitlines()[0].startswith(("ok    config:", "FAIL  config:"))
+
+
+@pytest.mark.parametrize("no_color", [False, True], ids=["colour", "NO_COLOR"])
+def test_colour_only_in_a_terminal_without_no_color(sandbox: Sandbox, no_color: bool):
+    import os
+    import pty
+
+    sandbox.write()
+    leader, follower = pty.openpty()
+    env = {**sandbox.env(), "TERM": "xterm-256color"}
+    env.pop("NO_COLOR", None)
+    if no_color:
+        env["NO_COLOR"] = "1"
+    with os.fdopen(leader, "rb", buffering=0) as screen:
+        proc = subprocess.Popen([SOULWIRE, "doctor", "--offline"], stdout=follower, stderr=subprocess.PIPE,
+                                env=env, cwd=sandbox.work)  # fmt: skip
+        os.close(follower)
+        output = b""
+        while True:
+            try:
+                chunk = screen.read(4096)
+            except OSError:  # the terminal closed: the process is done writing
+                break
+            if not chunk:
+                break
+            output += chunk
+        proc.wait(timeout=60)
+    text = output.decode()
+    assert "config:" in text and "terminal: a terminal" in text
+    assert ("\x1b[" in text) is not no_color

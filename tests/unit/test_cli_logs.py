@@ -73,9 +73,7 @@ def test_debug_shows_the_traceback_and_where_the_log_is(monkeypatch, tmp_path: P
         monkeypatch.setenv("SOULWIRE_DEBUG", "1")
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
-    assert (
-        err.startswith("Traceback (most recent call last):") and "RuntimeError: the engine fell over" in err
-    )
-    assert err.endswith(
-        f"soulwire: the traceback above is also in the log file (log: {tmp_path / 'logs' / 'soulwire.log'})\n"
-    )
+    log = tmp_path / "logs" / "soulwire.log"
+    assert err.startswith(f"soulwire: debug log: {log}\nTraceback (most recent call last):")
+    assert "RuntimeError: the engine fell over" in err
+    assert err.endswith(f"soulwire: the traceback above is also in the log file (log: {log})\n")

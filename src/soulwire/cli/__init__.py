@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
         from soulwire.config.loader import share_dir
 
         log = setup_logging(share_dir(), debug=debug)
+        if debug:
+            sys.stderr.write(f"soulwire: debug log: {log}\n")
         try:
             code = _main(argv)
         except SystemExit:  # argparse's --help and usage errors
