@@ -32,7 +32,10 @@ class CommandParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one actionable line (exit 2) and whose help ends
     with examples. Subparsers made from it behave the same."""
 
-    def __init__(self, *args: Any, examples: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, examples: Sequence[str] = (), commands: Sequence[str] = (), **kwargs: Any
+    ) -> None:
+        self.commands = list(commands)  # subcommands dispatched before parsing, for suggestions
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         kwargs.setdefault("allow_abbrev", False)
         if examples:
@@ -58,17 +61,37 @@ class CommandParser(argparse.ArgumentParser):
         return super().parse_args(args, namespace)
 
     def _with_suggestion(self, message: str) -> str:
+        """The message, with the closest known flag, command or choice to a mistyped one."""
+        import difflib  # only on this error path: not worth its import at every start
+        import re
+
+        def closest(word: str, known: list[str]) -> str | None:
+            found = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+            return found[0] if found else None
+
+        choice = re.search(r"^(.*)invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:  # argparse's wording changes between Pythons: one stable line instead
+            lead, word = choice.group(1), choice.group(2)
+            known = [c.strip().strip("'") for c in choice.group(3).split(",")]
+            guess = closest(word, known)
+            hint = f" (did you mean {guess}?)" if guess else ""
+            return f"{lead}invalid choice {word!r}; choose from {', '.join(known)}{hint}"
         prefix = "unrecognized arguments: "
         if not message.startswith(prefix):
             return message
-        import difflib  # only on this error path: not worth its import at every start
-
-        unknown = message.removeprefix(prefix).split()
-        known = [flag for flag in self._option_string_actions if flag.startswith("--")]
-        for word in unknown:
-            if not word.startswith("--"):
-                continue
-            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
-            if close:
-                return f"{message} (did you mean {close[0]}?)"
+        words = message.removeprefix(prefix).split()
+        flags = [flag for flag in self._option_string_actions if flag.startswith("--")]
+        for word in words:
+            if word.startswith("--"):
+                guess = closest(word.split("=", 1)[0], flags)
+                if guess:
+                    return f"{message} (did you mean {guess}?)"
+        if words and not words[0].startswith("-") and self.commands:
+            guess = closest(words[0], list(self.commands))
+            hint = (
+                f"did you mean {guess}?"
+                if guess
+                else f"commands: {', '.join(self.commands)}; a prompt goes after -p"
+            )
+            return f"unknown command {words[0]!r} ({hint})"
         return message

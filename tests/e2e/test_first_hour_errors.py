@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from tests.wire_client import Sandbox
 
+from soulwire.cli.completion import subcommands
+
 SOULWIRE = str(Path(sys.executable).with_name("soulwire"))
 NO_KEY_HINT = (
     "soulwire: LLM is not set: no model is configured. Export an API key (KIMI_API_KEY, OPENAI_API_KEY "
@@ -28,7 +30,7 @@ NO_KEY_HINT = (
 class Case:
     name: str
     args: Callable[[Sandbox], list[str]]
-    line: str  # the exact line, with {root}, {share}, {work}, {port} and {toml_error} filled in
+    line: str  # the exact line, with {root}, {share}, {work}, {port}, {toml_error}, {commands} filled in
     code: int = 2
 
 
@@ -46,7 +48,7 @@ CASES = [
     Case("bad number", lambda s: ["--wire", "--max-steps-per-turn", "0"],
          "soulwire: error: argument --max-steps-per-turn: must be ≥ 1, got 0; see 'soulwire --help'"),
     Case("bad choice", lambda s: ["--wire", "--sandbox", "on"],
-         "soulwire: error: argument --sandbox: invalid choice: 'on' (choose from 'off', 'read-only', 'workspace-write'); see 'soulwire --help'"),
+         "soulwire: error: argument --sandbox: invalid choice 'on'; choose from off, read-only, workspace-write; see 'soulwire --help'"),
     Case("missing --agent-file", lambda s: ["--wire", *cfg(s), "--agent-file", f"{s.root}/agent.yaml"],
          "soulwire: error: --agent-file {root}/agent.yaml: no such file"),
     Case("missing --add-dir", lambda s: ["--wire", *cfg(s), "--add-dir", f"{s.root}/lib"],
@@ -81,8 +83,16 @@ CASES = [
     Case("unknown session", lambda s: ["sessions", "show", "nope"],
          "soulwire sessions: no session 'nope' in {work}", 1),
     Case("unknown shell", lambda s: ["completion", "tcsh"],
-         "soulwire completion: error: argument shell: invalid choice: 'tcsh' (choose from 'bash', 'zsh', 'fish'); "
+         "soulwire completion: error: argument shell: invalid choice 'tcsh'; choose from bash, zsh, fish; "
          "see 'soulwire completion --help'"),
+    Case("mistyped command", lambda s: ["doctr"],
+         "soulwire: error: unknown command 'doctr' (did you mean doctor?); see 'soulwire --help'"),
+    Case("unknown command", lambda s: ["frobnicate"],
+         "soulwire: error: unknown command 'frobnicate' (commands: {commands}; a prompt goes after -p); "
+         "see 'soulwire --help'"),
+    Case("mistyped subcommand", lambda s: ["sessions", "lst"],
+         "soulwire sessions: error: argument COMMAND: invalid choice 'lst'; choose from list, show, delete, export "
+         "(did you mean list?); see 'soulwire sessions --help'"),
     Case("missing tasks file", lambda s: ["fleet", "run", f"{s.root}/tasks.jsonl"],
          "soulwire fleet: {root}/tasks.jsonl: cannot read: No such file or directory"),
     Case("serve: bad --listen", lambda s: ["serve", "--listen", "localhost"],
@@ -124,7 +134,7 @@ def test_a_mistake_gets_one_line_that_says_how_to_fix_it(sandbox: Sandbox, busy_
     sandbox.scripts = ["text: hello"]
     sandbox.write()
     fill = {"root": sandbox.root, "share": sandbox.share, "work": sandbox.work, "port": busy_port,
-            "toml_error": toml_error("default_model = = 1")}  # fmt: skip
+            "toml_error": toml_error("default_model = = 1"), "commands": ", ".join(subcommands())}  # fmt: skip
     args = [fill_in(a, fill) for a in case.args(sandbox)]
     out = subprocess.run([SOULWIRE, *args], capture_output=True, text=True, env=sandbox.env(),
                          cwd=sandbox.work, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip

@@ -44,6 +44,12 @@ def _int_at_least(minimum: int):
     return parse
 
 
+def _commands() -> list[str]:
+    from soulwire.cli import SUBCOMMANDS
+
+    return ["acp", *(name for name in SUBCOMMANDS if not name.startswith("_"))]
+
+
 def build_parser() -> CommandParser:
     parser = CommandParser(
         prog="soulwire",
@@ -53,6 +59,7 @@ def build_parser() -> CommandParser:
         ),
         examples=EXAMPLES,
         epilog=COMMANDS_HELP,
+        commands=_commands(),
     )
     add = parser.add_argument
     add("--version", "-V", action="store_true", help="print the version and exit")
