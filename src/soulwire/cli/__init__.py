@@ -25,12 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv or os.environ.get("SOULWIRE_DEBUG", "") not in ("", "0")
     log = None
     try:
-        from soulwire.cli.logs import setup_logging
-        from soulwire.config.loader import share_dir
-
-        log = setup_logging(share_dir(), debug=debug)
-        if debug:
-            sys.stderr.write(f"soulwire: debug log: {log}\n")
+        log = _start_logging(debug)
         try:
             code = _main(argv)
         except SystemExit:  # argparse's --help and usage errors
@@ -47,6 +42,41 @@ def main(argv: list[str] | None = None) -> int:
         return _internal_error(exc, debug=debug, log=log)
 
 
+def log_file(share: Path) -> Path:
+    """The log file: `<share>/logs/soulwire.log` (rotated; see cli/logs.py)."""
+    return share / "logs" / "soulwire.log"
+
+
+def _start_logging(debug: bool) -> Path:
+    """With --debug, log to the file from now on; else from the end of start-up (the front
+    ends call `startup_finished`), so the first answer never waits for `logging`."""
+    from soulwire.config.loader import share_dir
+
+    share = share_dir()
+    if debug:
+        import logging
+        import platform
+
+        from soulwire.cli.logs import setup_logging
+
+        sys.stderr.write(f"soulwire: debug log: {log_file(share)}\n")
+        path = setup_logging(share, debug=True)
+        logging.getLogger("soulwire.cli").debug(
+            "soulwire %s on Python %s, pid %d, share dir %s, argv %s",
+            __version__, platform.python_version(), os.getpid(), share, sys.argv[1:],
+        )  # fmt: skip
+        return path
+    from soulwire.config.process_env import after_startup
+
+    def start() -> None:
+        from soulwire.cli.logs import setup_logging
+
+        setup_logging(share, debug=False)
+
+    after_startup(start)
+    return log_file(share)
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's last flush cannot complain either."""
     try:
@@ -59,8 +89,10 @@ def _silence_stdout() -> None:
 def _internal_error(exc: Exception, *, debug: bool, log: Path | None) -> int:
     import logging
 
-    from soulwire.cli.logs import FILE_ONLY
+    from soulwire.cli.logs import FILE_ONLY, setup_logging
 
+    if log is not None:
+        setup_logging(log.parent.parent, debug=debug)  # before start-up ended, or a subcommand
     logging.getLogger("soulwire.cli").error("unexpected error", exc_info=exc, extra={FILE_ONLY: True})
     where = f" (log: {log})" if log is not None else ""
     if debug:

@@ -1,9 +1,10 @@
 """The log file: `<share>/logs/soulwire.log`, rotated (1 MiB, 3 old files kept), secrets redacted.
 
-Warnings and errors of every `soulwire.*` logger always go there; `--debug` adds debug records
-(and the CLI then prints tracebacks, naming this file). The file and `logging.handlers` (17 ms
-to import) are opened only when the first record arrives, so start-up pays nothing. Records
-still reach stderr as before while nobody else has configured logging.
+Warnings and errors of every `soulwire.*` logger go there once start-up is over (the CLI sets
+this up at `startup_finished`, or at once with `--debug`, which adds debug records and makes
+the CLI print tracebacks, naming this file). The file and `logging.handlers` (17 ms to import)
+are opened only when the first record arrives. Records still reach stderr as before while
+nobody else has configured logging.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ FILE_ONLY = "soulwire_file_only"
 
 
 def log_path(share: Path) -> Path:
-    return share / "logs" / "soulwire.log"
+    from soulwire.cli import log_file
+
+    return log_file(share)
 
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
