@@ -54,7 +54,7 @@ def build_parser() -> CommandParser:
     parser = CommandParser(
         prog="soulwire",
         description=(
-            "A coding-agent engine. Modes: the interactive shell (no mode flag), "
+            "A coding-agent engine. Modes: the interactive shell (no mode flag),\n"
             "--wire (JSON-RPC over stdio), acp (Agent Client Protocol), --print (one-shot)."
         ),
         examples=EXAMPLES,
@@ -92,8 +92,13 @@ def build_parser() -> CommandParser:
     config.add_argument("--config-file", metavar="PATH", help="configuration file (.json or TOML)")
     add("--model", "-m", metavar="NAME", help="model alias from [models]")
     thinking = parser.add_mutually_exclusive_group()
-    thinking.add_argument("--thinking", dest="thinking", action="store_const", const=True, default=None)
-    thinking.add_argument("--no-thinking", dest="thinking", action="store_const", const=False)
+    thinking.add_argument(
+        "--thinking", dest="thinking", action="store_const", const=True, default=None,
+        help="let the model think before it answers (default: config default_thinking)",
+    )  # fmt: skip
+    thinking.add_argument(
+        "--no-thinking", dest="thinking", action="store_const", const=False, help="no thinking"
+    )
     add(
         "--yolo",
         "--yes",
@@ -141,9 +146,12 @@ def build_parser() -> CommandParser:
     )
     add("--mcp-config", action="append", default=[], metavar="JSON", help="MCP servers as JSON (repeatable)")
     add("--skills-dir", action="append", default=[], metavar="PATH", help="skills directory (repeatable)")
-    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N")
-    add("--max-retries-per-step", type=_int_at_least(1), metavar="N")
-    add("--max-ralph-iterations", type=_int_at_least(-1), metavar="N")
+    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N", help="model calls per turn at most")
+    add("--max-retries-per-step", type=_int_at_least(1), metavar="N", help="retries of a failed model call")
+    add(
+        "--max-ralph-iterations", type=_int_at_least(-1), metavar="N",
+        help="kimi's Ralph-loop iterations; accepted for compatibility, not used yet",
+    )  # fmt: skip
     return parser
 
 

@@ -77,7 +77,7 @@ class LoopControl(_Section):
     max_retries_per_step: int = Field(default=3, ge=LOOP_CONTROL_MINIMUMS["max_retries_per_step"])
     """Retries of a failed model call (connection, timeout, 429/5xx) before the step fails."""
     max_ralph_iterations: int = Field(default=0, ge=LOOP_CONTROL_MINIMUMS["max_ralph_iterations"])
-    """Times the same prompt is run again after a turn ends (0: off, -1: until the model stops it)."""
+    """kimi's Ralph-loop iterations (0: off); accepted for compatibility, not used yet."""
     reserved_context_size: int = Field(default=50_000, ge=LOOP_CONTROL_MINIMUMS["reserved_context_size"])
     """Tokens kept free for the model's answer; compaction starts before the context eats into them."""
     compaction_trigger_ratio: float = Field(
@@ -137,8 +137,8 @@ class Config(_Section):
     """The `[[hooks]]` entries, below."""
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
     mcp: dict[str, Any] = Field(default_factory=dict)
-    """MCP client settings (`tool_call_timeout_ms`); the servers themselves are in `mcp.json` or `--mcp-
-    config-file`."""
+    """MCP client settings: `[mcp.client] tool_call_timeout_ms`. The servers are in `mcp.json` or
+    `--mcp-config-file`."""
     services: dict[str, Any] = Field(default_factory=dict)
     approval_scope: Literal["exact", "action"] = "exact"
     """`exact`: approve-for-session remembers the command or file the user saw; `action`:
