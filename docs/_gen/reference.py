@@ -232,10 +232,17 @@ def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def example(schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0) -> Any:
+def example(
+    schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0, name: str = ""
+) -> Any:
     """A value that matches `schema`: its examples or default where given, else the simplest
-    value of each required field (optional fields are left out unless they have a default)."""
+    value of each required field (optional fields are left out unless they have a default);
+    a string is named after its field (`"<tool_call_id>"`)."""
     root = root or schema
+    if name == "protocol_version":
+        from soulwire.wire import PROTOCOL_VERSION
+
+        return PROTOCOL_VERSION
     schema = _resolve(schema, root)
     if schema.get("examples"):
         return schema["examples"][0]
@@ -248,22 +255,24 @@ def example(schema: dict[str, Any], root: dict[str, Any] | None = None, depth: i
     for key in ("anyOf", "oneOf"):
         if key in schema:
             options = [s for s in schema[key] if _resolve(s, root).get("type") != "null"] or schema[key]
-            return example(options[0], root, depth + 1)
+            return example(options[0], root, depth + 1, name)
     if "allOf" in schema:
-        return example(schema["allOf"][0], root, depth + 1)
+        return example(schema["allOf"][0], root, depth + 1, name)
     kind = schema.get("type")
     if kind == "object" or "properties" in schema:
         if depth > 6:
             return {}
         required = set(schema.get("required", []))
         return {
-            name: example(prop, root, depth + 1)
-            for name, prop in schema.get("properties", {}).items()
-            if name in required or "default" in _resolve(prop, root)
+            key: example(prop, root, depth + 1, key)
+            for key, prop in schema.get("properties", {}).items()
+            if key in required or "default" in _resolve(prop, root)
         }
     if kind == "array":
         return [] if depth > 6 else [example(schema.get("items", {}), root, depth + 1)]
-    return {"string": "…", "integer": 0, "number": 0.0, "boolean": False, "null": None}.get(kind or "")
+    if kind == "string":
+        return f"<{name}>" if name else "…"
+    return {"integer": 0, "number": 0.0, "boolean": False, "null": None}.get(kind or "")
 
 
 def _json_block(value: Any) -> list[str]:
