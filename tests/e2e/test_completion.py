@@ -82,3 +82,29 @@ def test_complete_lists_nothing_for_a_fresh_work_dir_and_refuses_an_unknown_kind
     bad = subprocess.run([SOULWIRE, "__complete", "colours"], capture_output=True, text=True,
                          env=sandbox.env(), timeout=30)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_fish_completes_choices_commands_sessions_and_flags(sandbox: Sandbox):
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed (.ci/run installs it with apt-get)")
+    sandbox.scripts = ["text: one"]
+    sandbox.write()
+    path = sandbox.root / "soulwire.fish"
+    path.write_text(script(sandbox, "fish"), encoding="utf-8")
+    subprocess.run([SOULWIRE, "--print", "-p", "hi", "--config-file", str(sandbox.config_path), "--session",
+                    "only-session"], env=sandbox.env(), cwd=sandbox.work, capture_output=True, timeout=60,
+                   check=True)  # fmt: skip
+    env = {**sandbox.env(), "PATH": f"{Path(SOULWIRE).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def complete(line: str) -> list[str]:
+        program = f"source {path}; complete -C {json.dumps(line)}"
+        out = subprocess.run(["fish", "--no-config", "-c", program], capture_output=True, text=True, env=env,
+                             cwd=sandbox.work, timeout=60)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return [row.split("\t")[0] for row in out.stdout.splitlines()]
+
+    assert complete("soulwire --sandbox ") == ["off", "read-only", "workspace-write"]
+    assert complete("soulwire se") == ["serve", "sessions"]
+    assert complete("soulwire --session ") == ["only-session"]
+    assert complete("soulwire sessions show ") == ["only-session"]
+    assert complete("soulwire doctor --of") == ["--offline"]

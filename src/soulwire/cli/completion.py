@@ -164,7 +164,8 @@ def _fish(parser: argparse.ArgumentParser) -> str:
             parts.append(f"-d {_fish_quote(action.help)}")
         lines.append(" ".join(parts))
     lines.append(
-        "complete -c soulwire -n 'not __fish_use_subcommand' "
+        "complete -c soulwire "
+        "-n 'not __fish_use_subcommand; and string match -q -- \"-*\" (commandline -ct)' "
         "-a '(soulwire __complete flags (commandline -opc)[2] 2>/dev/null)'"
     )
     return "\n".join(lines) + "\n"
