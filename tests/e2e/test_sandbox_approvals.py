@@ -188,10 +188,11 @@ def test_doctor_reports_whether_the_sandbox_can_run(sandbox: Sandbox, tmp_path: 
         soulwire, capture_output=True, text=True, env={**sandbox.env(), "PATH": str(empty)}, timeout=30
     )
     assert missing.returncode == 1
-    assert json.loads(missing.stdout)["sandbox"] == {
-        "ok": False,
-        "detail": "bubblewrap (`bwrap`) is not installed; install the `bubblewrap` package",
-    }
+    sandbox_check = json.loads(missing.stdout)["sandbox"]
+    assert (sandbox_check["ok"], sandbox_check["detail"]) == (
+        False,
+        "bubblewrap (`bwrap`) is not installed; install the `bubblewrap` package",
+    )
     if BWRAP_PROBLEM is None:
         present = subprocess.run(soulwire, capture_output=True, text=True, env=sandbox.env(), timeout=30)
         assert json.loads(present.stdout)["sandbox"]["ok"] is True

@@ -13,7 +13,6 @@ from soulwire import __version__
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
-SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve", "fleet")
 # Subcommands routed by table: name → (module, function taking argv and returning the exit code).
 ROUTED_SUBCOMMANDS = {
     "login": ("soulwire.cli.login", "run_login"),
@@ -23,28 +22,115 @@ ROUTED_SUBCOMMANDS = {
     "import": ("soulwire.cli.export", "run_import"),
     "plugin": ("soulwire.cli.plugin", "run_plugin"),
 }
+SUBCOMMANDS = (
+    "info", "schema", "demo", "sessions", "doctor", "serve", "fleet", *ROUTED_SUBCOMMANDS,
+    "completion", "__complete",
+)  # fmt: skip
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C program killed by it reports
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `soulwire` command; returns the exit code (130 after Ctrl-C, without
-    a traceback: the front ends end their work cleanly first where they can)."""
+    """Entry point of the `soulwire` command; returns the exit code. A person never sees a
+    traceback: Ctrl-C is 130, a reader that went away (`| head`) 141, a bug one line naming
+    the log file; `--debug` (or SOULWIRE_DEBUG=1) shows the traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("SOULWIRE_DEBUG", "") not in ("", "0")
+    log = None
     try:
-        return _main(argv)
+        log = _start_logging(debug)
+        try:
+            code = _main(argv)
+        except SystemExit:  # argparse's --help and usage errors
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        return _internal_error(exc, debug=debug, log=log)
 
 
-def _main(argv: list[str] | None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def log_file(share: Path) -> Path:
+    """The log file: `<share>/logs/soulwire.log` (rotated; see cli/logs.py)."""
+    return share / "logs" / "soulwire.log"
+
+
+def _start_logging(debug: bool) -> Path:
+    """With --debug, log to the file from now on; else from the end of start-up (the front
+    ends call `startup_finished`), so the first answer never waits for `logging`."""
+    from soulwire.config.loader import share_dir
+
+    share = share_dir()
+    if debug:
+        import logging
+        import platform
+
+        from soulwire.cli.logs import setup_logging
+
+        sys.stderr.write(f"soulwire: debug log: {log_file(share)}\n")
+        path = setup_logging(share, debug=True)
+        logging.getLogger("soulwire.cli").debug(
+            "soulwire %s on Python %s, pid %d, share dir %s, argv %s",
+            __version__, platform.python_version(), os.getpid(), share, sys.argv[1:],
+        )  # fmt: skip
+        return path
+    from soulwire.config.process_env import after_startup
+
+    def start() -> None:
+        from soulwire.cli.logs import setup_logging
+
+        setup_logging(share, debug=False)
+
+    after_startup(start)
+    return log_file(share)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _internal_error(exc: Exception, *, debug: bool, log: Path | None) -> int:
+    import logging
+
+    from soulwire.cli.logs import FILE_ONLY, setup_logging
+
+    if log is not None:
+        setup_logging(log.parent.parent, debug=debug)  # before start-up ended, or a subcommand
+    logging.getLogger("soulwire.cli").error("unexpected error", exc_info=exc, extra={FILE_ONLY: True})
+    where = f" (log: {log})" if log is not None else ""
+    if debug:
+        import traceback
+
+        traceback.print_exception(exc)
+        sys.stderr.write(f"soulwire: the traceback above is also in the log file{where}\n")
+    else:
+        sys.stderr.write(
+            f"soulwire: internal error: {type(exc).__name__}: {exc}; "
+            f"run again with --debug for the traceback{where}\n"
+        )
+    return 1
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "acp":  # `soulwire acp [flags]`, the form editors are configured with
         argv = ["--acp", *argv[1:]]
-    if argv and argv[0] in SUBCOMMANDS:
-        return _subcommand(argv[0], argv[1:])
-    if argv and argv[0] in ROUTED_SUBCOMMANDS:
+    command = [a for a in argv if a != "--debug"]  # `soulwire --debug doctor`, `soulwire doctor --debug`
+    if command and command[0] in ROUTED_SUBCOMMANDS:
         import importlib
 
-        module, function = ROUTED_SUBCOMMANDS[argv[0]]
-        return getattr(importlib.import_module(module), function)(argv[1:])
+        module, function = ROUTED_SUBCOMMANDS[command[0]]
+        return getattr(importlib.import_module(module), function)(command[1:])
+    if command and command[0] in SUBCOMMANDS:
+        return _subcommand(command[0], command[1:])
     from soulwire.cli.args import UsageError, parse_main
     from soulwire.config.loader import ConfigError
 
@@ -55,7 +141,7 @@ def _main(argv: list[str] | None) -> int:
             return 0
         options = _session_options(args)
     except UsageError as exc:
-        sys.stderr.write(f"soulwire: error: {exc}\nTry 'soulwire --help' for help.\n")
+        sys.stderr.write(exc.line() + "\n")
         return 2
     except ConfigError as exc:  # one line: what is wrong and where
         sys.stderr.write(f"soulwire: error: {exc}\n")
@@ -172,6 +258,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.cli.demo import run_demo
 
         return run_demo(argv)
+    if name in ("completion", "__complete"):
+        from soulwire.cli.completion import run_complete, run_completion
+
+        return run_completion(argv) if name == "completion" else run_complete(argv)
     if name == "serve":
         from soulwire.server.main import run_serve
 

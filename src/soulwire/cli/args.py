@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from pathlib import Path
 
+from soulwire.usage import CommandParser, UsageError
 
-class UsageError(Exception):
-    """Invalid usage; reported on stderr with exit code 2."""
+__all__ = ["UsageError", "build_parser", "parse_main"]
 
+EXAMPLES = (
+    "soulwire                                  # the interactive terminal UI in this directory",
+    "soulwire --continue                       # pick up the last session of this directory",
+    "soulwire --print -p 'explain this repo'   # one prompt, the answer on stdout",
+    "soulwire --wire --work-dir ~/src/app      # the Wire protocol on stdin/stdout (for clients)",
+    "soulwire acp                              # an Agent Client Protocol agent (for editors)",
+    "soulwire doctor                           # what works here, and how to fix what does not",
+)
+COMMANDS_HELP = """commands (each has --help):
+  acp          Agent Client Protocol agent for editors
+  sessions     list, show, delete or export the sessions of a work dir
+  serve        host many sessions: Wire over WebSocket and an HTTP API
+  fleet        run many sessions as tasks from a JSON-lines file
+  doctor       check the configuration, keys, sandbox, session store and tools
+  login        sign in to Kimi Code, or set up another provider's key and model
+  logout       forget the Kimi Code login
+  mcp          add, remove, list, test and authorize MCP servers (mcp.json)
+  plugin       install, list, inspect or remove plugins
+  export       write a session as a ZIP file
+  import       unpack a session ZIP into a work dir
+  completion   shell completion for bash, zsh or fish
+  info         versions, for clients that check compatibility
+  schema       the JSON Schema of every Wire message
+  demo         the offline end-to-end demo
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+docs: docs/ in the source tree, or `mkdocs serve` there"""
 
 
 def _int_at_least(minimum: int):
@@ -28,23 +50,27 @@ def _int_at_least(minimum: int):
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+def _commands() -> list[str]:
+    from soulwire.cli import SUBCOMMANDS
+
+    return ["acp", *(name for name in SUBCOMMANDS if not name.startswith("_"))]
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(
         prog="soulwire",
         description=(
-            "A coding-agent engine. Modes: the interactive shell (no mode flag), "
+            "A coding-agent engine. Modes: the interactive shell (no mode flag),\n"
             "--wire (JSON-RPC over stdio), acp (Agent Client Protocol), --print (one-shot)."
         ),
-        epilog=(
-            "Subcommands: acp, info [--json], schema [--out DIR], demo, sessions, doctor [--json], "
-            "login, logout, mcp, plugin, export, import (each with --help)."
-        ),
-        allow_abbrev=False,
+        examples=EXAMPLES,
+        epilog=COMMANDS_HELP,
+        commands=_commands(),
     )
     add = parser.add_argument
     add("--version", "-V", action="store_true", help="print the version and exit")
     add("--verbose", action="store_true", help="more log output on stderr")
-    add("--debug", action="store_true", help="debug logging")
+    add("--debug", action="store_true", help="debug logging to the log file; tracebacks on errors")
     add("--work-dir", "-w", metavar="PATH", help="working directory (default: current directory)")
     add(
         "--add-dir",
@@ -72,8 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--config-file", metavar="PATH", help="configuration file (.json or TOML)")
     add("--model", "-m", metavar="NAME", help="model alias from [models]")
     thinking = parser.add_mutually_exclusive_group()
-    thinking.add_argument("--thinking", dest="thinking", action="store_const", const=True, default=None)
-    thinking.add_argument("--no-thinking", dest="thinking", action="store_const", const=False)
+    thinking.add_argument(
+        "--thinking", dest="thinking", action="store_const", const=True, default=None,
+        help="let the model think before it answers (default: config default_thinking)",
+    )  # fmt: skip
+    thinking.add_argument(
+        "--no-thinking", dest="thinking", action="store_const", const=False, help="no thinking"
+    )
     add(
         "--yolo",
         "--yes",
@@ -121,14 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--mcp-config", action="append", default=[], metavar="JSON", help="MCP servers as JSON (repeatable)")
     add("--skills-dir", action="append", default=[], metavar="PATH", help="skills directory (repeatable)")
-    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N")
-    add("--max-retries-per-step", type=_int_at_least(1), metavar="N")
-    add("--max-ralph-iterations", type=_int_at_least(-1), metavar="N")
+    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N", help="model calls per turn at most")
+    add("--max-retries-per-step", type=_int_at_least(1), metavar="N", help="retries of a failed model call")
+    add(
+        "--max-ralph-iterations", type=_int_at_least(-1), metavar="N",
+        help="kimi's Ralph-loop iterations; accepted for compatibility, not used yet",
+    )  # fmt: skip
     return parser
 
 
 def parse_main(argv: list[str]) -> argparse.Namespace:
-    args = build_parser().parse_args(argv)
+    """Parse the main command's flags; a mistake raises UsageError (one line, exit 2)."""
+    args = build_parser().parse_or_raise(argv)
     if args.quiet:
         if args.wire or args.acp:
             raise UsageError("--quiet cannot be combined with --wire/--acp")
@@ -139,4 +174,15 @@ def parse_main(argv: list[str]) -> argparse.Namespace:
         raise UsageError("--input-format, --output-format and --final-message-only need --print")
     if args.session == "" and (args.print_mode or args.wire or args.acp):
         raise UsageError("--session needs an ID outside the interactive shell")
+    _check_paths(args)
     return args
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Paths named on the command line must exist: a typo is caught here, not ignored."""
+    if args.agent_file and not Path(args.agent_file).expanduser().is_file():
+        raise UsageError(f"--agent-file {args.agent_file}: no such file", point_to_help=False)
+    for flag, dirs in (("--add-dir", args.add_dir), ("--skills-dir", args.skills_dir)):
+        for name in dirs:
+            if not Path(name).expanduser().is_dir():
+                raise UsageError(f"{flag} {name}: no such directory", point_to_help=False)

@@ -121,6 +121,16 @@ def _say(text: str) -> None:
 
 
 def run_demo(argv: list[str]) -> int:
+    from soulwire.usage import CommandParser
+
+    CommandParser(
+        prog="soulwire demo",
+        description=(
+            "Drive a real `soulwire --wire` with a scripted offline model: streamed text, thinking, "
+            "a client tool and an approved shell command. Needs no key and writes only to a temp dir."
+        ),
+        examples=("soulwire demo", "soulwire demo | less"),
+    ).parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="soulwire-demo-") as tmp:
         root = Path(tmp)
         env = {**os.environ, "HOME": str(root), "SOULWIRE_SHARE_DIR": str(root / "share")}

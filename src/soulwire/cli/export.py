@@ -15,12 +15,12 @@ import time
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import NoReturn
 
 from soulwire import __version__
 from soulwire.config.loader import share_dir
 from soulwire.sessions.listing import SessionNotFound, find_session, list_sessions
 from soulwire.sessions.paths import is_valid_session_id, normalise_work_dir, session_dir
+from soulwire.usage import CommandParser
 
 LOG_WINDOW_S = 2 * 24 * 3600
 MAX_LOG_BYTES = 100 * 1024 * 1024
@@ -32,15 +32,19 @@ class Failed(Exception):
     """`Error: …` on stderr; exit 1."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(2)
+_Parser = CommandParser  # one-line usage errors (exit 2) and examples in --help, as every command
 
 
 def run_export(argv: list[str]) -> int:
-    parser = _Parser(prog="soulwire export", description="Export a session as a ZIP archive.")
+    parser = _Parser(
+        prog="soulwire export",
+        description="Export a session as a ZIP archive.",
+        examples=[
+            "soulwire export",
+            "soulwire export 3f2a… -o session.zip",
+            "soulwire export --yes -w ~/repo",
+        ],
+    )
     parser.add_argument("session", nargs="?", metavar="SESSION_ID", help="default: the previous session")
     parser.add_argument("--output", "-o", metavar="PATH", help="default: session-<id>.zip here")
     parser.add_argument("--yes", "-y", action="store_true", help="no confirmation for the previous session")
@@ -58,6 +62,7 @@ def run_import(argv: list[str]) -> int:
     parser = _Parser(
         prog="soulwire import",
         description="Import a session archive made by `soulwire export` or `kimi export`.",
+        examples=["soulwire import session.zip", "soulwire import session.zip -w ~/repo --session my-copy"],
     )
     parser.add_argument("archive", metavar="ZIP")
     parser.add_argument("--work-dir", "-w", metavar="PATH", help="the work dir it belongs to (default: here)")

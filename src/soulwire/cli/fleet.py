@@ -10,19 +10,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
+
+from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:
     from soulwire.fleet import Fleet, TaskResult
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"soulwire fleet: error: {message}\n")
-        raise SystemExit(EXIT_USAGE)
 
 
 def _positive(text: str) -> int:
@@ -36,7 +31,15 @@ def _positive(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="soulwire fleet", description="Run many agent sessions as tasks (docs/fleet.md).")
+    parser = CommandParser(
+        prog="soulwire fleet",
+        description="Run many agent sessions as tasks (docs/fleet.md).",
+        examples=(
+            "soulwire fleet run tasks.jsonl -j 8          # results in tasks.results.jsonl",
+            "soulwire fleet run tasks.jsonl               # again: resumes what did not finish",
+            "soulwire fleet report tasks.results.jsonl --markdown",
+        ),
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="run a task file (JSON lines); re-run to resume")
     run.add_argument("tasks", metavar="TASKS.jsonl")

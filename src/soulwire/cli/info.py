@@ -25,12 +25,18 @@ def info() -> dict[str, object]:
 
 
 def run_info(argv: list[str]) -> int:
+    from soulwire.usage import CommandParser
+
+    parser = CommandParser(
+        prog="soulwire info",
+        description="Versions of Soulwire, its Wire protocol and the kimi-cli release it matches.",
+        examples=("soulwire info", "soulwire info --json | jq -r .wire_protocol_version"),
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object (for clients)")
+    args = parser.parse_args(argv)
     data = info()
-    if argv and argv[0] == "--json":
+    if args.json:
         sys.stdout.write(json.dumps(data) + "\n")
-    elif argv:
-        sys.stdout.write("usage: soulwire info [--json]\n")
-        return 2
     else:
         for key, value in data.items():
             sys.stdout.write(f"{key}: {value}\n")

@@ -22,12 +22,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from soulwire import __version__
 from soulwire.cli.config_edit import default_config_path, load_document, save_document, table
 from soulwire.config import credentials
 from soulwire.config.loader import share_dir
+from soulwire.usage import CommandParser
 
 PLATFORM_ID = "kimi-code"
 MANAGED_PROVIDER = f"managed:{PLATFORM_ID}"
@@ -60,11 +61,7 @@ class LoginFailed(Exception):
     """One line for the user; the command exits 1."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(2)
+_Parser = CommandParser  # one-line usage errors (exit 2) and examples in --help, as every command
 
 
 def _login_parser() -> argparse.ArgumentParser:
@@ -131,7 +128,9 @@ def run_login(argv: list[str]) -> int:
 
 def run_logout(argv: list[str]) -> int:
     parser = _Parser(
-        prog="soulwire logout", description="Log out of Kimi Code: forget the token and the managed config."
+        prog="soulwire logout",
+        description="Log out of Kimi Code: forget the token and the managed config.",
+        examples=["soulwire logout", "soulwire logout --json"],
     )
     parser.add_argument("--json", action="store_true", help="emit events as JSON lines")
     args = parser.parse_args(argv)

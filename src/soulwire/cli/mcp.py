@@ -13,9 +13,10 @@ import json
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from soulwire.config.loader import ConfigError, share_dir
+from soulwire.usage import CommandParser
 
 EXAMPLES = """examples:
   soulwire mcp add --transport http context7 https://mcp.context7.com/mcp --header "CONTEXT7_API_KEY: key"
@@ -30,11 +31,7 @@ class Failed(Exception):
     """One line on stderr; exit 1."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(2)
+_Parser = CommandParser  # one-line usage errors (exit 2) and examples in --help, as every command
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -12,21 +12,18 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import urlsplit
 
 from soulwire import __version__
 from soulwire.config.loader import ConfigError, load_raw_config, share_dir
 from soulwire.tools.plugins import PLUGIN_JSON, PluginError, PluginSpec, installed_plugins, parse_plugin_json
+from soulwire.usage import CommandParser
 
 HOST_NAME = "soulwire"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(2)
+_Parser = CommandParser  # one-line usage errors (exit 2) and examples in --help, as every command
 
 
 def _parser() -> argparse.ArgumentParser:

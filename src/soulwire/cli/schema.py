@@ -43,9 +43,21 @@ def serve_schemas() -> dict[str, Any]:
 
 
 def run_schema(argv: list[str]) -> int:
+    from soulwire.usage import CommandParser
+
+    parser = CommandParser(
+        prog="soulwire schema",
+        description="The JSON Schema of every Wire message, generated from the protocol types.",
+        examples=(
+            "soulwire schema > wire.schema.json",
+            "soulwire schema --out schema/  # one file per message",
+        ),
+    )
+    parser.add_argument("--out", "-o", metavar="DIR", help="write one file per message under DIR")
+    args = parser.parse_args(argv)
     schemas = wire_schemas()
-    if argv[:1] == ["--out"] and len(argv) == 2:
-        root = Path(argv[1])
+    if args.out:
+        root = Path(args.out)
         for group, items in schemas.items():
             (root / group).mkdir(parents=True, exist_ok=True)
             for name, schema in items.items():
@@ -53,8 +65,5 @@ def run_schema(argv: list[str]) -> int:
                     json.dumps(schema, indent=2) + "\n", encoding="utf-8"
                 )
         return 0
-    if argv:
-        sys.stderr.write("usage: soulwire schema [--out DIR]\n")
-        return 2
     sys.stdout.write(json.dumps(schemas, indent=2) + "\n")
     return 0

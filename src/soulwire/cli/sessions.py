@@ -8,7 +8,7 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from soulwire.config.loader import share_dir
 from soulwire.sessions.export import context_to_markdown
@@ -21,18 +21,20 @@ from soulwire.sessions.listing import (
 )
 from soulwire.sessions.paths import normalise_work_dir
 from soulwire.sessions.store import FileSessionStore
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"soulwire sessions: error: {message}\n")
-        raise SystemExit(2)
+from soulwire.usage import CommandParser
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="soulwire sessions", description="Sessions of a work dir (default: the current directory)."
+    parser = CommandParser(
+        prog="soulwire sessions",
+        description="Sessions of a work dir (default: the current directory).",
+        examples=(
+            "soulwire sessions list",
+            "soulwire sessions list --work-dir ~/src/app --json",
+            "soulwire sessions show 3f2a        # an id or a unique prefix",
+            "soulwire sessions export 3f2a --out notes.md",
+            "soulwire --session 3f2a            # resume it in the terminal UI",
+        ),
     )
     work_dir_help = "the work dir whose sessions to use"
     parser.add_argument("--work-dir", "-w", metavar="PATH", help=work_dir_help)
@@ -53,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     delete.add_argument("session", metavar="ID")
     export = command("export", "the session's context as Markdown")
     export.add_argument("session", metavar="ID")
-    export.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    export.add_argument(
+        "--out", "--output", "-o", dest="output", metavar="FILE", help="write here instead of stdout"
+    )
     export.add_argument(
         "--full", action="store_true", help="include contexts archived by /clear or compaction"
     )
@@ -156,6 +160,8 @@ def run_sessions(argv: list[str]) -> int:
     except SessionNotFound as exc:
         sys.stderr.write(f"soulwire sessions: {exc}\n")
         return 1
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): the CLI ends quietly
     except OSError as exc:
         sys.stderr.write(f"soulwire sessions: {exc}\n")
         return 1

@@ -31,19 +31,31 @@ class _Section(BaseModel):
 
 class ProviderConfig(_Section):
     type: str
+    """`kimi`, `openai_legacy`, `openai_responses`, `anthropic`, `gemini`/`google_genai`;
+    `_scripted_echo`/`_echo` are the offline test models."""
     base_url: str = ""
+    """The API's address; empty for the provider's default. Point `openai_legacy` at vLLM, llama.cpp,
+    Ollama …"""
     api_key: str = Field(default="", repr=False)
+    """The key; empty to use the environment (`KIMI_API_KEY`, `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
+    `GEMINI_API_KEY`, or `SOULWIRE_API_KEY`). Never logged or written to session files."""
     env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables set for this provider (the offline models read their scripts file from here)."""
     custom_headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers sent with every request."""
     reasoning_key: str | None = None
     oauth: dict[str, Any] | None = None
 
 
 class ModelConfig(_Section):
     provider: str
+    """The `[providers.NAME]` table that serves this model."""
     model: str
+    """The provider's model name, e.g. `claude-sonnet-4-5`."""
     max_context_size: int = Field(default=262_144, ge=1)
+    """Tokens the model can take; compaction keeps the context under it."""
     capabilities: list[str] = Field(default_factory=list)
+    """`thinking`, `always_thinking`, `image_in`, `video_in`, …: what the model accepts."""
     display_name: str | None = None
 
     @field_validator("capabilities", mode="before")
@@ -61,12 +73,17 @@ class LoopControl(_Section):
         ge=LOOP_CONTROL_MINIMUMS["max_steps_per_turn"],
         validation_alias=AliasChoices("max_steps_per_turn", "max_steps_per_run"),
     )
+    """Model calls one turn may make before it stops (`--max-steps-per-turn`)."""
     max_retries_per_step: int = Field(default=3, ge=LOOP_CONTROL_MINIMUMS["max_retries_per_step"])
+    """Retries of a failed model call (connection, timeout, 429/5xx) before the step fails."""
     max_ralph_iterations: int = Field(default=0, ge=LOOP_CONTROL_MINIMUMS["max_ralph_iterations"])
+    """kimi's Ralph-loop iterations (0: off); accepted for compatibility, not used yet."""
     reserved_context_size: int = Field(default=50_000, ge=LOOP_CONTROL_MINIMUMS["reserved_context_size"])
+    """Tokens kept free for the model's answer; compaction starts before the context eats into them."""
     compaction_trigger_ratio: float = Field(
         default=0.85, ge=COMPACTION_RATIO_RANGE[0], le=COMPACTION_RATIO_RANGE[1]
     )
+    """Compact the context when it is this full (a fraction of `max_context_size`)."""
 
 
 class BackgroundConfig(_Section):
@@ -116,19 +133,29 @@ class HookConfig(_Section):
 
 class Config(_Section):
     default_model: str = ""
+    """The `[models]` alias sessions use unless `--model` names another."""
     # Strict: "no" or 1 is a mistake to report, not a switch to guess (config/precheck.py).
     default_thinking: StrictBool = False
+    """Start sessions with thinking on (`--thinking`/`--no-thinking` win)."""
     default_yolo: StrictBool = False
+    """Approve every tool action without asking (`--yolo`)."""
     default_plan_mode: StrictBool = False
+    """Start sessions in plan mode (`--plan`)."""
     skip_afk_prompt_injection: StrictBool = False
     telemetry: StrictBool = True
     extra_skill_dirs: list[str] = Field(default_factory=list)
+    """More skill directories, besides `--skills-dir`."""
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    """The `[providers.NAME]` tables, below."""
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+    """The `[models.ALIAS]` tables, below."""
     loop_control: LoopControl = Field(default_factory=LoopControl)
     hooks: list[HookConfig] = Field(default_factory=list)
+    """The `[[hooks]]` entries, below."""
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
     mcp: dict[str, Any] = Field(default_factory=dict)
+    """MCP client settings: `[mcp.client] tool_call_timeout_ms`. The servers are in `mcp.json` or
+    `--mcp-config-file`."""
     services: ServicesConfig = Field(default_factory=ServicesConfig)
     approval_scope: Literal["exact", "action"] = "exact"
     """`exact`: approve-for-session remembers the command or file the user saw; `action`:

@@ -7,9 +7,11 @@ import importlib
 import os
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 _OWN: set[str] = set()
+_AFTER_STARTUP: list[Callable[[], None]] = []
 
 
 def set_for_this_process(key: str, value: str) -> None:
@@ -38,11 +40,19 @@ def tune_startup() -> None:
     gc.disable()
 
 
+def after_startup(callback: Callable[[], None]) -> None:
+    """Run `callback` once start-up is over (at `startup_finished`): work a process needs but
+    its first answer must not wait for, such as opening the log file."""
+    _AFTER_STARTUP.append(callback)
+
+
 def startup_finished() -> None:
     """Turn the collector back on, with everything loaded so far moved out of its sight:
     those objects live as long as the process, so later collections skip them."""
     gc.freeze()
     gc.enable()
+    while _AFTER_STARTUP:
+        _AFTER_STARTUP.pop(0)()
 
 
 def import_pydantic_plugin_loader() -> None:

@@ -112,7 +112,7 @@ def load_tasks(path: str | Path) -> list[Task]:
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise TaskFileError(f"{file}: cannot read: {exc}") from None
+        raise TaskFileError(f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     return parse_tasks(text.splitlines(), origin=str(file), base=file.absolute().parent)
 
 

@@ -87,7 +87,8 @@ def resolve_model(
             known = ", ".join(sorted(config.models)) or "none"
             raise LLMNotSet(
                 f"LLM is not set: --model {model_alias!r} is not a model alias of the configuration "
-                f"(aliases: {known}) and no API key in the environment says which provider serves it"
+                f"(aliases: {known}) and no API key in the environment says which provider serves it; "
+                "use one of those aliases, or export the provider's API key (soulwire doctor lists them)"
             )
         alias, (provider_cfg, model) = model_alias, found
     elif model_alias or config.default_model:

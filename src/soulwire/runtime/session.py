@@ -64,7 +64,9 @@ def resolve_session_id(options: SessionOptions) -> str | None:
     if options.continue_last:
         found = last_session_id(options.share_dir, normalise_work_dir(options.work_dir))
         if found is None:
-            raise ConfigError("No previous session found for the working directory")
+            raise ConfigError(
+                "No previous session found for the working directory; start one without --continue"
+            )
         return found
     if options.session_id is not None and not is_valid_session_id(options.session_id):
         raise ConfigError(f"invalid session id: {options.session_id!r}")

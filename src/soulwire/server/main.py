@@ -4,29 +4,28 @@ SIGTERM, when live sessions are wound down (turns cancelled, files closed)."""
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import socket
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 from soulwire.server.security import is_loopback
+from soulwire.usage import CommandParser
 
 DEFAULT_LISTEN = "127.0.0.1:7437"
 TOKEN_ENV = "SOULWIRE_SERVER_TOKEN"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"soulwire serve: error: {message}\n")
-        raise SystemExit(2)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
         prog="soulwire serve",
         description="Host many sessions in one process: Wire over WebSocket and an HTTP API.",
+        examples=(
+            "soulwire serve                              # 127.0.0.1:7437, prints the URL with its token",
+            "soulwire serve --listen 127.0.0.1:0         # any free port",
+            "soulwire serve --work-dir ~/src/app --model claude",
+        ),
     )
     parser.add_argument(
         "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
@@ -108,7 +107,13 @@ def run_serve(argv: list[str]) -> int:
     try:
         sock = _bind(host, port)
     except OSError as exc:
-        sys.stderr.write(f"soulwire serve: error: cannot listen on {args.listen}: {exc.strerror or exc}\n")
+        in_use = exc.errno == errno.EADDRINUSE
+        hint = (
+            "; stop what uses it or pick another port (--listen HOST:0 takes any free one)" if in_use else ""
+        )
+        sys.stderr.write(
+            f"soulwire serve: error: cannot listen on {args.listen}: {exc.strerror or exc}{hint}\n"
+        )
         return 1
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host

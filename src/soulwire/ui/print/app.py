@@ -1,7 +1,8 @@
 """Print mode: run prompts without a client and print the answer (spec §8.4).
 
 Nobody is there to approve, so tool actions are auto-approved (afk). Exit codes: 0 success,
-1 permanent failure (incl. max steps, LLM not set), 75 retryable provider failure, 130 after
+1 permanent failure (incl. max steps), 2 no usable model (LLM not set: a configuration
+error), 75 retryable provider failure, 130 after
 Ctrl-C, 141 when the reader of stdout went away (`| head -1`). The last two stop the turn as a
 Wire `cancel` does, so the session files hold every completed step; never a traceback."""
 
@@ -27,7 +28,7 @@ from soulwire.wire.fold import joined_text
 from soulwire.wire.messages import StatusUpdate, StepRetry, ToolResult
 from soulwire.wire.types import TextPart, ThinkPart, ToolCall, UserInput, WireModel
 
-EXIT_OK, EXIT_FAILED, EXIT_RETRYABLE = 0, 1, 75
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RETRYABLE = 0, 1, 2, 75
 EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
@@ -154,7 +155,10 @@ async def _run_prompts(runtime: Runtime, prompts: Iterator[UserInput], printer: 
     for user_input in prompts:
         try:
             outcome = await runtime.soul.run(user_input_adapter().validate_python(user_input))
-        except (LLMNotSet, LLMNotSupported) as exc:
+        except LLMNotSet as exc:  # a configuration the person fixes: a usage error
+            sys.stderr.write(f"soulwire: {exc}\n")
+            return EXIT_CONFIG
+        except LLMNotSupported as exc:
             sys.stderr.write(f"soulwire: {exc}\n")
             return EXIT_FAILED
         except ChatProviderError as exc:
@@ -180,7 +184,7 @@ def run_print(
     try:
         runtime = build_runtime(options)
     except ConfigError as exc:
-        sys.stderr.write(f"soulwire: {exc}\n")
+        sys.stderr.write(f"soulwire: error: {exc}\n")
         return 2
     startup_finished()
     printer = _Printer(sys.stdout, output_format, final_message_only)

@@ -81,9 +81,9 @@ class PlainShell:
 
         try:
             runtime = build_runtime(self.options)
-        except ConfigError as exc:
-            sys.stderr.write(f"soulwire: {exc}\n")
-            return 1
+        except ConfigError as exc:  # a configuration the person fixes: exit 2, as the other modes
+            sys.stderr.write(f"soulwire: error: {exc}\n")
+            return 2
         startup_finished()
         runtime.attach_client(self)
         runtime.apply_client(supports_question=True, supports_plan_mode=True, hook_subscriptions=[])

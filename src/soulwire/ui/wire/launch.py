@@ -117,7 +117,7 @@ def serve_wire(options: SessionOptions) -> int:
             # Fail before the handshake; opening the session takes the lock for real.
             raise ConfigError(f"session {options.session_id} is in use by another process")
     except ConfigError as exc:
-        sys.stderr.write(f"soulwire: {exc}\n")
+        sys.stderr.write(f"soulwire: error: {exc}\n")
         return 2
     warmup = _Warmup(options)
     previous_interval = sys.getswitchinterval()

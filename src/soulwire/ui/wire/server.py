@@ -155,6 +155,8 @@ class WireServer:
         )
 
     def _on_initialize(self, params: InitializeParams, _id: str) -> dict[str, Any]:
+        """Negotiate the protocol version, register the client's external tools and hook
+        subscriptions; answers with the engine's info, slash commands and rejected tools."""
         hello = hello_from_params(params)
         if self._busy:
             raise busy_error()
@@ -170,6 +172,8 @@ class WireServer:
         )
 
     def _on_prompt(self, params: PromptParams, _id: str) -> Any:
+        """Run one turn with the user's input (text or content parts); events stream while it
+        runs, the result says how it ended."""
         if self._busy:
             raise busy_error()
         # The scope exists before the task starts: a cancel in the same write lands.
@@ -180,21 +184,25 @@ class WireServer:
         return self._run_prompt(scope, params.user_input)
 
     def _on_steer(self, params: SteerParams, _id: str) -> dict[str, str]:
+        """Add input to the running turn: the model sees it at its next step."""
         if not self._prompting:
             raise idle_error()
         self.runtime.soul.steer(params.user_input)
         return {"status": "steered"}
 
     def _on_set_plan_mode(self, params: SetPlanModeParams, _id: str) -> dict[str, Any]:
+        """Turn plan mode on or off (the model may only read and plan while it is on)."""
         return {"status": "ok", "plan_mode": self.runtime.set_plan_mode(params.enabled)}
 
     def _on_cancel(self, _params: Any, _id: str) -> dict[str, Any]:
+        """Cancel the running turn; its prompt request answers with status `cancelled`."""
         if self._scope is None:
             raise idle_error()
         self._scope.cancel()
         return {}
 
     def _on_replay(self, _params: Any, _id: str) -> Any:
+        """Stream the session's recorded events again (for a client that re-attaches), then answer."""
         if self._busy:
             raise busy_error()
         scope = anyio.CancelScope()

@@ -1,0 +1,120 @@
+"""The log file: `<share>/logs/soulwire.log`, rotated (1 MiB, 3 old files kept), secrets redacted.
+
+Warnings and errors of every `soulwire.*` logger go there once start-up is over (the CLI sets
+this up at `startup_finished`, or at once with `--debug`, which adds debug records and makes
+the CLI print tracebacks, naming this file). The file and `logging.handlers` (17 ms to import)
+are opened only when the first record arrives. Records still reach stderr as before while
+nobody else has configured logging.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+MAX_BYTES = 1 << 20
+BACKUPS = 3
+SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+# Key-shaped strings: provider keys (sk-…, sk-ant-…), bearer tokens, `api_key=…`/`token: …` pairs.
+_SECRET_PATTERNS = (
+    re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,})"),
+    re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._\-]{8,})"),
+    re.compile(r"(?i)\b((?:api[_-]?key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)([^\s\"',}]{4,})"),
+)
+REDACTED = "[redacted]"
+FILE_ONLY = "soulwire_file_only"
+"""A record with this attribute set (`extra={FILE_ONLY: True}`) goes to the log file only."""
+
+
+def log_path(share: Path) -> Path:
+    from soulwire.cli import log_file
+
+    return log_file(share)
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """`text` with every known secret value and key-shaped string replaced."""
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    text = _SECRET_PATTERNS[0].sub(REDACTED, text)
+    for pattern in _SECRET_PATTERNS[1:]:
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def secret_values(environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """Values of environment variables that hold secrets (long enough to be worth hiding)."""
+    env = os.environ if environ is None else environ
+    return tuple(v for k, v in env.items() if k.upper().endswith(SECRET_ENV_SUFFIXES) and len(v) >= 6)
+
+
+class RedactingFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+        self.secrets = secret_values()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record), self.secrets)
+
+
+class LazyRotatingFile(logging.Handler):
+    """A rotating file handler that creates the file (and imports logging.handlers) at its
+    first record; a share dir that cannot be written only loses the log."""
+
+    def __init__(self, path: Path, level: int) -> None:
+        super().__init__(level)
+        self.path = path
+        self._target: logging.Handler | None = None
+        self._broken = False
+        self.setFormatter(RedactingFormatter())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._broken:
+            return
+        if self._target is None:
+            from logging.handlers import RotatingFileHandler
+
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._target = RotatingFileHandler(
+                    self.path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
+                )
+            except OSError:
+                self._broken = True
+                return
+            self._target.setFormatter(self.formatter)
+        self._target.emit(record)
+
+    def close(self) -> None:
+        if self._target is not None:
+            self._target.close()
+        super().close()
+
+
+class StderrFallback(logging.Handler):
+    """What Python prints for an unconfigured logger (warnings, message only, on stderr),
+    kept while no front end has configured the root logger itself."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, FILE_ONLY, False):
+            return
+        if not logging.getLogger().handlers and logging.lastResort is not None:
+            logging.lastResort.handle(record)
+
+
+def setup_logging(share: Path, *, debug: bool) -> Path:
+    """Send the `soulwire` loggers to the log file; returns its path."""
+    path = log_path(share)
+    logger = logging.getLogger("soulwire")
+    for old in [h for h in logger.handlers if isinstance(h, LazyRotatingFile | StderrFallback)]:
+        logger.removeHandler(old)  # main() called again in one process (tests, embedding)
+        old.close()
+    logger.addHandler(LazyRotatingFile(path, logging.DEBUG if debug else logging.WARNING))
+    logger.addHandler(StderrFallback())
+    logger.setLevel(logging.DEBUG if debug else logging.NOTSET)
+    return path

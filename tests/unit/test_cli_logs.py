@@ -1,0 +1,79 @@
+"""The log file (share dir, rotated, secrets redacted) and what a person sees when Soulwire
+itself fails: one line naming the log file, or the traceback with --debug."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+import soulwire.cli as cli
+from soulwire.cli.logs import MAX_BYTES, LazyRotatingFile, log_path, redact, secret_values
+
+
+def test_secrets_are_redacted():
+    secrets = secret_values({"OPENAI_API_KEY": "abc123secret", "HOME": "/root", "X_TOKEN": "short"})
+    assert secrets == ("abc123secret",)  # names that hold secrets; "short" is too short to matter
+    text = redact(
+        "calling with abc123secret, Authorization: Bearer eyJhbGciOi.J9, key sk-ant-api03-xyzxyzxyz, "
+        'api_key="plain-text-key"',
+        secrets,
+    )
+    assert text == (
+        'calling with [redacted], Authorization: Bearer [redacted], key [redacted], api_key="[redacted]"'
+    )
+
+
+def test_the_log_file_is_created_at_the_first_record_and_rotated(tmp_path: Path):
+    path = log_path(tmp_path)
+    handler = LazyRotatingFile(path, logging.WARNING)
+    logger = logging.getLogger("soulwire.test-rotation")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        assert not path.exists()  # nothing logged, nothing written
+        line = "x" * 1000
+        for _ in range(MAX_BYTES // 1000 * 2):
+            logger.warning("%s sk-abcdefghijklmnop", line)
+        assert path.exists() and path.with_name("soulwire.log.1").exists()
+        assert path.stat().st_size <= MAX_BYTES
+        assert "sk-abcdefghijklmnop" not in path.read_text() and "[redacted]" in path.read_text()
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def _crash(argv: list[str]) -> int:
+    raise RuntimeError("the engine fell over")
+
+
+def test_an_unexpected_error_is_one_line_naming_the_log(monkeypatch, tmp_path: Path, capsys):
+    monkeypatch.setenv("SOULWIRE_SHARE_DIR", str(tmp_path))
+    monkeypatch.delenv("SOULWIRE_DEBUG", raising=False)
+    monkeypatch.setattr(cli, "_main", _crash)
+    assert cli.main(["--print", "-p", "hi"]) == 1
+    err = capsys.readouterr().err
+    log = tmp_path / "logs" / "soulwire.log"
+    assert err == (
+        "soulwire: internal error: RuntimeError: the engine fell over; "
+        f"run again with --debug for the traceback (log: {log})\n"
+    )
+    assert "Traceback" in log.read_text() and "the engine fell over" in log.read_text()
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_debug_shows_the_traceback_and_where_the_log_is(monkeypatch, tmp_path: Path, capsys, how: str):
+    monkeypatch.setenv("SOULWIRE_SHARE_DIR", str(tmp_path))
+    monkeypatch.setattr(cli, "_main", _crash)
+    argv = ["--print", "-p", "hi"]
+    if how == "flag":
+        argv.append("--debug")
+    else:
+        monkeypatch.setenv("SOULWIRE_DEBUG", "1")
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    log = tmp_path / "logs" / "soulwire.log"
+    assert err.startswith(f"soulwire: debug log: {log}\nTraceback (most recent call last):")
+    assert "RuntimeError: the engine fell over" in err
+    assert err.endswith(f"soulwire: the traceback above is also in the log file (log: {log})\n")
