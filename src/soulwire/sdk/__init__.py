@@ -17,6 +17,7 @@ from soulwire.sdk import errors
 from soulwire.sdk.approvals import Approval, ApprovalDecision, Question
 from soulwire.sdk.ask import ask, ask_result
 from soulwire.sdk.errors import *  # noqa: F403 -- the error types, listed once in errors.__all__
+from soulwire.sdk.hooks import HOOK_EVENTS, Hook, HookEvent
 from soulwire.sdk.messages import (
     AssistantText,
     Message,
@@ -39,12 +40,15 @@ from soulwire.wire.messages import UnknownMessage
 
 __all__ = [
     "DEFAULT_PRICES",
+    "HOOK_EVENTS",
     "SDK_PROTOCOL_VERSION",
     "Allow",
     "Approval",
     "ApprovalDecision",
     "AssistantText",
     "Deny",
+    "Hook",
+    "HookEvent",
     "Message",
     "ModelPrice",
     "Options",

@@ -166,7 +166,11 @@ class Options(LaunchOptions):
     (the turn is cancelled once its cost reaches it), `prices` (model → `ModelPrice`, merged
     over `pricing.DEFAULT_PRICES`; the model is `model`, or the `"*"` entry).
 
-    Structured output (`query()`): `output_format`, a pydantic model class or a JSON Schema."""
+    Structured output (`query()`): `output_format`, a pydantic model class or a JSON Schema.
+
+    Hooks: `hooks`, a list of `Hook(event, callback, matcher=, timeout=)` or a mapping
+    event -> callable(s) (see `soulwire.sdk.hooks`). In-process MCP servers: `mcp_servers`,
+    name -> an `mcp` server object (its tools become external tools; see `soulwire.sdk.mcp`)."""
 
     tools: Iterable[Any] = ()
     """`Tool`s or plain (async) functions, offered to the model as external tools."""
@@ -192,11 +196,22 @@ class Options(LaunchOptions):
     prices: Mapping[str, Any] | None = None
     output_format: Any = None
     """`query()` only: a pydantic model class or a JSON Schema dict the final answer must match."""
+    hooks: Any = None
+    """`Hook`s, or a mapping hook event -> callable or list of callables."""
+    mcp_servers: Mapping[str, Any] | None = None
+    """In-process MCP servers by name (objects of the official `mcp` SDK)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_limits()
         self._adapt_permissions()
+        if self.hooks is not None:
+            from soulwire.sdk.hooks import as_hooks
+
+            as_hooks(self.hooks)  # bad events, callbacks and timeouts are refused here
+        for name in self.mcp_servers or {}:
+            if not name.replace("_", "").replace("-", "").isalnum():
+                raise ConfigurationError(f"MCP server names use letters, digits, _ and -, not {name!r}")
         if self.output_format is not None:
             from soulwire.sdk.structured import OutputSpec
 

@@ -36,6 +36,7 @@ from soulwire.sdk.errors import (
     ToolsRejectedError,
     TurnInProgressError,
 )
+from soulwire.sdk.hooks import HookDispatcher, as_hooks
 from soulwire.sdk.jsonutil import as_object
 from soulwire.sdk.options import CLIENT_NAME, SDK_PROTOCOL_VERSION, Options
 from soulwire.sdk.process import EngineProcess
@@ -93,7 +94,10 @@ class Session:
         default = to_decision(opts.approval_default)
         if default is None:
             raise ConfigurationError("approval_default must be a decision")
+        hooks = as_hooks(opts.hooks)
+        self._hooks = HookDispatcher(hooks) if hooks else None
         self._responder = Responder(
+            hooks=self._hooks,
             tools=self.tools,
             on_approval=opts.on_approval,
             on_question=opts.on_question,
@@ -172,6 +176,8 @@ class Session:
         }
         if self.tools:
             params["external_tools"] = [t.spec() for t in self.tools.values()]
+        if self._hooks is not None:
+            params["hooks"] = self._hooks.subscriptions()
         try:
             result = await conn.call("initialize", params, timeout=self._startup_timeout)
         except TimeoutError:
@@ -222,6 +228,10 @@ class Session:
             }
         else:
             self.accepted_tools = list(self.tools)
+        hooks = as_object(raw.get("hooks"))
+        amendable = hooks.get("updated_input") if hooks is not None else None
+        if self._hooks is not None and isinstance(amendable, list):
+            self._hooks.amendable = frozenset(str(e) for e in amendable)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
         info = as_object(raw.get("session"))
         if info is not None:
             sid = info.get("id")
