@@ -33,6 +33,7 @@ from soulwire.sdk.errors import (
     SDKError,
     SessionClosedError,
     StartupTimeoutError,
+    ToolDefinitionError,
     ToolsRejectedError,
     TurnInProgressError,
 )
@@ -145,6 +146,8 @@ class Session:
         if self._conn is not None or self._closed:
             raise SDKError("a Session can be started once")
         work_dir = self.launch.resolved_work_dir()
+        if self.options.mcp_servers:
+            await self._open_mcp_servers()
         process = await EngineProcess.spawn(
             self.launch.argv(),
             env=self.launch.environment(),
@@ -164,6 +167,24 @@ class Session:
             await self.close()
             raise
         return self
+
+    async def _open_mcp_servers(self) -> None:
+        from soulwire.sdk.mcp import open_servers
+
+        try:
+            bridged = await open_servers(self.options.mcp_servers or {}, self._stack)
+        except BaseException:
+            self._closed = True
+            await self._stack.aclose()
+            raise
+        for bridged_tool in bridged:
+            if bridged_tool.name in self.tools:
+                self._closed = True
+                await self._stack.aclose()
+                raise ToolDefinitionError(
+                    f"two external tools are named {bridged_tool.name!r} (MCP server {bridged_tool.server!r})"
+                )
+            self.tools[bridged_tool.name] = bridged_tool
 
     async def _initialize(self, conn: Engine) -> None:
         params: dict[str, Any] = {
