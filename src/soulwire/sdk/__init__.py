@@ -32,6 +32,7 @@ from soulwire.sdk.permissions import Allow, Deny, ToolPermissionContext
 from soulwire.sdk.pricing import DEFAULT_PRICES, ModelPrice
 from soulwire.sdk.query import prompt, query
 from soulwire.sdk.session import Session, SessionInfo
+from soulwire.sdk.sessions import HistoryTurn, LocalSessions, ServerSessions, StoredSession
 from soulwire.sdk.structured import StructuredOutputError
 from soulwire.sdk.sync import SyncSession
 from soulwire.sdk.tools import Tool, ToolError, tool
@@ -47,8 +48,10 @@ __all__ = [
     "ApprovalDecision",
     "AssistantText",
     "Deny",
+    "HistoryTurn",
     "Hook",
     "HookEvent",
+    "LocalSessions",
     "Message",
     "ModelPrice",
     "Options",
@@ -56,10 +59,12 @@ __all__ = [
     "Replay",
     "ReplayResult",
     "ResultMessage",
+    "ServerSessions",
     "Session",
     "SessionInfo",
     "Status",
     "Step",
+    "StoredSession",
     "StructuredOutputError",
     "SyncSession",
     "Thinking",
