@@ -31,7 +31,7 @@ from soulwire.sdk.options import SDK_PROTOCOL_VERSION, Options
 from soulwire.sdk.permissions import Allow, Deny, ToolPermissionContext
 from soulwire.sdk.pricing import DEFAULT_PRICES, ModelPrice
 from soulwire.sdk.query import prompt, query
-from soulwire.sdk.session import Session, SessionInfo
+from soulwire.sdk.session import EngineInfo, Session, SessionInfo
 from soulwire.sdk.sessions import HistoryTurn, LocalSessions, ServerSessions, StoredSession
 from soulwire.sdk.structured import StructuredOutputError
 from soulwire.sdk.sync import SyncSession
@@ -48,6 +48,7 @@ __all__ = [
     "ApprovalDecision",
     "AssistantText",
     "Deny",
+    "EngineInfo",
     "HistoryTurn",
     "Hook",
     "HookEvent",

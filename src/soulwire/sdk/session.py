@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
+import anyio.abc
 from pydantic import ValidationError
 
 from soulwire import __version__
@@ -60,6 +61,24 @@ class SessionInfo:
     id: str | None
     resumed: bool | None
     work_dir: str | None
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """`Session.get_server_info()`: the engine's name, version and protocol version, the model
+    asked for (None: the engine's default), slash commands, declared capabilities, the hook
+    events it supports, the external tools it accepted or rejected, and the session."""
+
+    name: str | None
+    version: str | None
+    protocol_version: str | None
+    model: str | None
+    slash_commands: list[SlashCommandInfo]
+    capabilities: dict[str, Any]
+    hook_events: list[str]
+    accepted_tools: list[str]
+    rejected_tools: dict[str, str]
+    session: SessionInfo
 
 
 def _encode_input(user_input: UserInput | Sequence[Any]) -> Any:
@@ -117,6 +136,12 @@ class Session:
 
         self._conn: Engine | None = None
         self._stack = contextlib.AsyncExitStack()
+        """In-process MCP servers (outlive engine restarts)."""
+        self._group: anyio.abc.TaskGroup | None = None
+        """Runs the task that holds the engine link (see `_hold_engine`)."""
+        self._release = anyio.Event()
+        self._held = anyio.Event()
+        self._held.set()  # nothing held yet
         self._closed = False
         self._active: Turn | Replay | None = None
         self._queued: Turn | None = None
@@ -145,42 +170,51 @@ class Session:
         (with the engine's stderr), StartupTimeoutError or ToolsRejectedError (strict_tools)."""
         if self._conn is not None or self._closed:
             raise SDKError("a Session can be started once")
-        work_dir = self.launch.resolved_work_dir()
-        if self.options.mcp_servers:
-            await self._open_mcp_servers()
+        try:
+            self.launch.resolved_work_dir()  # a missing work dir fails before anything starts
+            if self.options.mcp_servers:
+                await self._open_mcp_servers()
+            self._group = await self._stack.enter_async_context(anyio.create_task_group())
+            await self._launch_engine()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _launch_engine(self) -> None:
         process = await EngineProcess.spawn(
             self.launch.argv(),
             env=self.launch.environment(),
-            cwd=work_dir,
+            cwd=self.launch.resolved_work_dir(),
             on_stderr=self._on_stderr,
         )
         conn = Engine(process)
         conn.on_event = self._on_event
         conn.on_request = self._on_request
         self._conn = conn
+        assert self._group is not None
+        await self._group.start(self._hold_engine, conn)
+        self._responder.spawn = conn.start_soon
+        if self._handshake:
+            await self._initialize(conn)
+
+    async def _hold_engine(self, conn: Engine, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Keep the engine link (its task group) open until `_stop_engine`: in a task of its
+        own, so a restart (`set_model`) may come from any task, the sync mirror's included."""
+        release = self._release = anyio.Event()
+        done = self._held = anyio.Event()
         try:
-            await self._stack.enter_async_context(conn)
-            self._responder.spawn = conn.start_soon
-            if self._handshake:
-                await self._initialize(conn)
-        except BaseException:
-            await self.close()
-            raise
-        return self
+            async with conn:
+                task_status.started()
+                await release.wait()
+        finally:
+            done.set()
 
     async def _open_mcp_servers(self) -> None:
         from soulwire.sdk.mcp import open_servers
 
-        try:
-            bridged = await open_servers(self.options.mcp_servers or {}, self._stack)
-        except BaseException:
-            self._closed = True
-            await self._stack.aclose()
-            raise
-        for bridged_tool in bridged:
+        for bridged_tool in await open_servers(self.options.mcp_servers or {}, self._stack):
             if bridged_tool.name in self.tools:
-                self._closed = True
-                await self._stack.aclose()
                 raise ToolDefinitionError(
                     f"two external tools are named {bridged_tool.name!r} (MCP server {bridged_tool.server!r})"
                 )
@@ -269,24 +303,78 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        conn = self._conn
         self._responder.close()
-        if conn is None:
-            return
-        conn.closing_error = SessionClosedError("the session was closed")
         try:
-            # Shielded (and bounded by the timeouts): a cancelled owner still ends the engine.
-            with anyio.CancelScope(shield=True):
-                await conn.process.close(self._close_timeout)
-                with anyio.move_on_after(3.0):
-                    await conn.closed.wait()
+            await self._stop_engine(SessionClosedError("the session was closed"))
         finally:
-            conn.fail(conn.closing_error)
+            await self._stack.aclose()  # in-process MCP servers
+
+    async def _stop_engine(self, error: SDKError) -> None:
+        conn = self._conn
+        try:
+            if conn is not None:
+                conn.closing_error = error
+                # Shielded (and bounded by the timeouts): a cancelled owner still ends the engine.
+                with anyio.CancelScope(shield=True):
+                    await conn.process.close(self._close_timeout)
+                    with anyio.move_on_after(3.0):
+                        await conn.closed.wait()
+        finally:
+            if conn is not None:
+                conn.fail(conn.closing_error or error)
             for stream in (self._active, self._queued):
                 if stream is not None and not stream.finished:
-                    stream._finish(SessionClosedError("the session was closed"))
+                    stream._finish(error)
             self._active = self._queued = None
-            await self._stack.aclose()  # leaves the engine link's task group
+            self._release.set()  # the holding task leaves the engine link's task group
+            with anyio.CancelScope(shield=True):
+                await self._held.wait()
+
+    # -- mid-session controls --------------------------------------------------------
+    async def interrupt(self) -> None:
+        """Stop the running turn (the Claude Agent SDK's name for `cancel`)."""
+        await self.cancel()
+
+    async def set_model(self, model: str) -> None:
+        """Switch the model between turns. Wire has no method for it, so the engine is
+        restarted on the same session (history, plan mode and approvals for the session are
+        kept) with `model`: this works with any Wire engine and costs one engine start. Call
+        it from the task that started the session; raises TurnInProgressError during a turn."""
+        self._connection()
+        if self.busy:
+            raise TurnInProgressError("cannot switch the model while a turn is running")
+        if not model:
+            raise ConfigurationError("set_model needs a model name")
+        session_id = self.info.id
+        if session_id is None:
+            raise SDKError("the engine did not report its session id: it cannot be restarted on it")
+        self.options = replace(self.options, model=model, session_id=session_id, continue_session=False)
+        self.launch = self.options.launch()
+        await self._stop_engine(SessionClosedError(f"the engine was restarted to switch to {model}"))
+        self._conn = None
+        try:
+            await self._launch_engine()
+        except BaseException:
+            await self.close()
+            raise
+
+    def get_server_info(self) -> EngineInfo:
+        """What the engine reported when the session started (its `initialize` result)."""
+        raw = self.initialize_result or {}
+        capabilities = as_object(raw.get("capabilities")) or {}
+        hooks = as_object(raw.get("hooks")) or {}
+        return EngineInfo(
+            name=self.server.name if self.server else None,
+            version=self.server.version if self.server else None,
+            protocol_version=self.protocol_version,
+            model=self.options.model,
+            slash_commands=list(self.slash_commands),
+            capabilities=dict(capabilities),
+            hook_events=[str(e) for e in hooks.get("supported_events") or []],
+            accepted_tools=list(self.accepted_tools),
+            rejected_tools=dict(self.rejected_tools),
+            session=self.info,
+        )
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -457,4 +545,4 @@ class Session:
             self._responder.handle(self._conn, request_id, type_, payload, self._active)
 
 
-__all__ = ["CLIENT_NAME", "SDK_PROTOCOL_VERSION", "Session", "SessionInfo"]
+__all__ = ["CLIENT_NAME", "SDK_PROTOCOL_VERSION", "EngineInfo", "Session", "SessionInfo"]

@@ -25,7 +25,7 @@ from soulwire.sdk.messages import Message
 from soulwire.sdk.options import Options
 from soulwire.sdk.query import make_options
 from soulwire.sdk.query import query as async_query
-from soulwire.sdk.session import Session
+from soulwire.sdk.session import EngineInfo, Session
 from soulwire.sdk.turn import Replay, Step, Turn, TurnResult
 from soulwire.wire.types import UserInput
 
@@ -183,6 +183,16 @@ class SyncSession:
 
     def cancel(self) -> None:
         self._run().run(self.session.cancel)
+
+    def interrupt(self) -> None:
+        self._run().run(self.session.interrupt)
+
+    def set_model(self, model: str) -> None:
+        """Switch the model between turns (the engine restarts on the same session)."""
+        self._run().run(self.session.set_model, model)
+
+    def get_server_info(self) -> EngineInfo:
+        return self.session.get_server_info()
 
     def close(self) -> None:
         runner, self._runner = self._runner, None
