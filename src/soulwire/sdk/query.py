@@ -142,15 +142,21 @@ async def run_turn(
             break
         if not batch:
             break
-        for item in batch:
-            if type(item) is StatusUpdate and budget is not None and limit is None and price is not None:
-                if item.token_usage is not None and price.cost(turn.usage) >= budget:
-                    limit = "max_budget_usd"
-                    await turn.cancel(wait=False)
+        over_budget = False
+
+        def watch(item: Any) -> None:  # sees every event but the chunks that extend a run
+            nonlocal over_budget
+            if type(item) is StatusUpdate:
+                if budget is not None and price is not None and item.token_usage is not None:
+                    over_budget = over_budget or price.cost(turn.usage) >= budget
             elif default is not None and isinstance(item, Approval) and not item.answered:
                 item.answer(default)  # nobody to ask: the declared default, at once
-            for message in folder.feed(item):
-                yield message
+
+        for message in folder.feed_many(batch, watch):
+            yield message
+        if over_budget and limit is None:
+            limit = "max_budget_usd"
+            await turn.cancel(wait=False)
     for message in folder.flush():
         yield message
     yield _result(session, turn, opts, limit, error, t0, turns_before)

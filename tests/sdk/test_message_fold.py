@@ -1,0 +1,49 @@
+"""`MessageFolder.feed_many` (the batch fast path `query()` uses) gives exactly what feeding
+the events one by one gives, and shows every non-chunk event to its watcher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from soulwire.sdk.messages import MessageFolder
+from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult
+from soulwire.wire.types import FunctionCall, TextPart, ThinkPart, ToolCall, ToolCallPart, tool_ok
+
+EVENTS: list[Any] = [
+    StepBegin(n=1),
+    ThinkPart(think="a"),
+    ThinkPart(think="b"),
+    ThinkPart(think="c", encrypted="sig"),  # a signature closes the thinking run
+    ThinkPart(think="d"),
+    TextPart(text="hel"),
+    TextPart(text="lo"),
+    ToolCall(id="t1", function=FunctionCall(name="Shell", arguments='{"comm')),
+    ToolCallPart(arguments_part='and":"ls"}'),
+    TextPart(text="after"),
+    StatusUpdate(),
+    StepBegin(n=2),
+    ToolResult(tool_call_id="t1", return_value=tool_ok("x")),
+    TextPart(text="bye"),
+    *[TextPart(text=str(i)) for i in range(1200)],
+]
+
+
+def one_by_one() -> list[Any]:
+    folder = MessageFolder()
+    out = [m for e in EVENTS for m in folder.feed(e)]
+    return out + folder.flush()
+
+
+def test_feed_many_matches_feed_for_any_batching():
+    expected = one_by_one()
+    assert [type(m).__name__ for m in expected][:4] == ["Thinking", "Thinking", "AssistantText", "ToolUse"]
+    for size in (1, 2, 3, 7, 500, len(EVENTS)):
+        folder = MessageFolder()
+        watched: list[Any] = []
+        out: list[Any] = []
+        for start in range(0, len(EVENTS), size):
+            out += folder.feed_many(EVENTS[start : start + size], watched.append)
+        out += folder.flush()
+        assert out == expected, size
+        assert all(type(e) is not TextPart or e.text in ("hel", "after", "bye") or size == 1 for e in watched)
+        assert sum(type(e) is StatusUpdate for e in watched) == 1
