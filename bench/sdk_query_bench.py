@@ -116,14 +116,12 @@ def main() -> int:
 
     engine_us = m("raw stream", "engine us/event")
     raw_start, query_start = m("raw first", "first (ms)"), m("query first", "first (ms)")
-    print(
-        f"load average over the runs: {min(loads):.1f}-{max(loads):.1f}; {args.repeat} interleaved runs, medians\n"
-    )
+    span = f"{min(loads):.1f}-{max(loads):.1f}"
+    print(f"load average over the runs: {span}; {args.repeat} interleaved runs, medians\n")
     print("| measure | bare engine (raw client) | query() | ratio / share |")
     print("| --- | ---: | ---: | ---: |")
-    print(
-        f"| spawn -> first message (ms) | {raw_start:.1f} | {query_start:.1f} | {query_start / raw_start:.2f}x |"
-    )
+    ratio = query_start / raw_start
+    print(f"| spawn -> first message (ms) | {raw_start:.1f} | {query_start:.1f} | {ratio:.2f}x |")
     raw_run, query_run = m("raw stream", "run (ms)"), m("query stream", "run (ms)")
     print(
         f"| whole run, {args.stream} chunks (ms) | {raw_run:.1f} | {query_run:.1f} | "
@@ -134,9 +132,8 @@ def main() -> int:
         f"| SDK CPU per event, no engine (us): Turn {sdk_us:.2f} + fold {fold_us:.2f} | | "
         f"{sdk_us + fold_us:.2f} | {(sdk_us + fold_us) / engine_us * 100:.1f}% of the engine's |"
     )
-    print(
-        f"| query()'s message layer alone per event (us) | | {fold_us:.2f} | {fold_us / engine_us * 100:.1f}% |"
-    )
+    share = fold_us / engine_us * 100
+    print(f"| query()'s message layer alone per event (us) | | {fold_us:.2f} | {share:.1f}% |")
     return 0
 
 
