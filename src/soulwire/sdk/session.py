@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,6 +40,7 @@ from soulwire.sdk.errors import (
 )
 from soulwire.sdk.hooks import HookDispatcher, as_hooks
 from soulwire.sdk.jsonutil import as_object
+from soulwire.sdk.messages import Message
 from soulwire.sdk.options import CLIENT_NAME, SDK_PROTOCOL_VERSION, Options
 from soulwire.sdk.process import EngineProcess
 from soulwire.sdk.responder import Responder
@@ -437,6 +438,14 @@ class Session:
         else:
             self._send_stream(conn, turn, "prompt", params)
         return turn
+
+    def query(self, user_input: UserInput | Sequence[Any]) -> AsyncGenerator[Message, None]:
+        """One turn as the typed messages `query()` yields (merged text, thinking, tool use
+        and results, status, then a ResultMessage), with this session's limits applied:
+        `ClaudeSDKClient.query()` + `receive_response()` in one call."""
+        from soulwire.sdk.query import run_turn
+
+        return run_turn(self, user_input, self.options)
 
     def replay(self) -> Replay:
         """Re-stream the session's recorded history (`replay`, Wire 1.3+)."""
