@@ -35,9 +35,8 @@ async def main() -> None:
     async with sdk.Session(options) as session:
         session_ref.append(session)
         info = session.get_server_info()
-        print(
-            f"engine: {info.name} {info.version}, Wire {info.protocol_version}, hooks: {len(info.hook_events)}"
-        )
+        hooks = len(info.hook_events)
+        print(f"engine: {info.name} {info.version}, Wire {info.protocol_version}, hooks: {hooks}")
 
         async for message in session.query("Fix the build and wait for CI."):
             if isinstance(message, sdk.AssistantText):

@@ -58,9 +58,8 @@ async def main() -> None:
                     case sdk.ToolUse(name=name, input=tool_input):
                         print(f"tool: {name} {tool_input}")
                     case sdk.ResultMessage() as result:
-                        print(
-                            f"done: {result.stop_reason}, ${result.cost_usd:.4f}, session {bool(result.session_id)}"
-                        )
+                        cost = result.cost_usd or 0.0
+                        print(f"done: {result.stop_reason}, ${cost:.4f}, session {bool(result.session_id)}")
                     case _:
                         pass
 
