@@ -134,4 +134,6 @@ def test_hook_options_are_checked_early():
         sdk.Options(hooks=[sdk.Hook("Stop", lambda _e: None, timeout=0)])
     with pytest.raises(sdk.ConfigurationError, match="not callable"):
         sdk.Options(hooks={"Stop": [42]})
+    with pytest.raises(sdk.ConfigurationError, match="handshake"):
+        sdk.Session(hooks={"Stop": print}, handshake=False)
     assert [h.id for h in as_hooks({"Stop": [print, print], "PreCompact": print})] == ["h1", "h2", "h3"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import soulwire.sdk as sdk
+from soulwire.sdk import sync
 
 from .conftest import Engine
 from .test_engines import call
@@ -109,3 +110,20 @@ def test_history_parsing_keeps_nested_turns_inside_and_marks_unfinished_ones():
     assert [m.text for m in first.messages if isinstance(m, sdk.AssistantText)] == ["inner text"]
     assert second.user_input == "cut off" and not second.finished
     assert [m.text for m in second.messages if isinstance(m, sdk.AssistantText)] == ["partial"]
+
+
+def test_the_blocking_mirror(soulwire: Engine):
+    options = soulwire.options(call("c1", "Shell", {"command": "echo one"}), "text: first answer", yolo=True)
+    with sync.SyncSession(**options) as session:
+        kinds = [type(m).__name__ for m in session.query("first question")]
+    assert kinds[-1] == "ResultMessage" and "ToolUse" in kinds and "AssistantText" in kinds
+    stored = sync.SyncSessions(sdk.LocalSessions(**options))
+    (found,) = stored.list()
+    assert [t.user_input for t in stored.history(found.id)] == ["first question"]
+    fork = stored.fork(found.id, turn=0)
+    assert fork.turns == 0
+    soulwire.options("text: from the fork")
+    with stored.resume(fork.id) as forked:
+        assert forked.prompt("again").wait().final_text == "from the fork"
+    stored.delete(fork.id)
+    assert [s.id for s in stored.list()] == [found.id]

@@ -116,6 +116,8 @@ class Session:
         if default is None:
             raise ConfigurationError("approval_default must be a decision")
         hooks = as_hooks(opts.hooks)
+        if hooks and not opts.handshake:
+            raise ConfigurationError("hooks are registered in `initialize`: they need handshake=True")
         self._hooks = HookDispatcher(hooks) if hooks else None
         self._responder = Responder(
             hooks=self._hooks,
@@ -286,6 +288,8 @@ class Session:
             self.accepted_tools = list(self.tools)
         hooks = as_object(raw.get("hooks"))
         amendable = hooks.get("updated_input") if hooks is not None else None
+        if self._hooks is not None and hooks is None:
+            log.warning("the engine reports no hook support in `initialize`: hooks will not be called")
         if self._hooks is not None and isinstance(amendable, list):
             self._hooks.amendable = frozenset(str(e) for e in amendable)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
         info = as_object(raw.get("session"))
