@@ -141,8 +141,9 @@ def summarise(
     return out
 
 
-def client_ceiling(n: int) -> float:
-    """Microseconds per event spent by the SDK alone: decode + route + record + iterate."""
+def client_ceiling(n: int, *, record_chunks: bool = True) -> float:
+    """Microseconds per event spent by the SDK alone: decode + route + record + iterate
+    (`record_chunks=False`: as `query()` runs a Turn, keeping only the chunks' strings)."""
     from soulwire.sdk.engine import Engine
     from soulwire.sdk.turn import Turn
     from soulwire.wire.peer import Peer
@@ -171,6 +172,7 @@ def client_ceiling(n: int) -> float:
         conn = Engine.__new__(Engine)  # no process: lines are fed to its peer by hand
         conn.on_request = None
         turn = Turn(Owner(), "x")  # pyright: ignore[reportArgumentType]
+        turn.record_chunks = record_chunks
         conn.on_part = turn._on_event
         conn.on_event = turn._on_event
         peer = Peer(

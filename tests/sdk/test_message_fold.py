@@ -47,3 +47,39 @@ def test_feed_many_matches_feed_for_any_batching():
         assert out == expected, size
         assert all(type(e) is not TextPart or e.text in ("hel", "after", "bye") or size == 1 for e in watched)
         assert sum(type(e) is StatusUpdate for e in watched) == 1
+
+
+class _Owner:
+    def _cancel_stream(self, stream: Any, *, wait_answer: bool) -> None:
+        return None
+
+    async def steer(self, user_input: Any) -> None:
+        return None
+
+
+def test_a_turn_that_keeps_only_strings_has_the_same_texts():
+    from soulwire.sdk.turn import Turn
+    from soulwire.wire.messages import StepRetry
+
+    events: list[Any] = [
+        StepBegin(n=1),
+        ThinkPart(think="hm"),
+        TextPart(text="void"),
+        StepRetry(n=1, next_attempt=2, max_attempts=3, wait_s=0.1, error_type="timeout"),
+        ThinkPart(think="ok "),
+        ThinkPart(think="then"),
+        TextPart(text="fin"),
+        TextPart(text="al"),
+        ToolCall(id="t1", function=FunctionCall(name="Shell", arguments='{"a"')),
+        ToolCallPart(arguments_part=":1}"),
+    ]
+    full, light = Turn(_Owner(), "x"), Turn(_Owner(), "x")  # pyright: ignore[reportArgumentType]
+    light.record_chunks = False
+    for event in events:
+        full._on_event(event)  # pyright: ignore[reportPrivateUsage]
+        light._on_event(event)  # pyright: ignore[reportPrivateUsage]
+    for turn in (full, light):
+        (step,) = turn.steps
+        assert (step.text, step.thinking, step.retries) == ("final", "ok then", 1)
+        assert step.tool_calls[0].function.arguments == '{"a":1}'
+    assert not any(type(e) is TextPart for e in light.steps[0].events)

@@ -118,6 +118,7 @@ async def run_turn(
     """One turn of a started session as messages, with the limits of `opts` applied."""
     t0 = time.perf_counter() if started is None else started
     turn = session.prompt(user_input)
+    turn.record_chunks = False  # the messages carry the text; the turn keeps only strings
     folder = MessageFolder()
     price = price_for(opts.model, opts.prices)
     budget = opts.max_budget_usd
