@@ -4,6 +4,7 @@ hooks, and the option checks."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,3 +138,38 @@ def test_hook_options_are_checked_early():
     with pytest.raises(sdk.ConfigurationError, match="handshake"):
         sdk.Session(hooks={"Stop": print}, handshake=False)
     assert [h.id for h in as_hooks({"Stop": [print, print], "PreCompact": print})] == ["h1", "h2", "h3"]
+
+
+async def test_allowed_and_disallowed_tools_are_enforced_by_a_hook(soulwire: Engine):
+    messages = await run(
+        soulwire,
+        "go",
+        call("c1", "Shell", {"command": "echo hi"}) + "\n" + call("c2", "ReadFile", {"path": "x"}),
+        "text: done",
+        allowed_tools=["Shell", "Read.*"],
+        disallowed_tools=["ReadFile"],
+    )
+    by_id = {r.tool_use_id: r for r in results(messages)}
+    assert not by_id["c1"].is_error
+    assert (
+        by_id["c2"].is_error and by_id["c2"].message == "the tool `ReadFile` is not allowed in this session"
+    )
+    with pytest.raises(sdk.ConfigurationError, match="not a regular expression"):
+        sdk.Options(disallowed_tools=["("])
+
+
+def test_launch_options_reach_the_command_line(tmp_path: Path):
+    extra = tmp_path / "extra"
+    options = sdk.Options(
+        executable="engine",
+        add_dirs=[extra],
+        agent_file="agent.yaml",
+        mcp_config={"mcpServers": {}},
+        skills_dirs=[tmp_path],
+        plan_mode=True,
+    )
+    argv = options.argv()
+    assert argv[argv.index("--add-dir") + 1] == str(extra)
+    assert argv[argv.index("--agent-file") + 1].endswith("agent.yaml")
+    assert argv[argv.index("--mcp-config") + 1] == '{"mcpServers": {}}'
+    assert argv[argv.index("--skills-dir") + 1] == str(tmp_path) and "--plan" in argv

@@ -28,7 +28,8 @@ let everything through) and allows every other event. The engine waits at most t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -136,6 +137,25 @@ def as_hooks(value: Any) -> list[Hook]:
     return [Hook(h.event, h.callback, h.matcher, h.timeout, id=f"h{n}") for n, h in enumerate(items, 1)]
 
 
+def tool_filter(allowed: Sequence[str] | None, disallowed: Sequence[str]) -> Hook | None:
+    """A PreToolUse hook enforcing `Options.allowed_tools` / `disallowed_tools` (patterns
+    that must match the whole tool name); None when there is nothing to enforce."""
+    if allowed is None and not disallowed:
+        return None
+    allow = [re.compile(p) for p in allowed] if allowed is not None else None
+    deny = [re.compile(p) for p in disallowed]
+
+    async def check(event: HookEvent) -> Deny | None:
+        name = event.tool_name or event.target
+        if any(p.fullmatch(name) for p in deny) or (
+            allow is not None and not any(p.fullmatch(name) for p in allow)
+        ):
+            return Deny(f"the tool `{name}` is not allowed in this session")
+        return None
+
+    return Hook("PreToolUse", check)
+
+
 class HookDispatcher:
     """Answers the engine's `HookRequest`s with the session's hooks."""
 
@@ -192,4 +212,4 @@ class HookDispatcher:
         return {"request_id": reply_id, "action": "allow"}
 
 
-__all__ = ["HOOK_EVENTS", "Hook", "HookCallback", "HookDispatcher", "HookEvent", "as_hooks"]
+__all__ = ["HOOK_EVENTS", "Hook", "HookCallback", "HookDispatcher", "HookEvent", "as_hooks", "tool_filter"]

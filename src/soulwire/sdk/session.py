@@ -38,7 +38,7 @@ from soulwire.sdk.errors import (
     ToolsRejectedError,
     TurnInProgressError,
 )
-from soulwire.sdk.hooks import HookDispatcher, as_hooks
+from soulwire.sdk.hooks import HookDispatcher, as_hooks, tool_filter
 from soulwire.sdk.jsonutil import as_object
 from soulwire.sdk.messages import Message
 from soulwire.sdk.options import CLIENT_NAME, SDK_PROTOCOL_VERSION, Options
@@ -116,6 +116,9 @@ class Session:
         if default is None:
             raise ConfigurationError("approval_default must be a decision")
         hooks = as_hooks(opts.hooks)
+        enforce = tool_filter(opts.allowed_tools, opts.disallowed_tools)
+        if enforce is not None:
+            hooks = as_hooks([*hooks, enforce])
         if hooks and not opts.handshake:
             raise ConfigurationError("hooks are registered in `initialize`: they need handshake=True")
         self._hooks = HookDispatcher(hooks) if hooks else None
