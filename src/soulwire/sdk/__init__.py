@@ -9,6 +9,10 @@
     async for message in sdk.query("fix it", sdk.Options(work_dir=".", max_turns=20)):
         ...  # AssistantText, Thinking, ToolUse, ToolResultMessage, Status, then ResultMessage
 
+Also: hooks as Python callables (`Hook`), in-process MCP servers (`mcp_servers=`), stored
+sessions (`LocalSessions`, `ServerSessions`: list, typed history, fork at a turn, delete),
+`Session.query/interrupt/set_model/get_server_info`.
+
 Events are the `soulwire.wire` models (TextPart, ThinkPart, ToolCall, ToolResult,
 StatusUpdate, …); approvals arrive as `Approval` objects to answer; types this SDK does not
 know arrive as `UnknownMessage`. See docs/sdk.md. Depends on `soulwire.wire` only."""
