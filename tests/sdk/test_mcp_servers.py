@@ -63,7 +63,8 @@ async def test_a_name_clash_with_a_tool_is_an_error(soulwire: Engine):
             pass
 
 
-async def test_not_a_server_is_a_configuration_error(soulwire: Engine):
+def test_not_a_server_is_a_configuration_error():
     with pytest.raises(sdk.ConfigurationError, match="not an MCP server"):
-        async with sdk.Session(**soulwire.options(), mcp_servers={"calc": object()}):
-            pass
+        sdk.Options(mcp_servers={"calc": object()})
+    with pytest.raises(sdk.ConfigurationError, match="letters, digits"):
+        sdk.Options(mcp_servers={"a b": make_server()})

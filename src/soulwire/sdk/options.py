@@ -240,9 +240,13 @@ class Options(LaunchOptions):
             from soulwire.sdk.hooks import as_hooks
 
             as_hooks(self.hooks)  # bad events, callbacks and timeouts are refused here
-        for name in self.mcp_servers or {}:
+        for name, server in (self.mcp_servers or {}).items():
             if not name.replace("_", "").replace("-", "").isalnum():
                 raise ConfigurationError(f"MCP server names use letters, digits, _ and -, not {name!r}")
+            # duck-typed so that `mcp` is imported only when a session starts: an `mcp.server`
+            # `Server` has `run`, an `MCPServer` wraps one
+            if not (callable(getattr(server, "run", None)) or hasattr(server, "_lowlevel_server")):
+                raise ConfigurationError(f"mcp_servers[{name!r}] is not an MCP server object: {server!r}")
         if self.output_format is not None:
             from soulwire.sdk.structured import OutputSpec
 
