@@ -3,6 +3,8 @@ engine restarts on the same session), interrupt, and get_server_info()."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 import soulwire.sdk as sdk
@@ -84,3 +86,13 @@ def test_the_blocking_mirror_switches_models(soulwire: Engine):
         session.set_model("echo")  # from another thread than the one that started it
         assert session.prompt("text: echoed").wait().final_text == "echoed"
         assert session.get_server_info().model == "echo"
+
+
+async def test_leaving_session_query_early_cancels_the_turn(soulwire: Engine):
+    async with sdk.Session(**soulwire.options(call("h1", "hang", {}), "text: next", tools=[hang])) as session:
+        async with contextlib.aclosing(session.query("go")) as messages:
+            async for message in messages:
+                if isinstance(message, sdk.ToolUse):
+                    break  # leave while the tool hangs
+        result = await session.prompt("again")  # starts once the cancelled turn has ended
+        assert result.final_text == "next"
