@@ -143,7 +143,7 @@ def summarise(
 
 def client_ceiling(n: int, *, record_chunks: bool = True) -> float:
     """Microseconds per event spent by the SDK alone: decode + route + record + iterate
-    (`record_chunks=False`: as `query()` runs a Turn, keeping only the chunks' strings)."""
+    (`record_chunks=False`: as `query()` runs a Turn: text chunks as plain strings)."""
     from soulwire.sdk.engine import Engine
     from soulwire.sdk.turn import Turn
     from soulwire.wire.peer import Peer
@@ -174,6 +174,7 @@ def client_ceiling(n: int, *, record_chunks: bool = True) -> float:
         turn = Turn(Owner(), "x")  # pyright: ignore[reportArgumentType]
         turn.record_chunks = record_chunks
         conn.on_part = turn._on_event
+        conn.on_text = None if record_chunks else turn._on_text  # as Session.prompt(text_as_str=True)
         conn.on_event = turn._on_event
         peer = Peer(
             memory_pair()[0],

@@ -36,13 +36,14 @@ def one_by_one() -> list[Any]:
 
 def test_feed_many_matches_feed_for_any_batching():
     expected = one_by_one()
+    as_strings = [e.text if type(e) is TextPart else e for e in EVENTS]  # text_as_str=True
     assert [type(m).__name__ for m in expected][:4] == ["Thinking", "Thinking", "AssistantText", "ToolUse"]
-    for size in (1, 2, 3, 7, 500, len(EVENTS)):
+    for size, events in [(n, e) for n in (1, 2, 3, 7, 500, len(EVENTS)) for e in (EVENTS, as_strings)]:
         folder = MessageFolder()
         watched: list[Any] = []
         out: list[Any] = []
-        for start in range(0, len(EVENTS), size):
-            out += folder.feed_many(EVENTS[start : start + size], watched.append)
+        for start in range(0, len(events), size):
+            out += folder.feed_many(events[start : start + size], watched.append)
         out += folder.flush()
         assert out == expected, size
         assert all(type(e) is not TextPart or e.text in ("hel", "after", "bye") or size == 1 for e in watched)
@@ -77,7 +78,10 @@ def test_a_turn_that_keeps_only_strings_has_the_same_texts():
     light.record_chunks = False
     for event in events:
         full._on_event(event)  # pyright: ignore[reportPrivateUsage]
-        light._on_event(event)  # pyright: ignore[reportPrivateUsage]
+        if type(event) is TextPart:  # as the engine link delivers it with text_as_str=True
+            light._on_text(event.text)  # pyright: ignore[reportPrivateUsage]
+        else:
+            light._on_event(event)  # pyright: ignore[reportPrivateUsage]
     for turn in (full, light):
         (step,) = turn.steps
         assert (step.text, step.thinking, step.retries) == ("final", "ok then", 1)

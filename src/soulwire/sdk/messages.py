@@ -132,12 +132,19 @@ class MessageFolder:
 
     def feed_many(self, events: list[Any], watch: Callable[[Any], None] | None = None) -> list[Message]:
         """`feed` for a batch (the hot path): a text or thinking chunk that continues the
-        open run goes straight into the fold's run, skipping the per-event dispatch. Every
-        other event goes through `feed` and, first, to `watch`."""
+        open run goes straight into the fold's run, skipping the per-event dispatch; a text
+        chunk may also be a plain `str` (`Session.prompt(text_as_str=True)`). Every other
+        event goes through `feed` and, first, to `watch`."""
         merger = self._merger
         append = self._run_appender()
-        for event in events:
+        for item in events:
+            event: Any = item
             cls = type(event)
+            if cls is str:  # a text chunk delivered as a plain string
+                if append is not None and append[0] is TextPart:
+                    append[1](event)
+                    continue
+                event, cls = TextPart(text=event), TextPart
             if append is not None and cls is append[0]:
                 if cls is TextPart:
                     append[1](event.text)

@@ -117,9 +117,8 @@ async def run_turn(
 ) -> AsyncGenerator[Message, None]:
     """One turn of a started session as messages, with the limits of `opts` applied."""
     t0 = time.perf_counter() if started is None else started
-    turn = session.prompt(user_input)
+    turn = session.prompt(user_input, text_as_str=True)  # the messages carry the text
     try:
-        turn.record_chunks = False  # the messages carry the text; the turn keeps only strings
         folder = MessageFolder()
         price = price_for(opts.model, opts.prices)
         budget = opts.max_budget_usd

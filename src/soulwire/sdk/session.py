@@ -430,14 +430,19 @@ class Session:
         return self._conn
 
     # -- prompts and replays ------------------------------------------------------
-    def prompt(self, user_input: UserInput | Sequence[Any]) -> Turn:
+    def prompt(self, user_input: UserInput | Sequence[Any], *, text_as_str: bool = False) -> Turn:
         """Start a turn with text or content parts; returns at once. Iterate the Turn for its
         events, or `await` it for the result. Prompts are sequential: this raises
         TurnInProgressError while another turn runs, unless that turn is being cancelled
-        (then this one starts as soon as it has ended)."""
+        (then this one starts as soon as it has ended).
+
+        `text_as_str=True` (what `query()` uses): streamed text chunks arrive as plain `str`
+        items instead of `TextPart`s and the steps keep only their strings — the cheapest
+        path for consumers that fold the text themselves."""
         conn = self._connection()
         self._check_idle("prompt")
         turn = Turn(self, user_input)
+        turn.record_chunks = not text_as_str
         params = {"user_input": _encode_input(user_input)}
         if self._active is not None and not self._active.finished:
             self._queued = turn
@@ -480,6 +485,7 @@ class Session:
     def _send_stream(self, conn: Engine, stream: Turn | Replay, method: str, params: Any) -> None:
         self._active = stream
         conn.on_part = stream._on_event
+        conn.on_text = stream._on_text if isinstance(stream, Turn) and not stream.record_chunks else None
         conn.send_request(method, params, lambda result, error: self._stream_done(stream, result, error))
 
     def _stream_done(self, stream: Turn | Replay, result: Any, error: SDKError | None) -> None:
@@ -487,6 +493,7 @@ class Session:
             self._active = None
             if self._conn is not None:
                 self._conn.on_part = ignore_event
+                self._conn.on_text = None
         if isinstance(stream, Turn):
             self._responder.turn_ended(stream)
         stream._complete(result, error)

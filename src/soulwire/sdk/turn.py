@@ -289,6 +289,11 @@ class Turn(_SessionStream[TurnResult]):
                 step.interrupted = True
         self._push(event)
 
+    def _on_text(self, text: str) -> None:
+        """A streamed text chunk as a plain string (`Session.prompt(text_as_str=True)`)."""
+        (self._current or self._open_step(0))._texts.append(text)
+        self._push(text)
+
     def _open_step(self, n: int) -> Step:
         step = Step(n)
         self.steps.append(step)
