@@ -22,8 +22,11 @@ def call(call_id: str, name: str, arguments: dict[str, Any]) -> str:
     return "tool_call: " + json.dumps({"id": call_id, "name": name, "arguments": json.dumps(arguments)})
 
 
-def session_options(demo_replies: list[str], description: str = "") -> dict[str, Any]:
-    """Keyword arguments for `Session(...)` from the command line."""
+def session_options(
+    demo_replies: list[str], description: str = "", *, echo_model: bool = False
+) -> dict[str, Any]:
+    """Keyword arguments for `Session(...)` from the command line. `echo_model` adds a second
+    offline model, `echo`, which answers with the prompt's own echo-DSL script."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--real", action="store_true", help="use your own config and model")
     parser.add_argument("--engine", help="engine executable (default: soulwire)")
@@ -49,6 +52,12 @@ def session_options(demo_replies: list[str], description: str = "") -> dict[str,
         "[providers.offline]\n"
         'type = "_scripted_echo"\nbase_url = ""\napi_key = ""\n'
         f"env = {{ KIMI_SCRIPTED_ECHO_SCRIPTS = {json.dumps(str(replies))} }}\n"
+        + (
+            '[models.echo]\nprovider = "echo"\nmodel = "echo"\nmax_context_size = 100000\n'
+            '[providers.echo]\ntype = "_echo"\nbase_url = ""\napi_key = ""\n'
+            if echo_model
+            else ""
+        )
     )
     options.update(share_dir=root / "share", work_dir=args.work_dir or root / "work")
     return options

@@ -1,7 +1,7 @@
 """`query()`: one call, typed messages, a permission callback, limits and the cost.
 
-    python examples/query.py            # offline, scripted model
-    python examples/query.py --real     # your configured model
+python examples/query.py            # offline, scripted model
+python examples/query.py --real     # your configured model
 """
 
 from __future__ import annotations

@@ -72,3 +72,39 @@ def test_list_show_export_delete(engine, sandbox):
         timeout=30,
     )
     assert [s["id"] for s in json.loads(after.stdout)] == ["aaaa-first"]  # -w after the command
+
+
+def _context_texts(sandbox: Sandbox, session_id: str) -> list[str]:
+    (path,) = sandbox.share.glob(f"sessions/*/{session_id}/context.jsonl")
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [str(r["content"]) for r in records if r.get("role") in ("user", "assistant")]
+
+
+def test_history_and_fork_at_a_turn(engine, sandbox):
+    wire = engine("text: one", "text: three", args=("--session", "src"))
+    wire.prompt("first")
+    wire.prompt("/yolo")  # a turn that adds nothing to the model's context
+    wire.prompt("third")
+    wire.close()
+
+    lines = cli(sandbox, "history", "src").stdout.splitlines()
+    begins = [json.loads(line)["payload"]["user_input"] for line in lines if '"TurnBegin"' in line]
+    assert begins == ["first", "/yolo", "third"]
+
+    for turn, kept_turns in ((2, ["first", "/yolo"]), (1, ["first"]), (0, [])):
+        done = cli(sandbox, "fork", "src", "--turn", str(turn), "--json")
+        assert done.returncode == 0, done.stderr
+        fork = json.loads(done.stdout)
+        assert fork["turns"] == turn and fork["title"] == "Fork of first"
+        history = cli(sandbox, "history", fork["id"]).stdout.splitlines()
+        assert [json.loads(x)["payload"]["user_input"] for x in history if '"TurnBegin"' in x] == kept_turns
+        assert _context_texts(sandbox, fork["id"]) == (["first", "one"] if turn else [])
+    assert _context_texts(sandbox, "src") == ["first", "one", "third", "three"]  # untouched
+
+    whole = json.loads(cli(sandbox, "fork", "src", "--title", "copy", "--json").stdout)
+    assert whole["turns"] == 3 and whole["title"] == "copy"
+    too_far = cli(sandbox, "fork", "src", "--turn", "4")
+    assert too_far.returncode == 1 and "has 3 turns; cannot fork after turn 4" in too_far.stderr
+    assert cli(sandbox, "fork", "nope").returncode == 1
+    deleted = cli(sandbox, "delete", whole["id"], "--json")
+    assert json.loads(deleted.stdout) == {"deleted": whole["id"]}

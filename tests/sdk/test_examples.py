@@ -78,3 +78,46 @@ def test_structured_output(tmp_path: Path):
     assert out.count("reply: ") == 2 and '"priority": "high"' in out
     assert "turns: 2, stop: finished" in out
     assert "ticket: 'Fix the flaky test', priority 1, labels ['ci']" in out
+
+
+def test_hooks(tmp_path: Path):
+    out = run_example("hooks", tmp_path)
+    assert "blocked: reading .env is not allowed" in out
+    assert "audit: Shell: {'command': 'ls 2>/dev/null'}" in out  # the amended input ran
+    assert "assistant: Tests written as well." in out and "result: finished" in out
+
+
+def test_in_process_tools(tmp_path: Path):
+    out = run_example("in_process_tools", tmp_path)
+    assert "tools the engine accepted: convert, word_count" in out
+    assert "'enum': ['celsius', 'fahrenheit']" in out
+    assert "<- 37.8 celsius" in out and "<- 3" in out
+
+
+def test_sessions(tmp_path: Path):
+    out = run_example("sessions", tmp_path)
+    assert "2 turns" in out and "turn 2: 'And if I need them in order?'" in out
+    assert "forked after turn 1: 'the other way', 1 turn" in out
+    assert (
+        "branch history: ['How do I map names to ages?', 'What if I only need the names?', 'Thanks!']" in out
+    )
+    assert "original history: ['How do I map names to ages?', 'And if I need them in order?']" in out
+    assert "after deleting the fork: ['How do I map names to ages?']" in out
+
+
+def test_controls(tmp_path: Path):
+    out = run_example("controls", tmp_path)
+    assert "engine: Soulwire" in out and "Wire 1.10" in out
+    assert "kept the change small" in out  # the steer reached the model's context
+    assert "plan mode: True -> False" in out
+    assert "after set_model: 'Hello from the echo model.' (history kept: True)" in out
+    assert "interrupted turn: cancelled" in out
+
+
+def test_migration_examples(tmp_path: Path):
+    claude = run_example("migrate_from_claude", tmp_path)
+    assert "tool: count_todos {'path': 'app.py'}" in claude
+    assert claude.count("done: finished") == 2 and "assistant: Start with the TODO in the parser." in claude
+    kimi = run_example("migrate_from_kimi", tmp_path)
+    assert "print('hello, world')" in kimi and "[approving: Run command `ls`]" in kimi
+    assert "The directory is empty." in kimi

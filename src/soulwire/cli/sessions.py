@@ -12,12 +12,14 @@ from typing import Any
 
 from soulwire.config.loader import share_dir
 from soulwire.sessions.export import context_to_markdown
+from soulwire.sessions.fork import ForkError, fork_session
 from soulwire.sessions.listing import (
     SessionNotFound,
     SessionSummary,
     delete_session,
     find_session,
     list_sessions,
+    summarise_session,
 )
 from soulwire.sessions.paths import normalise_work_dir
 from soulwire.sessions.store import FileSessionStore
@@ -53,6 +55,14 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true")
     delete = command("delete", "delete a session and its files")
     delete.add_argument("session", metavar="ID")
+    delete.add_argument("--json", action="store_true")
+    history = command("history", "the session's recorded Wire messages, one JSON object a line")
+    history.add_argument("session", metavar="ID")
+    fork = command("fork", "a new session with a copy of this one's history")
+    fork.add_argument("session", metavar="ID")
+    fork.add_argument("--turn", type=int, metavar="N", help="keep only the first N turns (default: all)")
+    fork.add_argument("--title", help="the new session's title (default: 'Fork of …')")
+    fork.add_argument("--json", action="store_true", help="print the new session as JSON")
     export = command("export", "the session's context as Markdown")
     export.add_argument("session", metavar="ID")
     export.add_argument(
@@ -140,6 +150,24 @@ def _export(share: Path, work_dir: str, session: SessionSummary, output: str | N
     print(f"Exported {session.id} to {output}", file=sys.stderr)
 
 
+def _history(share: Path, work_dir: str, session: SessionSummary) -> None:
+    store = FileSessionStore(share, work_dir, session.id, protocol_version="")
+    out = sys.stdout
+    for message in store.wire_records():
+        out.write(json.dumps(message, ensure_ascii=False) + "\n")
+
+
+def _fork(
+    share: Path, work_dir: str, session: SessionSummary, turn: int | None, title: str | None, as_json: bool
+) -> None:
+    new_id, directory = fork_session(share, work_dir, session.dir, turns=turn, title=title)
+    summary = summarise_session(directory)
+    if as_json:
+        print(json.dumps(summary.to_json() if summary else {"id": new_id}, ensure_ascii=False))
+    else:
+        print(f"Forked {session.id} as {new_id}")
+
+
 def run_sessions(argv: list[str]) -> int:
     """Entry point of `soulwire sessions`; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -154,10 +182,14 @@ def run_sessions(argv: list[str]) -> int:
             _show(share, work_dir, session, args.json)
         elif args.command == "delete":
             delete_session(share, work_dir, session)
-            print(f"Deleted session {session.id}")
+            print(json.dumps({"deleted": session.id}) if args.json else f"Deleted session {session.id}")
+        elif args.command == "history":
+            _history(share, work_dir, session)
+        elif args.command == "fork":
+            _fork(share, work_dir, session, args.turn, args.title, args.json)
         else:
             _export(share, work_dir, session, args.output, args.full)
-    except SessionNotFound as exc:
+    except (SessionNotFound, ForkError) as exc:
         sys.stderr.write(f"soulwire sessions: {exc}\n")
         return 1
     except BrokenPipeError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from soulwire.wire.hook_events import HOOK_EVENTS
+from soulwire.wire.hook_events import AMENDABLE_EVENTS, HOOK_EVENTS
 
 BUILTIN_SLASH_COMMANDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("init", "Analyse the project and write an AGENTS.md file for agents", ()),
@@ -32,7 +32,12 @@ def describe_hooks(events: Iterable[str]) -> dict[str, Any]:
     for event in events:
         if event in HOOK_EVENTS:
             configured[event] = configured.get(event, 0) + 1
-    return {"supported_events": list(HOOK_EVENTS), "configured": configured}
+    # `updated_input` is a Soulwire extension; other clients ignore the extra key.
+    return {
+        "supported_events": list(HOOK_EVENTS),
+        "configured": configured,
+        "updated_input": list(AMENDABLE_EVENTS),
+    }
 
 
 def configured_hook_events(raw_hooks: Any) -> list[str]:

@@ -58,6 +58,12 @@ async def call_tool(
     )
     if decision.blocked:
         return tool_error(decision.reason or BLOCKED_TOOL_MESSAGE, brief="Hook blocked")
+    if decision.updated_input is not None:  # the tool runs with the hook's arguments
+        tool_input = decision.updated_input
+        arguments = json.dumps(tool_input, ensure_ascii=False)
+        tool_call = tool_call.model_copy(
+            update={"function": tool_call.function.model_copy(update={"arguments": arguments})}
+        )
     value = await run(tool_call, ctx)
     if value.is_error:
         data = {

@@ -23,7 +23,7 @@ from soulwire.config.model import HookConfig
 from soulwire.engine.bus import EventBus
 from soulwire.engine.catalog import describe_hooks
 from soulwire.engine.client import ClientChannel, ClientRequestError
-from soulwire.wire.hook_events import HOOK_EVENTS
+from soulwire.wire.hook_events import AMENDABLE_EVENTS, HOOK_EVENTS
 from soulwire.wire.messages import HookRequest, HookResolved, HookTriggered
 
 Action = Literal["allow", "block"]
@@ -51,6 +51,9 @@ runtime gives the hook engine the tools layer's runner: the engine starts no pro
 class HookDecision:
     action: Action = "allow"
     reason: str = ""
+    updated_input: dict[str, Any] | None = None
+    """Soulwire extension (`initialize` result `hooks.updated_input`): a client's PreToolUse
+    hook may allow the call with new arguments."""
 
     @property
     def blocked(self) -> bool:
@@ -161,7 +164,9 @@ class HookEngine:
             for index, hook in enumerate(hooks):
                 group.start_soon(run_one, index, hook)
         blocked = next((d for d in decisions if d.blocked), None)
-        decision = blocked or HookDecision()
+        # Hooks run in parallel on the same input: the last hook (in order) that amends wins.
+        amended = next((d for d in reversed(decisions) if d.updated_input is not None), None)
+        decision = blocked or amended or HookDecision()
         if announce:
             self._bus.emit(
                 HookResolved(
@@ -207,4 +212,7 @@ class HookEngine:
                 return HookDecision()
             if isinstance(answer, dict) and answer.get("action") == "block":  # pyright: ignore[reportUnknownMemberType]
                 return HookDecision("block", str(answer.get("reason") or ""))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            updated: Any = answer.get("updated_input") if isinstance(answer, dict) else None  # pyright: ignore[reportUnknownMemberType]
+            if isinstance(updated, dict) and hook.event in AMENDABLE_EVENTS:
+                return HookDecision(updated_input=updated)  # pyright: ignore[reportUnknownArgumentType]
         return HookDecision()

@@ -9,6 +9,10 @@
     async for message in sdk.query("fix it", sdk.Options(work_dir=".", max_turns=20)):
         ...  # AssistantText, Thinking, ToolUse, ToolResultMessage, Status, then ResultMessage
 
+Also: hooks as Python callables (`Hook`), in-process MCP servers (`mcp_servers=`), stored
+sessions (`LocalSessions`, `ServerSessions`: list, typed history, fork at a turn, delete),
+`Session.query/interrupt/set_model/get_server_info`.
+
 Events are the `soulwire.wire` models (TextPart, ThinkPart, ToolCall, ToolResult,
 StatusUpdate, …); approvals arrive as `Approval` objects to answer; types this SDK does not
 know arrive as `UnknownMessage`. See docs/sdk.md. Depends on `soulwire.wire` only."""
@@ -17,6 +21,7 @@ from soulwire.sdk import errors
 from soulwire.sdk.approvals import Approval, ApprovalDecision, Question
 from soulwire.sdk.ask import ask, ask_result
 from soulwire.sdk.errors import *  # noqa: F403 -- the error types, listed once in errors.__all__
+from soulwire.sdk.hooks import HOOK_EVENTS, Hook, HookEvent
 from soulwire.sdk.messages import (
     AssistantText,
     Message,
@@ -30,7 +35,8 @@ from soulwire.sdk.options import SDK_PROTOCOL_VERSION, Options
 from soulwire.sdk.permissions import Allow, Deny, ToolPermissionContext
 from soulwire.sdk.pricing import DEFAULT_PRICES, ModelPrice
 from soulwire.sdk.query import prompt, query
-from soulwire.sdk.session import Session, SessionInfo
+from soulwire.sdk.session import EngineInfo, Session, SessionInfo
+from soulwire.sdk.sessions import HistoryTurn, LocalSessions, ServerSessions, StoredSession
 from soulwire.sdk.structured import StructuredOutputError
 from soulwire.sdk.sync import SyncSession
 from soulwire.sdk.tools import Tool, ToolError, tool
@@ -39,12 +45,18 @@ from soulwire.wire.messages import UnknownMessage
 
 __all__ = [
     "DEFAULT_PRICES",
+    "HOOK_EVENTS",
     "SDK_PROTOCOL_VERSION",
     "Allow",
     "Approval",
     "ApprovalDecision",
     "AssistantText",
     "Deny",
+    "EngineInfo",
+    "HistoryTurn",
+    "Hook",
+    "HookEvent",
+    "LocalSessions",
     "Message",
     "ModelPrice",
     "Options",
@@ -52,10 +64,12 @@ __all__ = [
     "Replay",
     "ReplayResult",
     "ResultMessage",
+    "ServerSessions",
     "Session",
     "SessionInfo",
     "Status",
     "Step",
+    "StoredSession",
     "StructuredOutputError",
     "SyncSession",
     "Thinking",

@@ -91,6 +91,8 @@ class Engine:
         """Streamed text/think chunks (the hot path): bound straight to the running turn."""
         self.on_event: EventHandler = _ignore_event
         """Every other event."""
+        self.on_text: Callable[[str], None] | None = None
+        """When set, streamed text chunks go here as plain strings (no TextPart is made)."""
         self.on_request: RequestHandler | None = None
         self.failure: SDKError | None = None
         """Set once the engine is gone; every later call fails with it."""
@@ -141,6 +143,12 @@ class Engine:
         self.closed.set()
 
     def _fast_lane(self, line: bytes) -> bool:
+        on_text = self.on_text
+        if on_text is not None and line.startswith(_TEXT_HEAD) and line.endswith(_TEXT_TAIL):
+            text = _string_literal(line, len(_TEXT_HEAD), len(line) - len(_TEXT_TAIL))
+            if text is not None:
+                on_text(text)
+                return True
         part = fast_content_part(line)
         if part is None:
             return False

@@ -55,6 +55,15 @@ class SessionClosedError(SDKError):
     """The session was closed (or never started)."""
 
 
+class SessionNotFoundError(SDKError, LookupError):
+    """No stored session has that id (`LocalSessions` / `ServerSessions`)."""
+
+
+class SessionStoreError(SDKError):
+    """The session store refused an operation (a fork at a turn the session lacks, a server
+    that cannot be reached or answers an HTTP error)."""
+
+
 # ---------------------------------------------------------------- protocol and state
 
 
@@ -205,6 +214,8 @@ __all__ = [
     "ProtocolError",
     "SDKError",
     "SessionClosedError",
+    "SessionNotFoundError",
+    "SessionStoreError",
     "StartupTimeoutError",
     "ToolDefinitionError",
     "ToolsRejectedError",

@@ -7,6 +7,7 @@ arrives once it is complete (the next event does not continue it)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -128,6 +129,51 @@ class MessageFolder:
             else:
                 self._merger.push(event)
         return self._take()
+
+    def feed_many(self, events: list[Any], watch: Callable[[Any], None] | None = None) -> list[Message]:
+        """`feed` for a batch (the hot path): a text or thinking chunk that continues the
+        open run goes straight into the fold's run, skipping the per-event dispatch; a text
+        chunk may also be a plain `str` (`Session.prompt(text_as_str=True)`). Every other
+        event goes through `feed` and, first, to `watch`."""
+        merger = self._merger
+        append = self._run_appender()
+        for item in events:
+            event: Any = item
+            cls = type(event)
+            if cls is str:  # a text chunk delivered as a plain string
+                if append is not None and append[0] is TextPart:
+                    append[1](event)
+                    continue
+                event, cls = TextPart(text=event), TextPart
+            if append is not None and cls is append[0]:
+                if cls is TextPart:
+                    append[1](event.text)
+                    continue
+                if event.encrypted is None:
+                    append[1](event.think)
+                    continue
+            if watch is not None:
+                watch(event)
+            if isinstance(event, WireModel):
+                if cls is StepBegin:
+                    merger.flush()
+                    begin: Any = event
+                    self.step = begin.n
+                else:
+                    merger.push(event)
+            append = self._run_appender()
+        return self._take()
+
+    def _run_appender(self) -> tuple[type, Callable[[str], None]] | None:
+        """(the chunk type that continues the open run, where its text goes), if the open
+        run is plain text or thinking that may still grow."""
+        run = self._merger.open_run
+        if run is None:
+            return None
+        head = type(run.head)
+        if head is TextPart or (head is ThinkPart and run.encrypted is None):
+            return head, run.chunks.append
+        return None
 
     def flush(self) -> list[Message]:
         self._merger.flush()

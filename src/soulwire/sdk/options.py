@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import uuid
@@ -67,6 +68,18 @@ class LaunchOptions:
     """Soulwire only: network inside the sandbox (`--sandbox-network on|off`)."""
     approval: str | None = None
     """Soulwire only: `ask` or `on-escape` (`--approval`)."""
+    add_dirs: Sequence[str | os.PathLike[str]] = ()
+    """Extra directories the agent may work in besides `work_dir` (`--add-dir`, each)."""
+    agent: str | None = None
+    """A built-in agent (`--agent`)."""
+    agent_file: str | os.PathLike[str] | None = None
+    """A custom agent spec (`--agent-file`): system prompt, tools, sub-agents."""
+    mcp_config: Mapping[str, Any] | str | None = None
+    """MCP servers the engine itself connects to (`--mcp-config`; a dict is sent as JSON)."""
+    skills_dirs: Sequence[str | os.PathLike[str]] = ()
+    """Skills directories (`--skills-dir`, each)."""
+    plan_mode: bool = False
+    """Start in plan mode (`--plan`)."""
     _generated_id: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -120,6 +133,19 @@ class LaunchOptions:
             argv += ["--sandbox-network", "on" if self.sandbox_network else "off"]
         if self.approval is not None:
             argv += ["--approval", self.approval]
+        for directory in self.add_dirs:
+            argv += ["--add-dir", os.path.abspath(os.fspath(directory))]
+        if self.agent is not None:
+            argv += ["--agent", self.agent]
+        if self.agent_file is not None:
+            argv += ["--agent-file", os.path.abspath(os.fspath(self.agent_file))]
+        if self.mcp_config is not None:
+            text = self.mcp_config if isinstance(self.mcp_config, str) else json.dumps(dict(self.mcp_config))
+            argv += ["--mcp-config", text]
+        for directory in self.skills_dirs:
+            argv += ["--skills-dir", os.path.abspath(os.fspath(directory))]
+        if self.plan_mode:
+            argv.append("--plan")
         argv += [str(a) for a in self.args]
         return argv
 
@@ -166,7 +192,11 @@ class Options(LaunchOptions):
     (the turn is cancelled once its cost reaches it), `prices` (model → `ModelPrice`, merged
     over `pricing.DEFAULT_PRICES`; the model is `model`, or the `"*"` entry).
 
-    Structured output (`query()`): `output_format`, a pydantic model class or a JSON Schema."""
+    Structured output (`query()`): `output_format`, a pydantic model class or a JSON Schema.
+
+    Hooks: `hooks`, a list of `Hook(event, callback, matcher=, timeout=)` or a mapping
+    event -> callable(s) (see `soulwire.sdk.hooks`). In-process MCP servers: `mcp_servers`,
+    name -> an `mcp` server object (its tools become external tools; see `soulwire.sdk.mcp`)."""
 
     tools: Iterable[Any] = ()
     """`Tool`s or plain (async) functions, offered to the model as external tools."""
@@ -192,11 +222,31 @@ class Options(LaunchOptions):
     prices: Mapping[str, Any] | None = None
     output_format: Any = None
     """`query()` only: a pydantic model class or a JSON Schema dict the final answer must match."""
+    hooks: Any = None
+    """`Hook`s, or a mapping hook event -> callable or list of callables."""
+    mcp_servers: Mapping[str, Any] | None = None
+    """In-process MCP servers by name (objects of the official `mcp` SDK)."""
+    allowed_tools: Sequence[str] | None = None
+    """Only these tools may run (names or regular expressions); other calls are blocked by a
+    PreToolUse hook the SDK adds, and the model is told why. None: no restriction."""
+    disallowed_tools: Sequence[str] = ()
+    """These tools may not run (names or regular expressions), checked the same way."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_limits()
         self._adapt_permissions()
+        if self.hooks is not None:
+            from soulwire.sdk.hooks import as_hooks
+
+            as_hooks(self.hooks)  # bad events, callbacks and timeouts are refused here
+        for name, server in (self.mcp_servers or {}).items():
+            if not name.replace("_", "").replace("-", "").isalnum():
+                raise ConfigurationError(f"MCP server names use letters, digits, _ and -, not {name!r}")
+            # duck-typed so that `mcp` is imported only when a session starts: an `mcp.server`
+            # `Server` has `run`, an `MCPServer` wraps one
+            if not (callable(getattr(server, "run", None)) or hasattr(server, "_lowlevel_server")):
+                raise ConfigurationError(f"mcp_servers[{name!r}] is not an MCP server object: {server!r}")
         if self.output_format is not None:
             from soulwire.sdk.structured import OutputSpec
 
@@ -218,6 +268,18 @@ class Options(LaunchOptions):
             raise ConfigurationError(f"approval_default must be a decision, not {default!r}")
         if isinstance(self.args, str):
             raise ConfigurationError("args must be a sequence of arguments, not one string")
+        for name in ("add_dirs", "skills_dirs", "disallowed_tools"):
+            if isinstance(getattr(self, name), str):
+                raise ConfigurationError(f"{name} must be a sequence, not one string")
+        if isinstance(self.allowed_tools, str):
+            raise ConfigurationError("allowed_tools must be a sequence, not one string")
+        for pattern in [*(self.allowed_tools or ()), *self.disallowed_tools]:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigurationError(
+                    f"tool pattern {pattern!r} is not a regular expression: {exc}"
+                ) from None
 
     def _check_limits(self) -> None:
         turns: Any = self.max_turns

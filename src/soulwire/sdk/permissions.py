@@ -9,9 +9,13 @@ approval requests.
 `Allow()` approves the call once; `Deny(reason)` rejects it, and the reason is told to the
 model (which may try something else); `Deny(reason, interrupt=True)` stops the turn.
 
-Wire approvals answer yes or no: they carry no tool input. So `Allow(updated_input=...)`
-cannot be honoured; the SDK refuses it (the call is rejected, the model is told why, and an
-error is logged) instead of running the tool with input the callback did not approve."""
+Why `Allow(updated_input=...)` is refused here: an engine asks for approval from inside the
+tool, after it has parsed the input and worked out the action (the command, the file
+outside the work dir, the diff). The Wire answer is yes or no, and the running tool cannot
+start over with other input. So the SDK rejects the call (the model is told why, an error is
+logged) rather than run input the callback did not approve. To change a call's input, use a
+`PreToolUse` hook returning `Allow(updated_input=...)` (`soulwire.sdk.hooks`): it runs
+before the tool starts, and any approval is then asked about the amended input."""
 
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ log = logging.getLogger("soulwire.sdk")
 
 UPDATED_INPUT_REFUSED = (
     "the client's permission callback asked to change this tool call's input, which Wire "
-    "approvals cannot carry; the call was not run"
+    "approvals cannot carry (a PreToolUse hook can); the call was not run"
 )
 
 

@@ -117,43 +117,54 @@ async def run_turn(
 ) -> AsyncGenerator[Message, None]:
     """One turn of a started session as messages, with the limits of `opts` applied."""
     t0 = time.perf_counter() if started is None else started
-    turn = session.prompt(user_input)
-    folder = MessageFolder()
-    price = price_for(opts.model, opts.prices)
-    budget = opts.max_budget_usd
-    default = None if opts.on_approval is not None else to_decision(opts.approval_default)
-    deadline = None if opts.turn_timeout is None else anyio.current_time() + opts.turn_timeout
-    limit: Limit | None = None
-    error: BaseException | None = None
-    while True:
-        try:
-            if deadline is not None and limit is None:
-                batch: list[Any] | None = None
-                with anyio.move_on_after(deadline - anyio.current_time()):
+    turn = session.prompt(user_input, text_as_str=True)  # the messages carry the text
+    try:
+        folder = MessageFolder()
+        price = price_for(opts.model, opts.prices)
+        budget = opts.max_budget_usd
+        default = None if opts.on_approval is not None else to_decision(opts.approval_default)
+        deadline = None if opts.turn_timeout is None else anyio.current_time() + opts.turn_timeout
+        limit: Limit | None = None
+        error: BaseException | None = None
+        while True:
+            try:
+                if deadline is not None and limit is None:
+                    batch: list[Any] | None = None
+                    with anyio.move_on_after(deadline - anyio.current_time()):
+                        batch = await turn._batch()  # pyright: ignore[reportPrivateUsage]
+                    if batch is None:  # the wait was cut: the turn is being cancelled
+                        limit = "turn_timeout"
+                        await turn.cancel(wait=False)
+                        continue
+                else:
                     batch = await turn._batch()  # pyright: ignore[reportPrivateUsage]
-                if batch is None:  # the wait was cut: the turn is being cancelled
-                    limit = "turn_timeout"
-                    await turn.cancel(wait=False)
-                    continue
-            else:
-                batch = await turn._batch()  # pyright: ignore[reportPrivateUsage]
-        except SDKError as exc:
-            error = exc
-            break
-        if not batch:
-            break
-        for item in batch:
-            if type(item) is StatusUpdate and budget is not None and limit is None and price is not None:
-                if item.token_usage is not None and price.cost(turn.usage) >= budget:
-                    limit = "max_budget_usd"
-                    await turn.cancel(wait=False)
-            elif default is not None and isinstance(item, Approval) and not item.answered:
-                item.answer(default)  # nobody to ask: the declared default, at once
-            for message in folder.feed(item):
+            except SDKError as exc:
+                error = exc
+                break
+            if not batch:
+                break
+            over_budget = False
+
+            def watch(item: Any) -> None:  # sees every event but the chunks that extend a run
+                nonlocal over_budget
+                if type(item) is StatusUpdate:
+                    if budget is not None and price is not None and item.token_usage is not None:
+                        over_budget = over_budget or price.cost(turn.usage) >= budget
+                elif default is not None and isinstance(item, Approval) and not item.answered:
+                    item.answer(default)  # nobody to ask: the declared default, at once
+
+            for message in folder.feed_many(batch, watch):
                 yield message
-    for message in folder.flush():
-        yield message
-    yield _result(session, turn, opts, limit, error, t0, turns_before)
+            if over_budget and limit is None:
+                limit = "max_budget_usd"
+                await turn.cancel(wait=False)
+        for message in folder.flush():
+            yield message
+        yield _result(session, turn, opts, limit, error, t0, turns_before)
+    finally:
+        if not turn.finished:  # the consumer left early: do not leave the turn running
+            with anyio.CancelScope(shield=True):
+                await turn.cancel(wait=False)
 
 
 def _result(

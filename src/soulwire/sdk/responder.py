@@ -20,6 +20,7 @@ from soulwire.sdk.approvals import (
     to_decision,
 )
 from soulwire.sdk.engine import Engine
+from soulwire.sdk.hooks import HookDispatcher
 from soulwire.sdk.tools import Tool
 from soulwire.sdk.turn import Replay, Turn
 from soulwire.wire import jsonrpc
@@ -54,8 +55,10 @@ class Responder:
         on_question: QuestionCallback | None,
         timeout: float | None,
         default: ApprovalDecision,
+        hooks: HookDispatcher | None = None,
     ) -> None:
         self.tools = tools
+        self.hooks = hooks
         self.on_approval = on_approval
         self.on_question = on_question
         self.timeout = timeout
@@ -79,8 +82,8 @@ class Responder:
         go to the replay's stream unanswered (a background agent's approval is live)."""
         model = _ANSWERED.get(type_)
         if model is None:
-            if type_ == "HookRequest":  # we subscribe to no hooks; allow is the safe answer
-                conn.respond(request_id, {"request_id": payload.get("id", request_id), "action": "allow"})
+            if type_ == "HookRequest":
+                self._hook(conn, request_id, payload, active)
             else:
                 conn.respond_error(request_id, jsonrpc.METHOD_NOT_FOUND, f"unsupported request type: {type_}")
             return
@@ -122,6 +125,20 @@ class Responder:
             coro.close()
             raise RuntimeError("the session is not started")
         self.spawn(run)
+
+    # -- hooks --------------------------------------------------------------------------
+    def _hook(
+        self, conn: Engine, request_id: str, payload: dict[str, Any], active: Turn | Replay | None
+    ) -> None:
+        hooks = self.hooks
+        if hooks is None or isinstance(active, Replay):  # nothing subscribed, or history
+            conn.respond(request_id, {"request_id": payload.get("id", request_id), "action": "allow"})
+            return
+
+        async def answer() -> None:
+            conn.respond(request_id, await hooks.answer(request_id, payload))
+
+        self._spawn(answer())
 
     # -- approvals and questions ------------------------------------------------------
     def _register(self, pending: Approval | Question, turn: Turn | None) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
+import anyio.abc
 from pydantic import ValidationError
 
 from soulwire import __version__
@@ -33,10 +34,13 @@ from soulwire.sdk.errors import (
     SDKError,
     SessionClosedError,
     StartupTimeoutError,
+    ToolDefinitionError,
     ToolsRejectedError,
     TurnInProgressError,
 )
+from soulwire.sdk.hooks import HookDispatcher, as_hooks, tool_filter
 from soulwire.sdk.jsonutil import as_object
+from soulwire.sdk.messages import Message
 from soulwire.sdk.options import CLIENT_NAME, SDK_PROTOCOL_VERSION, Options
 from soulwire.sdk.process import EngineProcess
 from soulwire.sdk.responder import Responder
@@ -58,6 +62,24 @@ class SessionInfo:
     id: str | None
     resumed: bool | None
     work_dir: str | None
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """`Session.get_server_info()`: the engine's name, version and protocol version, the model
+    asked for (None: the engine's default), slash commands, declared capabilities, the hook
+    events it supports, the external tools it accepted or rejected, and the session."""
+
+    name: str | None
+    version: str | None
+    protocol_version: str | None
+    model: str | None
+    slash_commands: list[SlashCommandInfo]
+    capabilities: dict[str, Any]
+    hook_events: list[str]
+    accepted_tools: list[str]
+    rejected_tools: dict[str, str]
+    session: SessionInfo
 
 
 def _encode_input(user_input: UserInput | Sequence[Any]) -> Any:
@@ -93,7 +115,15 @@ class Session:
         default = to_decision(opts.approval_default)
         if default is None:
             raise ConfigurationError("approval_default must be a decision")
+        hooks = as_hooks(opts.hooks)
+        enforce = tool_filter(opts.allowed_tools, opts.disallowed_tools)
+        if enforce is not None:
+            hooks = as_hooks([*hooks, enforce])
+        if hooks and not opts.handshake:
+            raise ConfigurationError("hooks are registered in `initialize`: they need handshake=True")
+        self._hooks = HookDispatcher(hooks) if hooks else None
         self._responder = Responder(
+            hooks=self._hooks,
             tools=self.tools,
             on_approval=opts.on_approval,
             on_question=opts.on_question,
@@ -112,6 +142,12 @@ class Session:
 
         self._conn: Engine | None = None
         self._stack = contextlib.AsyncExitStack()
+        """In-process MCP servers (outlive engine restarts)."""
+        self._group: anyio.abc.TaskGroup | None = None
+        """Runs the task that holds the engine link (see `_hold_engine`)."""
+        self._release = anyio.Event()
+        self._held = anyio.Event()
+        self._held.set()  # nothing held yet
         self._closed = False
         self._active: Turn | Replay | None = None
         self._queued: Turn | None = None
@@ -140,26 +176,55 @@ class Session:
         (with the engine's stderr), StartupTimeoutError or ToolsRejectedError (strict_tools)."""
         if self._conn is not None or self._closed:
             raise SDKError("a Session can be started once")
-        work_dir = self.launch.resolved_work_dir()
+        try:
+            self.launch.resolved_work_dir()  # a missing work dir fails before anything starts
+            if self.options.mcp_servers:
+                await self._open_mcp_servers()
+            self._group = await self._stack.enter_async_context(anyio.create_task_group())
+            await self._launch_engine()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _launch_engine(self) -> None:
         process = await EngineProcess.spawn(
             self.launch.argv(),
             env=self.launch.environment(),
-            cwd=work_dir,
+            cwd=self.launch.resolved_work_dir(),
             on_stderr=self._on_stderr,
         )
         conn = Engine(process)
         conn.on_event = self._on_event
         conn.on_request = self._on_request
         self._conn = conn
+        assert self._group is not None
+        await self._group.start(self._hold_engine, conn)
+        self._responder.spawn = conn.start_soon
+        if self._handshake:
+            await self._initialize(conn)
+
+    async def _hold_engine(self, conn: Engine, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Keep the engine link (its task group) open until `_stop_engine`: in a task of its
+        own, so a restart (`set_model`) may come from any task, the sync mirror's included."""
+        release = self._release = anyio.Event()
+        done = self._held = anyio.Event()
         try:
-            await self._stack.enter_async_context(conn)
-            self._responder.spawn = conn.start_soon
-            if self._handshake:
-                await self._initialize(conn)
-        except BaseException:
-            await self.close()
-            raise
-        return self
+            async with conn:
+                task_status.started()
+                await release.wait()
+        finally:
+            done.set()
+
+    async def _open_mcp_servers(self) -> None:
+        from soulwire.sdk.mcp import open_servers
+
+        for bridged_tool in await open_servers(self.options.mcp_servers or {}, self._stack):
+            if bridged_tool.name in self.tools:
+                raise ToolDefinitionError(
+                    f"two external tools are named {bridged_tool.name!r} (MCP server {bridged_tool.server!r})"
+                )
+            self.tools[bridged_tool.name] = bridged_tool
 
     async def _initialize(self, conn: Engine) -> None:
         params: dict[str, Any] = {
@@ -172,6 +237,8 @@ class Session:
         }
         if self.tools:
             params["external_tools"] = [t.spec() for t in self.tools.values()]
+        if self._hooks is not None:
+            params["hooks"] = self._hooks.subscriptions()
         try:
             result = await conn.call("initialize", params, timeout=self._startup_timeout)
         except TimeoutError:
@@ -222,6 +289,12 @@ class Session:
             }
         else:
             self.accepted_tools = list(self.tools)
+        hooks = as_object(raw.get("hooks"))
+        amendable = hooks.get("updated_input") if hooks is not None else None
+        if self._hooks is not None and hooks is None:
+            log.warning("the engine reports no hook support in `initialize`: hooks will not be called")
+        if self._hooks is not None and isinstance(amendable, list):
+            self._hooks.amendable = frozenset(str(e) for e in amendable)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
         info = as_object(raw.get("session"))
         if info is not None:
             sid = info.get("id")
@@ -238,24 +311,78 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        conn = self._conn
         self._responder.close()
-        if conn is None:
-            return
-        conn.closing_error = SessionClosedError("the session was closed")
         try:
-            # Shielded (and bounded by the timeouts): a cancelled owner still ends the engine.
-            with anyio.CancelScope(shield=True):
-                await conn.process.close(self._close_timeout)
-                with anyio.move_on_after(3.0):
-                    await conn.closed.wait()
+            await self._stop_engine(SessionClosedError("the session was closed"))
         finally:
-            conn.fail(conn.closing_error)
+            await self._stack.aclose()  # in-process MCP servers
+
+    async def _stop_engine(self, error: SDKError) -> None:
+        conn = self._conn
+        try:
+            if conn is not None:
+                conn.closing_error = error
+                # Shielded (and bounded by the timeouts): a cancelled owner still ends the engine.
+                with anyio.CancelScope(shield=True):
+                    await conn.process.close(self._close_timeout)
+                    with anyio.move_on_after(3.0):
+                        await conn.closed.wait()
+        finally:
+            if conn is not None:
+                conn.fail(conn.closing_error or error)
             for stream in (self._active, self._queued):
                 if stream is not None and not stream.finished:
-                    stream._finish(SessionClosedError("the session was closed"))
+                    stream._finish(error)
             self._active = self._queued = None
-            await self._stack.aclose()  # leaves the engine link's task group
+            self._release.set()  # the holding task leaves the engine link's task group
+            with anyio.CancelScope(shield=True):
+                await self._held.wait()
+
+    # -- mid-session controls --------------------------------------------------------
+    async def interrupt(self) -> None:
+        """Stop the running turn (the Claude Agent SDK's name for `cancel`)."""
+        await self.cancel()
+
+    async def set_model(self, model: str) -> None:
+        """Switch the model between turns. Wire has no method for it, so the engine is
+        restarted on the same session (history, plan mode and approvals for the session are
+        kept) with `model`: this works with any Wire engine and costs one engine start. Call
+        it from the task that started the session; raises TurnInProgressError during a turn."""
+        self._connection()
+        if self.busy:
+            raise TurnInProgressError("cannot switch the model while a turn is running")
+        if not model:
+            raise ConfigurationError("set_model needs a model name")
+        session_id = self.info.id
+        if session_id is None:
+            raise SDKError("the engine did not report its session id: it cannot be restarted on it")
+        self.options = replace(self.options, model=model, session_id=session_id, continue_session=False)
+        self.launch = self.options.launch()
+        await self._stop_engine(SessionClosedError(f"the engine was restarted to switch to {model}"))
+        self._conn = None
+        try:
+            await self._launch_engine()
+        except BaseException:
+            await self.close()
+            raise
+
+    def get_server_info(self) -> EngineInfo:
+        """What the engine reported when the session started (its `initialize` result)."""
+        raw = self.initialize_result or {}
+        capabilities = as_object(raw.get("capabilities")) or {}
+        hooks = as_object(raw.get("hooks")) or {}
+        return EngineInfo(
+            name=self.server.name if self.server else None,
+            version=self.server.version if self.server else None,
+            protocol_version=self.protocol_version,
+            model=self.options.model,
+            slash_commands=list(self.slash_commands),
+            capabilities=dict(capabilities),
+            hook_events=[str(e) for e in hooks.get("supported_events") or []],
+            accepted_tools=list(self.accepted_tools),
+            rejected_tools=dict(self.rejected_tools),
+            session=self.info,
+        )
 
     # -- state ----------------------------------------------------------------------
     @property
@@ -303,14 +430,19 @@ class Session:
         return self._conn
 
     # -- prompts and replays ------------------------------------------------------
-    def prompt(self, user_input: UserInput | Sequence[Any]) -> Turn:
+    def prompt(self, user_input: UserInput | Sequence[Any], *, text_as_str: bool = False) -> Turn:
         """Start a turn with text or content parts; returns at once. Iterate the Turn for its
         events, or `await` it for the result. Prompts are sequential: this raises
         TurnInProgressError while another turn runs, unless that turn is being cancelled
-        (then this one starts as soon as it has ended)."""
+        (then this one starts as soon as it has ended).
+
+        `text_as_str=True` (what `query()` uses): streamed text chunks arrive as plain `str`
+        items instead of `TextPart`s and the steps keep only their strings — the cheapest
+        path for consumers that fold the text themselves."""
         conn = self._connection()
         self._check_idle("prompt")
         turn = Turn(self, user_input)
+        turn.record_chunks = not text_as_str
         params = {"user_input": _encode_input(user_input)}
         if self._active is not None and not self._active.finished:
             self._queued = turn
@@ -318,6 +450,14 @@ class Session:
         else:
             self._send_stream(conn, turn, "prompt", params)
         return turn
+
+    def query(self, user_input: UserInput | Sequence[Any]) -> AsyncGenerator[Message, None]:
+        """One turn as the typed messages `query()` yields (merged text, thinking, tool use
+        and results, status, then a ResultMessage), with this session's limits applied:
+        `ClaudeSDKClient.query()` + `receive_response()` in one call."""
+        from soulwire.sdk.query import run_turn
+
+        return run_turn(self, user_input, self.options)
 
     def replay(self) -> Replay:
         """Re-stream the session's recorded history (`replay`, Wire 1.3+)."""
@@ -345,6 +485,7 @@ class Session:
     def _send_stream(self, conn: Engine, stream: Turn | Replay, method: str, params: Any) -> None:
         self._active = stream
         conn.on_part = stream._on_event
+        conn.on_text = stream._on_text if isinstance(stream, Turn) and not stream.record_chunks else None
         conn.send_request(method, params, lambda result, error: self._stream_done(stream, result, error))
 
     def _stream_done(self, stream: Turn | Replay, result: Any, error: SDKError | None) -> None:
@@ -352,6 +493,7 @@ class Session:
             self._active = None
             if self._conn is not None:
                 self._conn.on_part = ignore_event
+                self._conn.on_text = None
         if isinstance(stream, Turn):
             self._responder.turn_ended(stream)
         stream._complete(result, error)
@@ -426,4 +568,4 @@ class Session:
             self._responder.handle(self._conn, request_id, type_, payload, self._active)
 
 
-__all__ = ["CLIENT_NAME", "SDK_PROTOCOL_VERSION", "Session", "SessionInfo"]
+__all__ = ["CLIENT_NAME", "SDK_PROTOCOL_VERSION", "EngineInfo", "Session", "SessionInfo"]

@@ -16,6 +16,7 @@ import functools
 import queue
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -25,7 +26,8 @@ from soulwire.sdk.messages import Message
 from soulwire.sdk.options import Options
 from soulwire.sdk.query import make_options
 from soulwire.sdk.query import query as async_query
-from soulwire.sdk.session import Session
+from soulwire.sdk.session import EngineInfo, Session
+from soulwire.sdk.sessions import HistoryTurn, LocalSessions, ServerSessions, StoredSession
 from soulwire.sdk.turn import Replay, Step, Turn, TurnResult
 from soulwire.wire.types import UserInput
 
@@ -184,6 +186,29 @@ class SyncSession:
     def cancel(self) -> None:
         self._run().run(self.session.cancel)
 
+    def query(self, user_input: UserInput | Sequence[Any]) -> Iterator[Message]:
+        """One turn as typed messages (`Session.query`), for a plain `for` loop."""
+        runner = self._run()
+        messages = runner.call(self.session.query, user_input)
+        try:
+            while True:
+                try:
+                    yield runner.run(messages.__anext__)
+                except StopAsyncIteration:
+                    return
+        finally:
+            runner.run(messages.aclose)
+
+    def interrupt(self) -> None:
+        self._run().run(self.session.interrupt)
+
+    def set_model(self, model: str) -> None:
+        """Switch the model between turns (the engine restarts on the same session)."""
+        self._run().run(self.session.set_model, model)
+
+    def get_server_info(self) -> EngineInfo:
+        return self.session.get_server_info()
+
     def close(self) -> None:
         runner, self._runner = self._runner, None
         if runner is None:
@@ -234,6 +259,41 @@ prompt = query
 """The Kimi Agent SDK's name for `query`."""
 
 
+class SyncSessions:
+    """Blocking stored sessions: `SyncSessions(LocalSessions(...))` or
+    `SyncSessions(ServerSessions(url, token))`, the same methods without `await`."""
+
+    def __init__(self, catalog: LocalSessions | ServerSessions) -> None:
+        self.catalog = catalog
+
+    def _run(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        runner = _Portal()
+        try:
+            return runner.run(functools.partial(func, *args, **kwargs))
+        finally:
+            runner.stop()
+
+    def list(self) -> list[StoredSession]:
+        return self._run(self.catalog.list)
+
+    def history(self, session_id: str) -> list[HistoryTurn]:
+        return self._run(self.catalog.history, session_id)
+
+    def fork(self, session_id: str, *, turn: int | None = None, title: str | None = None) -> StoredSession:
+        return self._run(self.catalog.fork, session_id, turn=turn, title=title)
+
+    def delete(self, session_id: str) -> None:
+        self._run(self.catalog.delete, session_id)
+
+    def resume(self, session_id: str, **overrides: Any) -> SyncSession:
+        """A SyncSession (not started: `with` it) on the stored session (local catalogs)."""
+        if not isinstance(self.catalog, LocalSessions):
+            raise TypeError("resume needs a LocalSessions catalogue (attach to a server's session over Wire)")
+        return SyncSession(
+            replace(self.catalog.options, session_id=session_id, continue_session=False), **overrides
+        )
+
+
 def ask(prompt: UserInput | Sequence[Any], **options: Any) -> str:
     """Blocking `soulwire.sdk.ask`: one prompt in a fresh session, the answer's final text.
     Works with or without an event loop already running in this thread."""
@@ -244,4 +304,4 @@ def ask(prompt: UserInput | Sequence[Any], **options: Any) -> str:
         runner.stop()
 
 
-__all__ = ["SyncSession", "SyncStep", "SyncTurn", "ask", "prompt", "query"]
+__all__ = ["SyncSession", "SyncSessions", "SyncStep", "SyncTurn", "ask", "prompt", "query"]

@@ -59,6 +59,8 @@ class Step:
         self.interrupted = False
         """The step failed (`StepInterrupted`)."""
         self._kept_from = 0  # output streamed before the last StepRetry is void
+        self._texts: list[str] = []  # chunks kept as strings only (Turn.record_chunks False)
+        self._thoughts: list[str] = []
         self._usage: list[int] | None = None
         self._live: EventStream | None = None
 
@@ -84,10 +86,14 @@ class Step:
     @property
     def text(self) -> str:
         """The step's text, joined (chunks of a retried attempt excluded)."""
+        if self._texts:
+            return "".join(self._texts)
         return joined_text(self._valid())
 
     @property
     def thinking(self) -> str:
+        if self._thoughts:
+            return "".join(self._thoughts)
         return "".join(e.think for e in self._valid() if type(e) is ThinkPart)
 
     @property
@@ -244,6 +250,10 @@ class Turn(_SessionStream[TurnResult]):
         """Scopes of the external tool calls running for this turn."""
         self.request_params: Any = None
         """The `prompt` params, kept while the turn waits for a cancelled one to end."""
+        self.record_chunks = True
+        """Keep every text/thinking chunk in `steps[i].events`. `query()` turns it off: it
+        keeps only their strings (the steps' `text`/`thinking` stay right), so a long stream
+        leaves no heap of small objects for the garbage collector to rescan."""
 
     def __repr__(self) -> str:
         state = self._result.status if self._result else ("failed" if self._failure else "running")
@@ -254,7 +264,12 @@ class Turn(_SessionStream[TurnResult]):
         cls = type(event)
         if cls is TextPart or cls is ThinkPart or cls is ToolCallPart:
             step = self._current or self._open_step(0)
-            step.events.append(event)
+            if self.record_chunks or cls is ToolCallPart:
+                step.events.append(event)
+            elif cls is TextPart:
+                step._texts.append(event.text)
+            else:
+                step._thoughts.append(event.think)
         elif cls is StepBegin:
             step = self._open_step(event.n)
             self._step_by_begin[id(event)] = step
@@ -268,9 +283,16 @@ class Turn(_SessionStream[TurnResult]):
             elif cls is StepRetry:
                 step.retries += 1
                 step._kept_from = len(step.events)
+                step._texts.clear()
+                step._thoughts.clear()
             elif cls is StepInterrupted:
                 step.interrupted = True
         self._push(event)
+
+    def _on_text(self, text: str) -> None:
+        """A streamed text chunk as a plain string (`Session.prompt(text_as_str=True)`)."""
+        (self._current or self._open_step(0))._texts.append(text)
+        self._push(text)
 
     def _open_step(self, n: int) -> Step:
         step = Step(n)

@@ -63,6 +63,8 @@ class RenameSession(BaseModel):
 class ForkSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
     title: str | None = Field(default=None, max_length=200)
+    turn: int | None = Field(default=None, ge=0)
+    """Keep only the first `turn` turns (None: the whole history)."""
 
 
 class History(BaseModel):
@@ -140,7 +142,7 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
 
     @app.post("/api/sessions/{session_id}/fork", response_model=SessionInfo, status_code=201)
     async def fork_session(session_id: str, body: ForkSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        return info(registry().fork(session_id, body.title))
+        return info(registry().fork(session_id, body.title, body.turn))
 
     @app.delete("/api/sessions/{session_id}", status_code=204)
     async def delete_session(session_id: str) -> Response:  # pyright: ignore[reportUnusedFunction]

@@ -20,6 +20,7 @@ from soulwire.config.loader import ConfigError
 from soulwire.runtime.options import SessionOptions
 from soulwire.server.hub import LiveSession
 from soulwire.server.messages import HubSettings
+from soulwire.sessions.fork import ForkError, fork_session
 from soulwire.sessions.index import update_work_dir_index
 from soulwire.sessions.jsonl import iter_lines
 from soulwire.sessions.listing import summarise_session
@@ -30,7 +31,6 @@ from soulwire.sessions.paths import (
     WIRE_FILE,
     is_valid_session_id,
     normalise_work_dir,
-    session_dir,
     work_dir_hash,
 )
 from soulwire.sessions.store import FileSessionStore, new_session_id, read_state
@@ -198,8 +198,8 @@ class SessionRegistry:
         self._store(found.id, found.work_dir).save_state(state)
         return found
 
-    def fork(self, session_id: str, title: str | None) -> Located:
-        """A new session with a copy of this one's files (its history up to now)."""
+    def fork(self, session_id: str, title: str | None, turn: int | None = None) -> Located:
+        """A new session with a copy of this one's history (up to the end of turn `turn`)."""
         found = self.locate(session_id)
         live = self.live.get(session_id)
         if live is not None:
@@ -208,15 +208,12 @@ class SessionRegistry:
             live.runtime.bus.flush()
             live.runtime.session.store.sync()
             live.runtime.save_state()
-        new_id = new_session_id()
-        target = session_dir(self.settings.share, found.work_dir, new_id)
-        shutil.copytree(found.dir, target, ignore=shutil.ignore_patterns("tasks", ".*"))
-        state = read_state(target)
-        summary = summarise_session(found.dir)
-        old_title = state.get("custom_title") or (summary.title if summary else None)
-        state["custom_title"] = title or f"Fork of {old_title or session_id}"
-        state[WORK_DIR_KEY] = found.work_dir
-        self._store(new_id, found.work_dir).save_state(state)
+        try:
+            new_id, target = fork_session(
+                self.settings.share, found.work_dir, found.dir, turns=turn, title=title
+            )
+        except ForkError as exc:
+            raise SessionError(422, str(exc)) from None
         return Located(new_id, target, found.work_dir)
 
     async def delete(self, session_id: str) -> None:

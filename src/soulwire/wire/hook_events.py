@@ -7,3 +7,6 @@ HOOK_EVENTS: tuple[str, ...] = (
     "SessionStart", "SessionEnd", "SubagentStart", "SubagentStop", "PreCompact", "PostCompact",
     "Notification",
 )  # fmt: skip
+AMENDABLE_EVENTS: tuple[str, ...] = ("PreToolUse",)
+"""Soulwire extension: events whose client hooks may answer `updated_input` (the tool then runs
+with those arguments). Announced as `hooks.updated_input` in the `initialize` result."""

@@ -216,6 +216,9 @@ class HookResponse(WireModel):
     request_id: str
     action: Literal["allow", "block"] = "allow"
     reason: str = ""
+    updated_input: dict[str, Any] | None = None
+    """Soulwire extension: PreToolUse only, for engines whose `initialize` result lists the
+    event in `hooks.updated_input`."""
 
 
 class ApprovalAnswer(WireModel):
