@@ -13,7 +13,7 @@ from soulwire import __version__
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
-SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve", "fleet")
+SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve", "fleet", "web", "vis")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,6 +162,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.server.main import run_serve
 
         return run_serve(argv)
+    if name in ("web", "vis"):
+        from soulwire.cli.web import run_web
+
+        return run_web(name, argv)
     from soulwire.cli.sessions import run_sessions
 
     return run_sessions(argv)

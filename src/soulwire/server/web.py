@@ -97,7 +97,7 @@ class WebMiddleware:
                 return
         cookie = _cookie_token(scope)
         if cookie is not None and _header(scope, b"authorization") is None:
-            headers = list(scope.get("headers") or ())
+            headers: list[tuple[bytes, bytes]] = list(scope.get("headers") or ())
             headers.append((b"authorization", f"Bearer {cookie}".encode("latin-1")))
             scope = {**scope, "headers": headers}
         if kind == "websocket":
@@ -134,7 +134,7 @@ class WebMiddleware:
         target = (query.get("next") or [WEB_PREFIX])[0]
         if not target.startswith(WEB_PREFIX):  # never redirect off this server
             target = WEB_PREFIX
-        headers = self._security_headers(host) + [(b"cache-control", b"no-store")]
+        headers = [*self._security_headers(host), (b"cache-control", b"no-store")]
         if token is None and _cookie_token(scope) is not None:
             headers.append((b"location", quote(target, safe="/#?&=:").encode("latin-1")))
             await _respond(send, 303, headers, b"")

@@ -217,16 +217,20 @@ def _search(sessions: list[dict[str, Any]], query: str) -> list[SearchHit]:
     needle = query.casefold()
     hits: list[SearchHit] = []
     for info in sessions:
-        title = info.get("title") or ""
-        base = {"id": info["id"], "work_dir": info["work_dir"], "title": title or None}
-        base["updated"] = info.get("updated")
+        title: str = info.get("title") or ""
+        hit = SearchHit(
+            id=info["id"],
+            work_dir=info["work_dir"],
+            title=title or None,
+            updated=info.get("updated"),
+            match="title",
+        )
         if needle in title.casefold():
-            hits.append(SearchHit(**base, match="title"))
+            hits.append(hit)
             continue
-        wire = Path(info.get("dir") or "") / WIRE_FILE
-        snippet = _text_match(wire, needle)
+        snippet = _text_match(Path(info.get("dir") or "") / WIRE_FILE, needle)
         if snippet is not None:
-            hits.append(SearchHit(**base, match="text", snippet=snippet))
+            hits.append(hit.model_copy(update={"match": "text", "snippet": snippet}))
     return hits
 
 
@@ -282,10 +286,11 @@ def _open_command(target: Path, line: int | None) -> list[str] | None:
     template = os.environ.get(OPEN_COMMAND_ENV)
     location = f"{target}:{line}" if line else str(target)
     if template:
-        return [
-            part.replace("{path}", str(target)).replace("{line}", str(line or 1)).replace("{location}", location)
-            for part in shlex.split(template)
-        ]
+        values = {"{path}": str(target), "{line}": str(line or 1), "{location}": location}
+        argv = shlex.split(template)
+        for key, value in values.items():
+            argv = [part.replace(key, value) for part in argv]
+        return argv
     if shutil.which("code"):
         return ["code", "-g", location]
     opener = shutil.which("xdg-open") or shutil.which("open")

@@ -148,11 +148,11 @@ const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|~~([
 export function inline(text) {
   const out = document.createDocumentFragment();
   let last = 0;
-  INLINE.lastIndex = 0;
+  const re = new RegExp(INLINE.source, 'g');  // its own: inline() recurses for nested emphasis
   let m;
-  while ((m = INLINE.exec(text))) {
+  while ((m = re.exec(text))) {
     if (m.index > last) out.append(text.slice(last, m.index));
-    last = INLINE.lastIndex;
+    last = re.lastIndex;
     if (m[1] !== undefined) out.append(el('code', {text: m[2].replace(/^ (.*) $/, '$1')}));
     else if (m[3] !== undefined || m[4] !== undefined) out.append(el('strong', null, inline(m[3] ?? m[4])));
     else if (m[5] !== undefined) out.append(el('del', null, inline(m[5])));

@@ -144,8 +144,9 @@ class ToolCard {
     const display = value.display || [];
     const brief = display.find(b => b.type === 'brief');
     const rejected = value.is_error && /rejected by the user/i.test(value.message || '');
-    this.setState(rejected ? 'rejected' : value.is_error ? 'error' : 'ok',
-      brief?.text || (rejected ? 'rejected' : value.is_error ? 'error' : 'done'));
+    this.setState(rejected ? 'rejected' : value.is_error ? 'error' : 'ok', rejected ? 'rejected' : value.is_error ? 'error' : 'done');
+    if (brief?.text && !rejected) this.resultBox.append(el('div', {class: 'tool-brief', text: brief.text}));
+    else if (rejected && brief?.text && brief.text !== 'Rejected by user') this.resultBox.append(el('div', {class: 'tool-brief', text: brief.text}));
     for (const block of display) {
       if (block.type === 'diff') this.resultBox.append(diffView(block));
       else if (block.type === 'todo') {
