@@ -169,6 +169,8 @@ document.addEventListener('keydown', event => {
   }
 });
 window.addEventListener('hashchange', route);
+// For tests and the benchmark: the view on screen (its connection, transcript).
+window.__soulwire = {get view() { return current; }};
 
 async function start() {
   if (observerToken() && !/^#\/(s|observe)\//.test(location.hash)) sessionStorage.clear();

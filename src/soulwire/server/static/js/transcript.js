@@ -296,7 +296,7 @@ export class Transcript {
         break;
       case 'StepBegin':
         this.text = this.think = null;
-        if (payload.n > 1) this.container().append(el('div', {class: 'step', text: `step ${payload.n}`}));
+        if (payload.n > 1) this.container().append(el('div', {class: 'step-mark', text: `step ${payload.n}`}));
         break;
       case 'ContentPart':
         this.content(payload);
