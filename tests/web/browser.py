@@ -36,9 +36,7 @@ class WebPage:
         self.page.locator(selector).get_by_text(text, exact=False).first.wait_for(timeout=TIMEOUT_MS)
 
     def wait_idle(self) -> None:
-        self.page.wait_for_function(
-            "() => !document.querySelector('.session-view.busy')", timeout=TIMEOUT_MS
-        )
+        self.page.wait_for_function("() => !document.querySelector('.session-view.busy')", timeout=TIMEOUT_MS)
 
     def count(self, text: str) -> int:
         return self.page.evaluate(

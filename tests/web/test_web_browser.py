@@ -54,17 +54,25 @@ def test_create_stream_approve_reject(chromium, serve, tmp_path):
     assert "rejected" in second.get_attribute("class")
     web.shot(tmp_path / "turn.png")
     records = server.api("GET", f"/api/sessions/{session_id}/records").json()["records"]
-    results = [r["message"]["payload"]["return_value"] for r in records if r["message"]["type"] == "ToolResult"]
+    results = [
+        r["message"]["payload"]["return_value"] for r in records if r["message"]["type"] == "ToolResult"
+    ]
     assert [r["is_error"] for r in results] == [False, True]
     assert "rejected by the user" in results[1]["message"]
     assert web.errors == [] and web.dialogs == []
 
 
 def test_model_and_tool_output_never_run_script(chromium, serve, tmp_path):
-    hostile = "<img src=x onerror=window.pwned=1> <script>window.pwned=2</script> [x](javascript:window.pwned=3)"
+    hostile = (
+        "<img src=x onerror=window.pwned=1> <script>window.pwned=2</script> [x](javascript:window.pwned=3)"
+    )
     server = serve(
         f"text: {hostile}\n"
-        + call("tc1", "Shell", {"command": "printf '%s' '<img src=x onerror=window.pwned=4><script>window.pwned=5</script>'"}),
+        + call(
+            "tc1",
+            "Shell",
+            {"command": "printf '%s' '<img src=x onerror=window.pwned=4><script>window.pwned=5</script>'"},
+        ),
         "text: <svg onload=window.pwned=6></svg> done",
         args=("--yolo",),
     )
@@ -145,8 +153,12 @@ def test_second_page_observes_and_a_share_link_is_read_only(chromium, serve):
     assert observer.count("visible to everyone") == 1 and guest.count("hello all") == 1
     # The observer takes over; the first page becomes an observer.
     observer.page.click("text=Take control")
-    observer.page.wait_for_function("() => document.querySelector('.role-badge').textContent === 'controlling'")
-    controller.page.wait_for_function("() => document.querySelector('.role-badge').textContent === 'observing'")
+    observer.page.wait_for_function(
+        "() => document.querySelector('.role-badge').textContent === 'controlling'"
+    )
+    controller.page.wait_for_function(
+        "() => document.querySelector('.role-badge').textContent === 'observing'"
+    )
     observer.send("my turn now")
     for page in (controller, observer, guest):
         page.wait_text("second answer")
@@ -156,7 +168,8 @@ def test_second_page_observes_and_a_share_link_is_read_only(chromium, serve):
 
 def test_reload_and_dropped_connection_lose_and_duplicate_nothing(chromium, serve):
     server = serve(
-        "text: alpha-before-the-tool\n" + call("tc1", "Shell", {"command": "sleep 2; echo mid-output | tr a-z A-Z"}),
+        "text: alpha-before-the-tool\n"
+        + call("tc1", "Shell", {"command": "sleep 2; echo mid-output | tr a-z A-Z"}),
         "text: omega-after\n" + call("tc2", "Shell", {"command": "sleep 2; echo second-output | tr a-z A-Z"}),
         "text: final-words",
         args=("--yolo",),
@@ -248,10 +261,14 @@ def test_rename_fork_delete_search_dark_mode_and_phone_width(chromium, serve, tm
     web.answers.append("Renamed by the test")
     web.page.click("#menu-toggle")
     web.page.click("button:has-text('Rename')")
-    web.page.wait_for_function("() => document.querySelector('.session-title-h').textContent === 'Renamed by the test'")
+    web.page.wait_for_function(
+        "() => document.querySelector('.session-title-h').textContent === 'Renamed by the test'"
+    )
     assert server.api("GET", f"/api/sessions/{session_id}").json()["title"] == "Renamed by the test"
     web.page.click("button:has-text('Fork')")
-    web.page.wait_for_function(f"() => location.hash.startsWith('#/s/') && !location.hash.includes('{session_id}')")
+    web.page.wait_for_function(
+        f"() => location.hash.startsWith('#/s/') && !location.hash.includes('{session_id}')"
+    )
     web.wait_session()
     assert web.count("needle-word") == 1  # the fork carries the history
     fork_id = web.page.evaluate("() => window.__soulwire.view.id")
