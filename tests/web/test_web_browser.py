@@ -278,3 +278,61 @@ def test_rename_fork_delete_search_dark_mode_and_phone_width(chromium, serve, tm
     assert server.api("GET", f"/api/sessions/{fork_id}").status_code == 404
     assert server.api("GET", f"/api/sessions/{session_id}").status_code == 200
     assert web.dialogs == [] and web.errors == []
+
+
+def test_typing_while_it_runs_steers_the_turn(chromium, serve):
+    server = serve(
+        "text: working on it\n" + call("tc1", "Shell", {"command": "sleep 2; echo slept"}),
+        "text: steered reply",
+        args=("--yolo",),
+    )
+    web = open_page(chromium, server)
+    create_in_ui(web)
+    web.send("start")
+    web.page.locator(".tool.running").wait_for()
+    assert web.page.locator("button[type=submit]").inner_text() == "Steer"
+    web.send("use python instead")
+    web.wait_text("steered reply")
+    web.wait_idle()
+    assert web.page.locator(".user.steer").inner_text() == "use python instead"
+    assert web.page.locator(".transcript .user").count() == 2  # the prompt and the steer, once each
+    assert web.errors == []
+
+
+def test_a_question_dialog_and_a_revocable_session_rule(chromium, serve, tmp_path):
+    question = {
+        "question": "Which colour?",
+        "header": "Colour",
+        "options": [{"label": "Red"}, {"label": "Blue", "description": "calm"}],
+    }
+    server = serve(
+        call("q1", "AskUserQuestion", {"questions": [question]}),
+        call("tc1", "Shell", {"command": "echo ruled"}),
+        "text: noted",
+    )
+    web = open_page(chromium, server)
+    session_id = create_in_ui(web)
+    web.send("ask me")
+    dialog = web.approval()
+    assert "Colour: Which colour?" in dialog.inner_text() and "calm" in dialog.inner_text()
+    web.shot(tmp_path / "question.png")
+    web.page.keyboard.press("2")
+    web.page.keyboard.press("Enter")
+    web.approval()  # then the Shell call asks
+    web.page.keyboard.press("a")  # approve for the session: a rule
+    web.wait_text("noted")
+    web.wait_idle()
+    records = server.api("GET", f"/api/sessions/{session_id}/records").json()["records"]
+    outputs = [
+        r["message"]["payload"]["return_value"]["output"]
+        for r in records
+        if r["message"]["type"] == "ToolResult"
+    ]
+    assert json.loads(outputs[0]) == {"answers": {"Which colour?": "Blue"}}
+    web.page.click("button:has-text('Rules')")
+    rules = web.page.locator("dialog[open] .rules li")
+    rules.first.wait_for()
+    assert rules.count() == 1 and "run command" in rules.inner_text()
+    web.page.click("dialog[open] button:has-text('Revoke')")
+    web.page.locator("dialog[open]").get_by_text("None yet").wait_for()
+    assert web.errors == []

@@ -117,7 +117,7 @@ export class RequestDialogs {
     const questions = request.payload.questions || [];
     const answers = {};
     const form = el('div', {class: 'dialog-body'});
-    const firstButtons = [];
+    const groups = [];
     questions.forEach((q, qi) => {
       const group = el('fieldset', {class: 'question'}, el('legend', {text: q.header ? `${q.header}: ${q.question}` : q.question}));
       if (q.body) group.append(el('p', {class: 'muted', text: q.body}));
@@ -125,7 +125,6 @@ export class RequestDialogs {
       (q.options || []).forEach((option, oi) => {
         const input = el('input', {type: q.multi_select ? 'checkbox' : 'radio', name: `q${qi}`, value: option.label, id: `q${qi}o${oi}`});
         inputs.push(input);
-        if (qi === 0) firstButtons.push(input);
         group.append(el('label', {for: `q${qi}o${oi}`, class: 'option'}, input,
           el('span', null, el('kbd', {text: String(oi + 1)}), ' ', option.label),
           option.description ? el('small', {class: 'muted', text: option.description}) : null));
@@ -136,6 +135,7 @@ export class RequestDialogs {
         if (other.value.trim()) return other.value.trim();
         return inputs.filter(i => i.checked).map(i => i.value).join(', ');
       };
+      groups.push({group, inputs});
       form.append(group);
     });
     const submit = () => {
@@ -146,7 +146,12 @@ export class RequestDialogs {
       }
       this.answer({request_id: request.id, answers: result});
     };
-    request.actions = {submit, pick: n => { const b = firstButtons[n]; if (b) { b.checked = !b.checked || b.type === 'radio'; b.focus(); } }};
+    const pick = n => {  // digits pick in the question that has the focus (the first one otherwise)
+      const {inputs} = groups.find(g => g.group.contains(document.activeElement)) || groups[0] || {inputs: []};
+      const box = inputs[n];
+      if (box) { box.checked = box.type === 'radio' || !box.checked; box.focus(); }
+    };
+    request.actions = {submit, pick};
     this.dialog.setAttribute('aria-labelledby', 'dialog-title');
     this.dialog.append(
       el('h2', {id: 'dialog-title', text: 'The agent asks'}),

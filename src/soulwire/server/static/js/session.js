@@ -60,6 +60,7 @@ export class SessionView {
       this.role, this.takeButton, this.planButton,
       el('button', {type: 'button', class: 'full-only', onclick: () => this.share(), text: 'Share'}),
       el('button', {type: 'button', onclick: () => this.showChanges(), text: 'Changes'}),
+      el('button', {type: 'button', onclick: () => this.showRules(), text: 'Rules'}),
       el('a', {class: 'button', href: `#/trace/${this.id}`, text: 'Trace'}),
       el('button', {type: 'button', class: 'full-only', onclick: () => this.rename(), text: 'Rename'}),
       el('button', {type: 'button', class: 'full-only', onclick: () => this.fork(), text: 'Fork'}),
@@ -397,6 +398,37 @@ export class SessionView {
     } catch (err) {
       body.textContent = `Cannot read the diff: ${err.message}`;
     }
+  }
+
+  /** The session's approval rules ("approve for session" grants), listed and revocable. */
+  async showRules() {
+    const body = el('div', {class: 'dialog-body'});
+    const dialog = el('dialog', {class: 'request-dialog'},
+      el('h2', {text: 'Approval rules of this session'}), body,
+      el('div', {class: 'dialog-actions'}, el('button', {type: 'button', onclick: () => dialog.close(), text: 'Close'})));
+    dialog.addEventListener('close', () => dialog.remove());
+    document.body.append(dialog);
+    dialog.showModal();
+    const render = async () => {
+      clear(body);
+      let rules;
+      try {
+        ({rules} = await this.conn.request('approvals/rules/list'));
+      } catch (err) { body.append(el('p', {text: `Cannot list the rules: ${err.message}`})); return; }
+      if (!rules.length) { body.append(el('p', {class: 'muted', text: 'None yet: "Approve for session" adds one.'})); return; }
+      const list = el('ul', {class: 'rules'});
+      for (const rule of rules) {
+        const text = typeof rule === 'string' ? rule : rule.rule || JSON.stringify(rule);
+        const revoke = el('button', {type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${text}`, disabled: this.conn.mode !== 'controller'});
+        revoke.addEventListener('click', async () => {
+          try { await this.conn.request('approvals/rules/remove', {rule: text}); await render(); }
+          catch (err) { toast(`Cannot revoke: ${err.message}`, 'error'); }
+        });
+        list.append(el('li', null, el('code', {text}), ' ', revoke));
+      }
+      body.append(list);
+    };
+    await render();
   }
 
   // -- attachments ----------------------------------------------------------------------------
