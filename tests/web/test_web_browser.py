@@ -221,8 +221,8 @@ def test_trace_view_of_a_session_with_a_subagent(chromium, serve, tmp_path):
     assert any(label.startswith("Turn 1: explore please") for label in labels)
     assert any("sub-agent" in label for label in labels)
     assert any("Shell echo from-the-sub-agent" in label for label in labels)
-    assert "150 tok" in web.page.locator(".trace-row.step").first.inner_text()
-    web.page.locator(".trace-row.tool").first.click()
+    assert "150 tok" in web.page.locator(".trace-row.kind-step").first.inner_text()
+    web.page.locator(".trace-row.kind-tool").first.click()
     detail = json.loads(web.page.locator(".trace-json").inner_text())
     assert detail[0]["type"] == "ToolCall" and detail[0]["payload"]["function"]["name"] == "Agent"
     web.page.click("[role=tab]:has-text('Events')")

@@ -9,6 +9,7 @@ neither read nor drive the server through it."""
 
 from __future__ import annotations
 
+import hashlib
 import mimetypes
 from http.cookies import SimpleCookie
 from importlib import resources
@@ -61,16 +62,26 @@ def _cookie_token(scope: Scope) -> str | None:
     return morsel.value if morsel is not None else None
 
 
-def _static_file(relative: str) -> bytes | None:
-    """A file of the packaged app (`soulwire/server/static/…`), or None."""
+_cache: dict[str, tuple[bytes, str] | None] = {}
+
+
+def _static_file(relative: str) -> tuple[bytes, str] | None:
+    """A file of the packaged app (`soulwire/server/static/…`) and its ETag, or None; read once."""
+    if relative in _cache:
+        return _cache[relative]
     parts = [p for p in relative.split("/") if p]
-    if not parts or any(p.startswith(".") for p in parts):
-        return None
-    node = resources.files("soulwire.server").joinpath("static", *parts)
-    try:
-        return node.read_bytes() if node.is_file() else None
-    except OSError:
-        return None
+    found: tuple[bytes, str] | None = None
+    if parts and not any(p.startswith(".") for p in parts):
+        node = resources.files("soulwire.server").joinpath("static", *parts)
+        try:
+            if node.is_file():
+                body = node.read_bytes()
+                found = (body, '"' + hashlib.sha256(body).hexdigest()[:20] + '"')
+        except OSError:
+            pass
+    if len(_cache) < 256:
+        _cache[relative] = found
+    return found
 
 
 class WebMiddleware:
@@ -93,7 +104,7 @@ class WebMiddleware:
                 await self._login(scope, send, host)
                 return
             if path == "/web" or path.startswith(WEB_PREFIX):
-                await self._static(path, send, host)
+                await self._static(path, send, host, _header(scope, b"if-none-match"))
                 return
         cookie = _cookie_token(scope)
         if cookie is not None and _header(scope, b"authorization") is None:
@@ -152,20 +163,25 @@ class WebMiddleware:
         ]
         await _respond(send, 303, headers, b"")
 
-    async def _static(self, path: str, send: Send, host: str) -> None:
+    async def _static(self, path: str, send: Send, host: str, if_none_match: str | None) -> None:
         relative = path[len(WEB_PREFIX) :] if path.startswith(WEB_PREFIX) else ""
         if relative in ("", "index.html", "vis"):
             relative = "index.html"
-        body = _static_file(relative)
+        found = _static_file(relative)
         headers = self._security_headers(host)
-        if body is None:
+        if found is None:
             headers.append((b"content-type", b"text/plain; charset=utf-8"))
             await _respond(send, 404, headers, b"not found")
+            return
+        body, etag = found
+        headers += [(b"etag", etag.encode()), (b"cache-control", b"no-cache")]
+        if if_none_match == etag:  # revalidated: the browser keeps its copy
+            await _respond(send, 304, headers, b"")
             return
         suffix = relative[relative.rfind(".") :]
         mime = _TYPES.get(suffix) or mimetypes.guess_type(relative)[0] or "application/octet-stream"
         charset = "; charset=utf-8" if mime.startswith("text/") or mime.endswith("javascript") else ""
-        headers += [(b"content-type", f"{mime}{charset}".encode()), (b"cache-control", b"no-cache")]
+        headers.append((b"content-type", f"{mime}{charset}".encode()))
         await _respond(send, 200, headers, body)
 
 

@@ -11,6 +11,25 @@ import {RequestDialogs} from './dialogs.js';
 import {unifiedDiff} from './diff.js';
 
 const CLIENT = {name: 'soulwire-web', version: '1'};
+const TAIL_TURNS = 30;
+const TAIL_RECORDS = 1500;
+
+/** Where the drawn tail of a history begins: the last TAIL_TURNS turns, fewer if they hold more
+ * than TAIL_RECORDS records (the last turn is always drawn whole). */
+function tailStart(records) {
+  if (records.length <= TAIL_RECORDS) return 0;
+  const starts = [];
+  let depth = 0;
+  records.forEach((record, i) => {
+    const type = record.message.type;
+    if (type === 'TurnBegin' && depth++ === 0) starts.push(i);
+    else if (type === 'TurnEnd') depth = Math.max(0, depth - 1);
+  });
+  if (!starts.length) return 0;
+  let k = Math.max(0, starts.length - TAIL_TURNS);
+  while (k < starts.length - 1 && records.length - starts[k] > TAIL_RECORDS) k++;
+  return starts[k];
+}
 
 export class SessionView {
   constructor(main, id, {onChange}) {
@@ -91,8 +110,14 @@ export class SessionView {
 
   // -- loading ---------------------------------------------------------------------------------
   async load() {
+    // The session's facts, its recorded history and the attach run at once; the history is
+    // then cut where the server's ring begins (`loaded.records`: what was on disk when the
+    // session was opened), so nothing is drawn twice.
+    const infoFetch = sessions.get(this.id);
+    const recordsFetch = sessions.records(this.id);
+    recordsFetch.catch(() => {});
     try {
-      this.info = await sessions.get(this.id);
+      this.info = await infoFetch;
     } catch (err) {
       clear(this.log).append(el('div', {class: 'card error', text: err.status === 404 ? `There is no session ${this.id}.` : `Cannot open the session: ${err.message}`}));
       this.composer.hidden = true;
@@ -100,19 +125,28 @@ export class SessionView {
     }
     this.showInfo();
     this.setBusy(this.info.busy);
+    performance.mark('sw-info');
     let result;
     try {
       result = await this.conn.connect();
+      performance.mark('sw-attached');
     } catch (err) {
       this.transcript.note(`Cannot attach: ${err.message}`, 'note error');
       this.transcript.flush();
       return;
     }
+    let records;
     const boundary = result.loaded?.records;
-    const history = result.complete && typeof boundary === 'number'
-      ? await sessions.records(this.id, 0, Math.max(1, boundary)).then(r => ({...r, records: r.records.slice(0, boundary)}))
-      : await sessions.records(this.id);
-    this.renderHistory(history.records);
+    if (result.complete && typeof boundary === 'number') {
+      records = (await recordsFetch).records;
+      if (records.length > boundary) records = records.slice(0, boundary);
+      else if (records.length < boundary) records = records.concat((await sessions.records(this.id, records.length, boundary - records.length)).records);
+    } else {
+      records = (await sessions.records(this.id)).records;  // read after the attach: nothing between is lost
+    }
+    performance.mark('sw-records');
+    this.renderHistory(records);
+    performance.mark('sw-rendered');
     this.loading = false;
     const buffered = this.buffer.splice(0).sort((a, b) => (a.params?.seq ?? 0) - (b.params?.seq ?? 0));
     for (const message of buffered) this.onWire(message);
@@ -121,6 +155,7 @@ export class SessionView {
     await this.afterAttach();
     this.markReady();
     this.view.dataset.ready = '1';
+    window.__soulwireSessionReady = performance.now();
     this.input.focus();
   }
 
@@ -136,11 +171,29 @@ export class SessionView {
     }
   }
 
+  /** Draw recorded events. A long history shows its last turns first; the earlier ones are
+   * drawn when asked for, so a 10,000-event session opens quickly. */
   renderHistory(records) {
+    const start = tailStart(records);
     this.replaying = true;
-    for (const record of records) this.transcript.queue.push([record.message, record.timestamp]);
+    for (const record of records.slice(start)) this.transcript.queue.push([record.message, record.timestamp]);
     this.transcript.flush();
     this.replaying = false;
+    if (start > 0) {
+      const turns = records.slice(0, start).filter(r => r.message.type === 'TurnBegin').length;
+      const box = el('div', {class: 'earlier'});
+      const more = el('button', {type: 'button', class: 'earlier-button', text: `Show ${turns} earlier turn${turns === 1 ? '' : 's'}`});
+      more.addEventListener('click', () => {
+        const before = this.scroller.scrollHeight - this.scroller.scrollTop;
+        more.remove();
+        const earlier = new Transcript(box, {loadBlob: this.transcript.options.loadBlob});
+        for (const record of records.slice(0, start)) earlier.queue.push([record.message, record.timestamp]);
+        earlier.flush();
+        this.scroller.scrollTop = this.scroller.scrollHeight - before;
+      });
+      box.append(more);
+      this.log.prepend(box);
+    }
   }
 
   /** The connection could not fill a gap: show the whole history again, then go on live. */

@@ -245,6 +245,7 @@ export class TraceView {
     clear(this.eventsBox);
     if (!this.eventsBox.hidden) this.renderEvents();
     window.__soulwireTraceMs = performance.now() - started;
+    window.__soulwireTraceReady = performance.now();
     document.body.dataset.traceReady = String(this.records.length);
   }
 
@@ -266,14 +267,14 @@ export class TraceView {
       const n = row.node;
       const start = n.start ?? t0;
       const end = n.end ?? start;
-      const bar = el('span', {class: `bar ${n.kind}`});
+      const bar = el('span', {class: `bar bar-${n.kind}`});
       bar.style.marginLeft = `${((start - t0) / span) * 100}%`;
       bar.style.width = `${Math.max(0.4, ((end - start) / span) * 100)}%`;
       const facts = [fmtDuration(end - start)];
       if (n.tokens) facts.push(`${fmtTokens(n.tokens)} tok`);
       if (typeof n.context === 'number') facts.push(`ctx ${(n.context * 100).toFixed(1)}%`);
       if (n.status && n.status !== 'ok') facts.push(n.status);
-      const item = el('div', {class: `trace-row ${n.kind} ${n.status || ''} ${n.error ? 'error' : ''}`, role: 'treeitem', tabindex: i === 0 ? '0' : '-1', 'aria-level': String(row.depth + 1)},
+      const item = el('div', {class: `trace-row kind-${n.kind} ${n.status ? `is-${n.status}` : ''} ${n.error ? 'is-error' : ''}`, role: 'treeitem', tabindex: i === 0 ? '0' : '-1', 'aria-level': String(row.depth + 1)},
         el('span', {class: 'trace-label', text: row.label}),
         el('span', {class: 'trace-facts', text: facts.filter(Boolean).join(' · ')}),
         el('span', {class: 'trace-track'}, bar));
