@@ -25,11 +25,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from playwright.sync_api import sync_playwright
-
 from tests.server.serve_client import ServeProcess
 from tests.tool_calls import call
 from tests.wire_client import Sandbox
 
+TURN_DONE = (
+    "() => !document.querySelector('.session-view.busy') && document.querySelector('.turn-foot')?.textContent"
+)
+WORDS = "() => document.querySelector('.assistant').innerText.split(/\\s+/).filter(Boolean).length"
 LONG_TASKS = """() => {
   window.__longTasks = [];
   new PerformanceObserver(list => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
@@ -52,13 +55,61 @@ def write_big_session(server: ServeProcess, events: int) -> str:
         messages: list[dict[str, Any]] = [
             {"type": "TurnBegin", "payload": {"user_input": f"question {turn}: what does step {turn} do?"}},
             {"type": "StepBegin", "payload": {"n": 1}},
-            {"type": "ContentPart", "payload": {"type": "think", "think": f"thinking about {turn}", "encrypted": None}},
-            {"type": "ContentPart", "payload": {"type": "text", "text": f"Let me look at **file_{turn}.py** with `grep`."}},
-            {"type": "ToolCall", "payload": {"type": "function", "id": f"tc{turn}", "function": {"name": "Shell", "arguments": json.dumps({"command": f"grep -n step file_{turn}.py"})}, "extras": None}},
-            {"type": "StatusUpdate", "payload": {"context_usage": 0.01, "context_tokens": 1000 + turn, "max_context_tokens": 100000, "token_usage": {"input_other": 100, "output": 20, "input_cache_read": 0, "input_cache_creation": 0}, "message_id": None, "plan_mode": False, "mcp_status": None}},
-            {"type": "ToolResult", "payload": {"tool_call_id": f"tc{turn}", "return_value": {"is_error": False, "output": f"{turn}: step = {turn}\n", "message": "", "display": [], "extras": None}}},
+            {
+                "type": "ContentPart",
+                "payload": {"type": "think", "think": f"thinking about {turn}", "encrypted": None},
+            },
+            {
+                "type": "ContentPart",
+                "payload": {"type": "text", "text": f"Let me look at **file_{turn}.py** with `grep`."},
+            },
+            {
+                "type": "ToolCall",
+                "payload": {
+                    "type": "function",
+                    "id": f"tc{turn}",
+                    "function": {
+                        "name": "Shell",
+                        "arguments": json.dumps({"command": f"grep -n step file_{turn}.py"}),
+                    },
+                    "extras": None,
+                },
+            },
+            {
+                "type": "StatusUpdate",
+                "payload": {
+                    "context_usage": 0.01,
+                    "context_tokens": 1000 + turn,
+                    "max_context_tokens": 100000,
+                    "token_usage": {
+                        "input_other": 100,
+                        "output": 20,
+                        "input_cache_read": 0,
+                        "input_cache_creation": 0,
+                    },
+                    "message_id": None,
+                    "plan_mode": False,
+                    "mcp_status": None,
+                },
+            },
+            {
+                "type": "ToolResult",
+                "payload": {
+                    "tool_call_id": f"tc{turn}",
+                    "return_value": {
+                        "is_error": False,
+                        "output": f"{turn}: step = {turn}\n",
+                        "message": "",
+                        "display": [],
+                        "extras": None,
+                    },
+                },
+            },
             {"type": "StepBegin", "payload": {"n": 2}},
-            {"type": "ContentPart", "payload": {"type": "text", "text": f"Step {turn} sets `step` to {turn}.\n\n- one\n- two"}},
+            {
+                "type": "ContentPart",
+                "payload": {"type": "text", "text": f"Step {turn} sets `step` to {turn}.\n\n- one\n- two"},
+            },
             {"type": "TurnEnd", "payload": {}},
         ]
         for message in messages:
@@ -80,7 +131,9 @@ def median(values: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--chunks", type=int, default=50_000)
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
@@ -122,14 +175,11 @@ def main() -> None:
                 page.fill("#composer-input", "stream please")
                 started = page.evaluate("() => performance.now()")
                 page.press("#composer-input", "Enter")
-                page.wait_for_function(
-                    "() => !document.querySelector('.session-view.busy') && document.querySelector('.turn-foot')?.textContent",
-                    timeout=600_000,
-                )
+                page.wait_for_function(TURN_DONE, timeout=600_000)
                 ended = page.evaluate("() => performance.now()")
                 tasks = page.evaluate("() => window.__longTasks")
                 frames = page.evaluate("() => window.__frames")
-                words = page.evaluate("() => document.querySelector('.assistant').innerText.split(/\\s+/).filter(Boolean).length")
+                words = page.evaluate(WORDS)
                 assert words == args.chunks, (words, args.chunks)
                 seconds = (ended - started) / 1000
                 results["stream"] = {
@@ -178,7 +228,8 @@ def screenshots(browser: Any, sandbox: Sandbox, out: Path) -> None:
         "text: I'll update `greet` in **app.py** to use an f-string, then run it.\n"
         + call("e1", "StrReplaceFile", edit),
         call("r1", "Shell", {"command": "python3 app.py"}),
-        "usage: input_other=1800 output=120\ntext: Done: `greet()` now returns **Hello, web!** and the script prints it.",
+        "usage: input_other=1800 output=120\n"
+        "text: Done: `greet()` now returns **Hello, web!** and the script prints it.",
         call("a1", "Agent", {"description": "review", "prompt": "Review app.py"}),
         "text: " + ("The file is small and the change is safe; nothing else calls greet. " * 4).strip(),
         "usage: input_other=2400 output=60\ntext: The sub-agent found nothing else to change.",
@@ -213,7 +264,9 @@ def _screenshots(browser: Any, server: ServeProcess, out: Path) -> None:
     page.wait_for_selector("body[data-trace-ready]")
     page.locator(".trace-row.kind-tool").nth(2).click()
     page.screenshot(path=str(out / "web-trace.png"))
-    phone = login(browser, server, viewport={"width": 390, "height": 844}, color_scheme="dark", device_scale_factor=1)
+    phone = login(
+        browser, server, viewport={"width": 390, "height": 844}, color_scheme="dark", device_scale_factor=1
+    )
     phone.goto(f"{server.base}/web/#/s/{session_id}")
     phone.wait_for_selector(".session-view[data-ready]")
     phone.wait_for_timeout(300)

@@ -336,3 +336,58 @@ def test_a_question_dialog_and_a_revocable_session_rule(chromium, serve, tmp_pat
     web.page.click("dialog[open] button:has-text('Revoke')")
     web.page.locator("dialog[open]").get_by_text("None yet").wait_for()
     assert web.errors == []
+
+
+def test_a_long_history_opens_on_its_last_turns_and_shows_the_rest_on_demand(chromium, serve):
+    server = serve()
+    session_id = server.create_session(title="long")
+    directory = Path(server.api("GET", f"/api/sessions/{session_id}").json()["dir"])
+    lines = [json.dumps({"type": "metadata", "protocol_version": "1.10"})]
+    t = time.time() - 1000
+    for n in range(1, 401):
+        for message in (
+            {"type": "TurnBegin", "payload": {"user_input": f"question {n}"}},
+            {"type": "StepBegin", "payload": {"n": 1}},
+            {"type": "ContentPart", "payload": {"type": "text", "text": f"answer {n}"}},
+            {"type": "TurnEnd", "payload": {}},
+        ):
+            t += 0.5
+            lines.append(json.dumps({"timestamp": t, "message": message}))
+    (directory / "wire.jsonl").write_text("\n".join(lines) + "\n")
+    web = open_page(chromium, server)
+    web.open_session(session_id)
+    shown = web.page.locator(".transcript .user").count()
+    assert 0 < shown < 400
+    assert web.count("answer 400") == 1 and web.count("answer 1\n") == 0
+    web.page.click("button.earlier-button")
+    web.page.wait_for_function("() => document.querySelectorAll('.transcript .user').length === 400")
+    texts = web.page.evaluate(
+        "() => [...document.querySelectorAll('.transcript .user')].map(e => e.innerText)"
+    )
+    assert texts == [f"question {n}" for n in range(1, 401)]  # in order, each once
+    assert web.errors == []
+
+
+def test_an_event_larger_than_a_message_arrives_by_reference_and_loads_on_demand(chromium, serve, sandbox):
+    content = "".join(f"line {n}\n" for n in range(12_000)) + "END-OF-BIG\n"  # ~100 KB of arguments
+    server = serve(
+        call("tc1", "WriteFile", {"path": "big.txt", "content": content}),
+        "text: wrote a lot",
+        args=("--yolo", "--max-message-bytes", "65536"),
+    )
+    web = open_page(chromium, server)
+    create_in_ui(web)
+    web.send("write a lot")
+    web.wait_text("wrote a lot")
+    web.wait_idle()
+    assert (sandbox.work / "big.txt").read_text() == content
+    card = web.page.locator(".tool")
+    assert "ok" in card.get_attribute("class") and "WriteFile" in card.inner_text()
+    load = web.page.locator("button:has-text('Load the arguments')")
+    assert load.count() == 1  # the ToolCall was over the 64 KiB limit: a blob reference
+    load.click()
+    web.page.wait_for_function(
+        "() => document.querySelector('.tool-args pre')?.textContent.includes('END-OF-BIG')"
+    )
+    assert web.page.locator(".tool-what").inner_text() == "big.txt"
+    assert web.errors == []

@@ -389,6 +389,25 @@ export class Transcript {
   }
 
   applyReference(message, ts) {
+    if (message.type === 'ToolCall') {  // huge arguments (a file's content): the card, args on demand
+      const preview = message.blob.preview || '';
+      const id = /"id":\s*"([^"]+)"/.exec(preview)?.[1];
+      const name = /"name":\s*"([^"]+)"/.exec(preview)?.[1] || 'tool';
+      if (id) {
+        this.text = this.think = null;
+        const card = new ToolCard(this.container(), {id, function: {name, arguments: ''}}, ts, this);
+        this.cards.set(id, card);
+        this.lastCard = card;
+        const load = el('button', {type: 'button', class: 'link', text: `Load the arguments (${message.blob.size.toLocaleString()} bytes)`});
+        load.addEventListener('click', async () => {
+          load.disabled = true;
+          const payload = await this.loadBlob(message.blob.blob_id);
+          if (payload?.function) { card.args = payload.function.arguments || ''; card.renderArgs(); card.argsBox.querySelector('details')?.setAttribute('open', ''); }
+        });
+        card.argsBox.after(load);
+        return;
+      }
+    }
     if (message.type === 'ToolResult') {
       const id = /"tool_call_id":\s*"([^"]+)"/.exec(message.blob.preview || '')?.[1];
       const card = id && this.cards.get(id);
