@@ -391,3 +391,58 @@ def test_an_event_larger_than_a_message_arrives_by_reference_and_loads_on_demand
     )
     assert web.page.locator(".tool-what").inner_text() == "big.txt"
     assert web.errors == []
+
+
+MARKDOWN = """## Plan
+
+1. Read `app.py`
+2. Fix **greet**
+
+| file | change |
+| --- | --- |
+| app.py | f-string |
+
+```python
+def greet(name):
+    return f"Hello, {name}!"  # friendlier
+```
+
+> quoted <b>not bold</b>
+
+[docs](https://example.org/docs) and [bad](javascript:alert(1)) and <script>alert(2)</script>
+"""
+
+
+def test_markdown_of_a_recorded_answer(chromium, serve, tmp_path):
+    server = serve()
+    session_id = server.create_session(title="markdown")
+    directory = Path(server.api("GET", f"/api/sessions/{session_id}").json()["dir"])
+    t = time.time()
+    messages = [
+        {"type": "TurnBegin", "payload": {"user_input": "explain"}},
+        {"type": "StepBegin", "payload": {"n": 1}},
+        {"type": "ContentPart", "payload": {"type": "think", "think": "a plan first", "encrypted": None}},
+        {"type": "ContentPart", "payload": {"type": "text", "text": MARKDOWN}},
+        {"type": "TurnEnd", "payload": {}},
+    ]
+    lines = [json.dumps({"type": "metadata", "protocol_version": "1.10"})]
+    lines += [json.dumps({"timestamp": t + i, "message": m}) for i, m in enumerate(messages)]
+    (directory / "wire.jsonl").write_text("\n".join(lines) + "\n")
+    web = open_page(chromium, server)
+    web.open_session(session_id)
+    answer = web.page.locator(".assistant")
+    assert answer.locator("h4").inner_text() == "Plan"
+    assert answer.locator("ol li").all_inner_texts() == ["Read app.py", "Fix greet"]
+    assert answer.locator("table td").all_inner_texts() == ["app.py", "f-string"]
+    code = answer.locator(".codeblock code.lang-python")
+    assert 'return f"Hello, {name}!"' in code.inner_text()
+    assert code.locator(".tok-k").first.inner_text() == "def" and code.locator(".tok-c").inner_text() == "# friendlier"
+    assert answer.locator("blockquote").inner_text() == "quoted <b>not bold</b>"
+    links = answer.locator("a")
+    assert links.count() == 1 and links.get_attribute("href") == "https://example.org/docs"
+    assert links.get_attribute("rel") == "noopener noreferrer nofollow"
+    assert answer.locator("script, b").count() == 0
+    assert "and bad and" in answer.inner_text()  # the refused link stays as its text
+    assert web.page.locator(".thinking").get_attribute("open") is None  # folded by default
+    web.shot(tmp_path / "markdown.png")
+    assert web.errors == [] and web.dialogs == []

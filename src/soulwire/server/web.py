@@ -100,7 +100,7 @@ class WebMiddleware:
         host = (_header(scope, b"host") or "").lower()
         path: str = scope.get("path", "")
         if kind == "http" and host in self.guard.hosts and scope.get("method") in ("GET", "HEAD"):
-            if path == LOGIN_PATH or (path == "/" and self._wants_html(scope)):
+            if path == LOGIN_PATH or (path == "/" and self._browser_login(scope)):
                 await self._login(scope, send, host)
                 return
             if path == "/web" or path.startswith(WEB_PREFIX):
@@ -125,8 +125,12 @@ class WebMiddleware:
         await self.app(scope, receive, send_with_headers)  # type: ignore[arg-type]
 
     @staticmethod
-    def _wants_html(scope: Scope) -> bool:
-        return "text/html" in (_header(scope, b"accept") or "")
+    def _browser_login(scope: Scope) -> bool:
+        """A browser opening the URL `soulwire serve` printed (`/?token=…`), or coming back with
+        its cookie; API clients (a bearer header, no HTML wanted) still get the JSON index."""
+        if "text/html" not in (_header(scope, b"accept") or "") or _header(scope, b"authorization"):
+            return False
+        return b"token=" in scope.get("query_string", b"") or _cookie_token(scope) is not None
 
     def _security_headers(self, host: str) -> list[tuple[bytes, bytes]]:
         return [

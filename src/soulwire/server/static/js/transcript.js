@@ -11,12 +11,16 @@ import {diffView} from './diff.js';
 const OUTPUT_PREVIEW = 20000;
 
 /** Markdown that grows: the finished part (up to the last blank line outside a code fence) is
- * rendered once; only the tail is rendered again as chunks arrive. */
+ * rendered once; only the tail is rendered again as chunks arrive. A long tail (one huge
+ * paragraph) is re-parsed at most every few hundred milliseconds, in proportion to its size;
+ * in between, new text is appended to it as plain text, so each frame stays cheap. */
 class TextBlock {
   constructor(parent, cls, owner) {
     this.owner = owner;
     this.source = '';
     this.done = 0;
+    this.delta = '';
+    this.lastFull = 0;
     this.stable = el('div');
     this.tail = el('div');
     this.root = el('div', {class: cls}, this.stable, this.tail);
@@ -24,9 +28,10 @@ class TextBlock {
   }
   append(text) {
     this.source += text;
+    this.delta += text;
     this.owner.dirty.add(this);
   }
-  render() {
+  render(final = false) {
     const src = this.source;
     let boundary = this.done;
     let inFence = false;
@@ -42,8 +47,20 @@ class TextBlock {
     if (boundary > this.done) {
       this.stable.append(renderMarkdown(src.slice(this.done, boundary)));
       this.done = boundary;
+      this.lastFull = 0;
+    }
+    const tail = src.length - this.done;
+    const now = performance.now();
+    if (!final && tail > 4000 && now - this.lastFull < Math.min(1500, tail / 200) && this.delta && this.lastFull) {
+      (this.tail.lastElementChild || this.tail).append(this.delta);
+      this.delta = '';
+      this.owner.stale.add(this);
+      return;
     }
     clear(this.tail).append(renderMarkdown(src.slice(this.done)));
+    this.delta = '';
+    this.lastFull = now;
+    this.owner.stale.delete(this);
   }
 }
 
@@ -200,6 +217,7 @@ export class Transcript {
     this.queue = [];
     this.scheduled = false;
     this.dirty = this.owner ? this.owner.dirty : new Set();
+    this.stale = this.owner ? this.owner.stale : new Set();  // text blocks whose Markdown lags
     this.onStatus = options.onStatus || (() => {});
     this.onTurn = options.onTurn || (() => {});
     this.reset();
@@ -240,6 +258,18 @@ export class Transcript {
     for (const block of this.dirty) block.render();
     this.dirty.clear();
     if (stick) scroller.scrollTop = scroller.scrollHeight;
+    if (this.stale.size && !this.staleTimer) {
+      this.staleTimer = setTimeout(() => {
+        this.staleTimer = null;
+        for (const block of this.stale) this.dirty.add(block);
+        this.flush();
+      }, 300);
+    }
+  }
+
+  /** Bring every lagging text block's Markdown up to date (a block or the turn ended). */
+  settle() {
+    for (const block of [...this.stale]) block.render(true);
   }
 
   container() {
@@ -429,6 +459,7 @@ export class Transcript {
   }
 
   endTurn(ts) {
+    this.settle();
     for (const card of this.cards.values()) card.interrupt();
     if (this.turn) {
       const parts = [];
