@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -436,7 +437,10 @@ def test_markdown_of_a_recorded_answer(chromium, serve, tmp_path):
     assert answer.locator("table td").all_inner_texts() == ["app.py", "f-string"]
     code = answer.locator(".codeblock code.lang-python")
     assert 'return f"Hello, {name}!"' in code.inner_text()
-    assert code.locator(".tok-k").first.inner_text() == "def" and code.locator(".tok-c").inner_text() == "# friendlier"
+    assert (
+        code.locator(".tok-k").first.inner_text() == "def"
+        and code.locator(".tok-c").inner_text() == "# friendlier"
+    )
     assert answer.locator("blockquote").inner_text() == "quoted <b>not bold</b>"
     links = answer.locator("a")
     assert links.count() == 1 and links.get_attribute("href") == "https://example.org/docs"
@@ -446,3 +450,61 @@ def test_markdown_of_a_recorded_answer(chromium, serve, tmp_path):
     assert web.page.locator(".thinking").get_attribute("open") is None  # folded by default
     web.shot(tmp_path / "markdown.png")
     assert web.errors == [] and web.dialogs == []
+
+
+def test_an_unanswered_approval_expires_at_its_deadline_and_the_dialog_goes(chromium, serve):
+    server = serve(call("tc1", "Shell", {"command": "echo never"}), args=("--request-timeout", "2"))
+    web = open_page(chromium, server)
+    create_in_ui(web)
+    web.send("try it")
+    dialog = web.approval()
+    assert "then rejected" in dialog.inner_text()
+    web.page.wait_for_selector("dialog.request-dialog[open]", state="detached", timeout=15_000)
+    web.page.locator(".tool.rejected").wait_for()  # the server applied its default: reject
+    web.wait_idle()
+    assert web.errors == []
+
+
+def test_attach_a_file_see_the_changes_and_edit_the_config(chromium, serve, sandbox):
+    git = ["git", "-C", str(sandbox.work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    server = serve("text: got the file")
+    (sandbox.work / "a.txt").write_text("one\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    (sandbox.work / "a.txt").write_text("two\n")
+    notes = sandbox.root / "notes.md"
+    notes.write_text("# my notes\n")
+    web = open_page(chromium, server)
+    session_id = create_in_ui(web)
+    web.page.set_input_files("input[type=file]", str(notes))
+    web.page.locator(".chip").get_by_text("notes.md").wait_for()
+    web.send("read my notes")
+    web.wait_text("got the file")
+    records = server.api("GET", f"/api/sessions/{session_id}/records").json()["records"]
+    prompt = records[0]["message"]["payload"]["user_input"]
+    uploaded = Path(prompt.split("Attached files:\n- ")[1].strip())
+    assert uploaded.read_text() == "# my notes\n" and uploaded.parent.name == "uploads"
+    web.page.click("button:has-text('Changes')")
+    changes = web.page.locator("dialog[open]")
+    changes.locator(".u-add").first.wait_for()
+    assert "M a.txt" in changes.inner_text() and "+two" in changes.inner_text()
+    web.page.keyboard.press("Escape")
+    web.page.click("#nav-config")
+    text = web.page.locator("#config-text")
+    text.wait_for()
+    web.page.wait_for_function("() => document.getElementById('config-text').value.includes('scripted')")
+    original = text.input_value()
+    text.fill('{"default_model": 5}')
+    web.page.click("button:has-text('Save')")
+    web.page.locator(".config-error").get_by_text("default_model").wait_for()
+    assert json.loads(sandbox.config_path.read_text()) == json.loads(original)  # refused, untouched
+    changed = json.loads(original)
+    changed["loop_control"] = {"max_steps_per_turn": 9}
+    text.fill(json.dumps(changed))
+    web.page.click("button:has-text('Save')")
+    web.page.locator(".toast").get_by_text("Configuration saved").wait_for()
+    assert json.loads(sandbox.config_path.read_text())["loop_control"] == {"max_steps_per_turn": 9}
+    assert [
+        e for e in web.errors if "status of 422" not in e
+    ] == [] and web.dialogs == []  # (the refused save)
