@@ -177,8 +177,7 @@ async function start() {
   document.getElementById('noscript-hint')?.remove();
   route();
   if (!document.body.classList.contains('observer')) {
-    await loadWorkDirs();
-    await refreshList();
+    await Promise.all([loadWorkDirs(), refreshList()]);
   }
   window.__soulwireReady = performance.now();  // ms since the navigation began (bench/web_bench.py)
   document.body.dataset.ready = '1';

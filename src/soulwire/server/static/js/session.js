@@ -115,10 +115,13 @@ export class SessionView {
     // session was opened), so nothing is drawn twice.
     const infoFetch = sessions.get(this.id);
     const recordsFetch = sessions.records(this.id);
+    const attaching = this.conn.connect();
     recordsFetch.catch(() => {});
+    attaching.catch(() => {});
     try {
       this.info = await infoFetch;
     } catch (err) {
+      this.conn.close();
       clear(this.log).append(el('div', {class: 'card error', text: err.status === 404 ? `There is no session ${this.id}.` : `Cannot open the session: ${err.message}`}));
       this.composer.hidden = true;
       return;
@@ -128,7 +131,7 @@ export class SessionView {
     performance.mark('sw-info');
     let result;
     try {
-      result = await this.conn.connect();
+      result = await attaching;
       performance.mark('sw-attached');
     } catch (err) {
       this.transcript.note(`Cannot attach: ${err.message}`, 'note error');
