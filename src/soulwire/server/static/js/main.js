@@ -179,6 +179,10 @@ async function start() {
   if (!document.body.classList.contains('observer')) {
     await Promise.all([loadWorkDirs(), refreshList()]);
   }
+  // Other tabs, people and the CLI change sessions too: refresh the list while the page is seen.
+  setInterval(() => {
+    if (document.visibilityState === 'visible' && !search.value.trim() && !list.contains(document.activeElement)) refreshList();
+  }, 10000);
   window.__soulwireReady = performance.now();  // ms since the navigation began (bench/web_bench.py)
   document.body.dataset.ready = '1';
 }

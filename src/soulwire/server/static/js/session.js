@@ -234,8 +234,8 @@ export class SessionView {
         this.dialogs.resolved(params.id);
         break;
       case 'role/changed':
-        if (params.controller === null && this.conn.wantControl && !this.readOnly && this.conn.mode !== 'controller') {
-          this.conn.takeControl().catch(() => {});
+        if (params.controller === null && this.conn.mode !== 'controller' && !this.readOnly) {
+          toast('Nobody controls this session now: Take control to write.', 'info', 3000);
         }
         break;
       default:
