@@ -152,7 +152,7 @@ export class SessionView {
     performance.mark('sw-rendered');
     this.loading = false;
     const buffered = this.buffer.splice(0).sort((a, b) => (a.params?.seq ?? 0) - (b.params?.seq ?? 0));
-    for (const message of buffered) this.onWire(message);
+    for (const message of buffered) this.onWire(message, NaN);  // caught up: when they happened is unknown
     this.transcript.flush();
     this.scroller.scrollTop = this.scroller.scrollHeight;
     await this.afterAttach();
@@ -219,15 +219,15 @@ export class SessionView {
   }
 
   // -- Wire -----------------------------------------------------------------------------------
-  onWire(message) {
+  onWire(message, ts) {
     if (this.loading) { this.buffer.push(message); return; }
     const params = message.params || {};
     switch (message.method) {
       case 'event':
-        this.transcript.push({type: params.type, payload: params.payload, blob: params.blob});
+        this.transcript.push({type: params.type, payload: params.payload, blob: params.blob}, ts);
         break;
       case 'request':
-        this.transcript.push({type: params.type, payload: params.payload});
+        this.transcript.push({type: params.type, payload: params.payload}, ts);
         if (this.conn.mode === 'controller') this.dialogs.offer(message);
         break;
       case 'request/resolved':
