@@ -139,7 +139,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--screenshots", metavar="DIR", help="also save the README's screenshots here")
+    parser.add_argument("--screenshots-only", action="store_true", help="only the screenshots, no timings")
     args = parser.parse_args()
+    if args.screenshots_only:
+        with sync_playwright() as playwright, tempfile.TemporaryDirectory() as shots:
+            browser = playwright.chromium.launch(executable_path=args.chromium, args=["--no-sandbox"])
+            screenshots(browser, Sandbox(Path(shots)), Path(args.screenshots or "docs/img"))
+            browser.close()
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         sandbox = Sandbox(Path(tmp))

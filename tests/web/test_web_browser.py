@@ -197,6 +197,9 @@ def test_reload_and_dropped_connection_lose_and_duplicate_nothing(chromium, serv
     fresh.open_session(session_id)
     words = "() => [...document.querySelectorAll('.user, .assistant, .tool-what, .tool-output')].map(e => e.innerText)"
     assert fresh.page.evaluate(words) == web.page.evaluate(words)
+    # The finished turn came from the recorded history (with its times), not the ring's copy.
+    durations = fresh.page.locator(".tool-dur").all_inner_texts()
+    assert len(durations) == 2 and all(d.endswith(("ms", "s")) for d in durations), durations
 
 
 def test_trace_view_of_a_session_with_a_subagent(chromium, serve, tmp_path):

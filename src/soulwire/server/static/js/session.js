@@ -14,6 +14,18 @@ const CLIENT = {name: 'soulwire-web', version: '1'};
 const TAIL_TURNS = 30;
 const TAIL_RECORDS = 1500;
 
+/** After `boundary` (records on disk when the session was opened here), the index just past
+ * the last turn the file holds whole, and how many such turns there are. */
+function completedTurns(records, boundary) {
+  let end = boundary, turns = 0, depth = 0;
+  for (let i = boundary; i < records.length; i++) {
+    const type = records[i].message.type;
+    if (type === 'TurnBegin') depth++;
+    else if (type === 'TurnEnd' && depth > 0 && --depth === 0) { turns++; end = i + 1; }
+  }
+  return {end, turns};
+}
+
 /** Where the drawn tail of a history begins: the last TAIL_TURNS turns, fewer if they hold more
  * than TAIL_RECORDS records (the last turn is always drawn whole). */
 function tailStart(records) {
@@ -140,10 +152,16 @@ export class SessionView {
     }
     let records;
     const boundary = result.loaded?.records;
+    this.ringSkip = null;
     if (result.complete && typeof boundary === 'number') {
+      // The ring holds every event since the session was opened here (seq 1 on); the file has
+      // the same events merged, with their times. Turns the file holds whole are drawn from it
+      // (real durations); the ring's copies of them are skipped, the rest comes from the ring.
       records = (await recordsFetch).records;
-      if (records.length > boundary) records = records.slice(0, boundary);
-      else if (records.length < boundary) records = records.concat((await sessions.records(this.id, records.length, boundary - records.length)).records);
+      if (records.length < boundary) records = records.concat((await sessions.records(this.id, records.length, boundary - records.length)).records);
+      const {end, turns} = completedTurns(records, boundary);
+      records = records.slice(0, end);
+      this.ringSkip = {turnEnds: turns, depth: 0};
     } else {
       records = (await sessions.records(this.id)).records;  // read after the attach: nothing between is lost
     }
@@ -222,6 +240,12 @@ export class SessionView {
   onWire(message, ts) {
     if (this.loading) { this.buffer.push(message); return; }
     const params = message.params || {};
+    const skip = this.ringSkip;
+    if (skip && skip.turnEnds > 0 && (message.method === 'event' || message.method === 'request') && !params.resent) {
+      if (params.type === 'TurnBegin') skip.depth++;
+      else if (params.type === 'TurnEnd' && --skip.depth <= 0) { skip.depth = 0; skip.turnEnds--; }
+      return;  // drawn from the recorded history already
+    }
     switch (message.method) {
       case 'event':
         this.transcript.push({type: params.type, payload: params.payload, blob: params.blob}, ts);
