@@ -311,7 +311,7 @@ export class SessionView {
     if (was && !busy && !this.loading) {
       this.dialogs.clearAll();
       this.onChange?.();
-      if (!this.info?.title) sessions.get(this.id).then(info => { this.info = info; this.showInfo(); }).catch(() => {});
+      sessions.get(this.id).then(info => { this.info = info; this.showInfo(); }).catch(() => {});  // title, turns
     }
   }
 
