@@ -226,3 +226,26 @@ def test_soulwire_web_starts_a_server_when_none_runs(sandbox):
     finally:
         proc.send_signal(2)
         assert proc.wait(timeout=20) == 0
+
+
+def test_soulwire_web_moves_to_a_free_port_when_the_address_is_taken(serve, sandbox):
+    other = serve()  # a server whose token this share dir does not have
+    (sandbox.share / "server-token").write_text("a-different-token-than-the-servers\n")
+    argv = [sys.executable, "-m", "soulwire", "web", "--listen", f"127.0.0.1:{other.port}", "--no-browser",
+            "--config-file", str(sandbox.config_path), "--work-dir", str(sandbox.work)]  # fmt: skip
+    env = {**sandbox.env(), "SOULWIRE_SERVER_TOKEN": "another-token-of-16+chars"}
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "open http" in line:
+                break
+        assert any("is taken; starting on a free port" in line for line in lines), lines
+        url = re.search(r"open (http://\S+)", lines[-1]).group(1)
+        assert f":{other.port}/" not in url
+        assert httpx2.get(url, follow_redirects=False, timeout=10).status_code == 303
+    finally:
+        proc.send_signal(2)
+        assert proc.wait(timeout=20) == 0

@@ -69,14 +69,21 @@ def run_web(command: str, argv: list[str]) -> int:
     host, _, port = args.listen.rpartition(":")
     base = f"http://{host}:{port}"
     token = _read_token(share)
-    if port != "0" and token and _is_soulwire(base, token):
-        if session and not _session_exists(base, token, session):
-            sys.stderr.write(f"soulwire {command}: error: no session {session!r}\n")
-            return 2
-        _open(base, token, target, args.no_browser, command)
-        return 0
+    listen = args.listen
+    if port != "0":
+        status, body = _get(base, token or "-", "/")
+        if status == 200 and isinstance(body, dict) and body.get("name") == "soulwire":  # pyright: ignore[reportUnknownMemberType]
+            assert token is not None
+            if session and not _session_exists(base, token, session):
+                sys.stderr.write(f"soulwire {command}: error: no session {session!r}\n")
+                return 2
+            _open(base, token, target, args.no_browser, command)
+            return 0
+        if status != 0:  # the port is taken (another program, or a server with another token)
+            sys.stderr.write(f"soulwire {command}: {args.listen} is taken; starting on a free port\n")
+            listen = f"{host}:0"
 
-    serve = [sys.executable, "-m", "soulwire", "serve", "--listen", args.listen, "--work-dir", str(work_dir)]
+    serve = [sys.executable, "-m", "soulwire", "serve", "--listen", listen, "--work-dir", str(work_dir)]
     if args.config_file:
         serve += ["--config-file", args.config_file]
     if args.model:
@@ -130,11 +137,6 @@ def _get(base: str, token: str, path: str) -> tuple[int, object]:
         return exc.code, None
     except (OSError, ValueError):
         return 0, None
-
-
-def _is_soulwire(base: str, token: str) -> bool:
-    status, body = _get(base, token, "/")
-    return status == 200 and isinstance(body, dict) and body.get("name") == "soulwire"  # pyright: ignore[reportUnknownMemberType]
 
 
 def _session_exists(base: str, token: str, session: str) -> bool:
