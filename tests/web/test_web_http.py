@@ -13,6 +13,9 @@ from importlib import resources
 from pathlib import Path
 
 import httpx2
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from tests.server.serve_client import ServeProcess
 
@@ -249,3 +252,19 @@ def test_soulwire_web_moves_to_a_free_port_when_the_address_is_taken(serve, sand
     finally:
         proc.send_signal(2)
         assert proc.wait(timeout=20) == 0
+
+
+def test_the_cookie_opens_the_websocket_from_this_origin_only(serve):
+    server = serve()
+    session = server.create_session()
+    url = f"ws://127.0.0.1:{server.port}/ws/sessions/{session}"
+    cookie = {"Cookie": f"soulwire_token={server.token}"}
+    with connect(url, origin=f"http://127.0.0.1:{server.port}", additional_headers=cookie) as ws:  # type: ignore[arg-type]
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": "r1", "method": "approvals/rules/list"}))
+        assert json.loads(ws.recv(timeout=10)) == {"jsonrpc": "2.0", "id": "r1", "result": {"rules": []}}
+    with pytest.raises(InvalidStatus) as cross:  # cross-site WebSocket hijacking
+        connect(url, origin="http://evil.example", additional_headers=cookie)  # type: ignore[arg-type]
+    assert cross.value.response.status_code == 403
+    with pytest.raises(InvalidStatus) as wrong:
+        connect(url, additional_headers={"Cookie": "soulwire_token=nope"})
+    assert wrong.value.response.status_code == 401
