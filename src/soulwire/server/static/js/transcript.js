@@ -12,8 +12,9 @@ const OUTPUT_PREVIEW = 20000;
 
 /** Markdown that grows: the finished part (up to the last blank line outside a code fence) is
  * rendered once; only the tail is rendered again as chunks arrive. A long tail (one huge
- * paragraph) is re-parsed at most every few hundred milliseconds, in proportion to its size;
- * in between, new text is appended to it as plain text, so each frame stays cheap. */
+ * paragraph) is re-parsed at most every few hundred milliseconds, in proportion to its size
+ * (over 64 KB: when the text pauses); in between, new text is appended to it as plain text,
+ * so each frame stays cheap. */
 class TextBlock {
   constructor(parent, cls, owner) {
     this.owner = owner;
@@ -51,7 +52,10 @@ class TextBlock {
     }
     const tail = src.length - this.done;
     const now = performance.now();
-    if (!final && tail > 4000 && now - this.lastFull < Math.min(1500, tail / 200) && this.delta && this.lastFull) {
+    // Over 64 KB the tail is re-parsed only once the text stops coming (a pause, the block's or
+    // the turn's end): a re-parse that size is a long task, and it would repeat.
+    const wait = tail > 65536 ? Infinity : Math.min(1500, tail / 200);
+    if (!final && tail > 4000 && this.delta && this.lastFull && now - this.lastFull < wait) {
       (this.tail.lastElementChild || this.tail).append(this.delta);
       this.delta = '';
       this.owner.stale.add(this);
