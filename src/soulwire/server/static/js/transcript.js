@@ -56,7 +56,11 @@ class TextBlock {
     // the turn's end): a re-parse that size is a long task, and it would repeat.
     const wait = tail > 65536 ? Infinity : Math.min(1500, tail / 200);
     if (!final && tail > 4000 && this.delta && this.lastFull && now - this.lastFull < wait) {
-      (this.tail.lastElementChild || this.tail).append(this.delta);
+      if (tail > 65536) {
+        // Laying out the whole giant paragraph every frame is what would freeze the page: while
+        // it streams, show its last 32 KB as plain text (all of it, as Markdown, at the pause).
+        clear(this.tail).append(el('p', {class: 'streaming-tail', text: `…${src.slice(-32768)}`}));
+      } else (this.tail.lastElementChild || this.tail).append(this.delta);
       this.delta = '';
       this.owner.stale.add(this);
       return;
