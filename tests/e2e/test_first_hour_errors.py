@@ -91,7 +91,8 @@ CASES = [
          "soulwire: error: unknown command 'frobnicate' (commands: {commands}; a prompt goes after -p); "
          "see 'soulwire --help'"),
     Case("mistyped subcommand", lambda s: ["sessions", "lst"],
-         "soulwire sessions: error: argument COMMAND: invalid choice 'lst'; choose from list, show, delete, export "
+         "soulwire sessions: error: argument COMMAND: invalid choice 'lst'; choose from list, show, delete, "
+         "history, fork, export "
          "(did you mean list?); see 'soulwire sessions --help'"),
     Case("missing tasks file", lambda s: ["fleet", "run", f"{s.root}/tasks.jsonl"],
          "soulwire fleet: {root}/tasks.jsonl: cannot read: No such file or directory"),

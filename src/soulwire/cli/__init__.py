@@ -23,7 +23,7 @@ ROUTED_SUBCOMMANDS = {
     "plugin": ("soulwire.cli.plugin", "run_plugin"),
 }
 SUBCOMMANDS = (
-    "info", "schema", "demo", "sessions", "doctor", "serve", "fleet", *ROUTED_SUBCOMMANDS,
+    "info", "schema", "demo", "sessions", "doctor", "serve", "fleet", "web", "vis", *ROUTED_SUBCOMMANDS,
     "completion", "__complete",
 )  # fmt: skip
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C program killed by it reports
@@ -266,6 +266,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.server.main import run_serve
 
         return run_serve(argv)
+    if name in ("web", "vis"):
+        from soulwire.cli.web import run_web
+
+        return run_web(name, argv)
     from soulwire.cli.sessions import run_sessions
 
     return run_sessions(argv)

@@ -192,7 +192,12 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
         )
         await _serve_socket(websocket, live, client)
 
+    from soulwire.server.web import WebMiddleware
+    from soulwire.server.web_api import web_router
+
+    app.include_router(web_router(settings, registry))
     app.add_middleware(GuardMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]
+    app.add_middleware(WebMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]  (outermost)
     return app
 
 

@@ -1,0 +1,189 @@
+// The web app: a hash router over the views (sessions, a live session, the trace, the
+// configuration), the session list in the sidebar, the theme, and global keys.
+
+import {el, clear, toast, fmtTime} from './util.js';
+import {sessions, web, setObserverToken, observerToken} from './api.js';
+import {SessionView} from './session.js';
+import {TraceView} from './trace.js';
+import {ConfigView} from './config.js';
+
+const main = document.getElementById('main');
+let current = null;        // the view shown (has .destroy())
+let workDirs = {default: '', recent: []};
+
+// -- theme ------------------------------------------------------------------------------------
+function applyTheme(theme) {
+  if (theme) document.documentElement.dataset.theme = theme;
+  else delete document.documentElement.dataset.theme;
+}
+applyTheme(localStorage.getItem('soulwire.theme'));
+document.getElementById('theme-toggle').addEventListener('click', () => {
+  const dark = document.documentElement.dataset.theme
+    ? document.documentElement.dataset.theme === 'dark'
+    : matchMedia('(prefers-color-scheme: dark)').matches;
+  const next = dark ? 'light' : 'dark';
+  localStorage.setItem('soulwire.theme', next);
+  applyTheme(next);
+});
+
+// -- sidebar ----------------------------------------------------------------------------------
+const list = document.getElementById('session-list');
+const search = document.getElementById('session-search');
+const filter = document.getElementById('work-dir-filter');
+const sidebar = document.getElementById('sidebar');
+const menu = document.getElementById('menu-toggle');
+menu.addEventListener('click', () => {
+  const open = !sidebar.classList.contains('open');
+  sidebar.classList.toggle('open', open);
+  menu.setAttribute('aria-expanded', String(open));
+});
+document.getElementById('new-session').addEventListener('click', () => { location.hash = '#/new'; });
+let searchTimer = null;
+search.addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(refreshList, 200); });
+filter.addEventListener('change', refreshList);
+
+export async function refreshList() {
+  if (observerToken()) return;
+  const q = search.value.trim();
+  const workDir = filter.value || undefined;
+  let items;
+  try {
+    items = q ? await sessions.search(q, workDir) : await sessions.list(workDir);
+  } catch (err) {
+    clear(list).append(el('li', {class: 'muted', text: `Cannot list sessions: ${err.message}`}));
+    return;
+  }
+  clear(list);
+  if (!items.length) list.append(el('li', {class: 'muted empty', text: q ? 'No session matches.' : 'No sessions yet.'}));
+  const active = currentSessionId();
+  for (const item of items) {
+    const link = el('a', {href: `#/s/${item.id}`, class: 'session-link', 'aria-current': item.id === active ? 'page' : null},
+      el('span', {class: 'session-title', text: item.title || 'Untitled session'}),
+      el('span', {class: 'session-meta'},
+        item.live ? el('span', {class: item.busy ? 'dot busy' : 'dot live', title: item.busy ? 'running' : 'open', 'aria-label': item.busy ? 'running' : 'open'}) : null,
+        fmtTime(item.updated), item.snippet ? ` · …${item.snippet}…` : '',
+        filter.value ? '' : el('span', {class: 'session-dir', text: ` · ${shortDir(item.work_dir)}`})));
+    list.append(el('li', null, link));
+  }
+}
+
+function shortDir(path) {
+  const parts = (path || '').split('/').filter(Boolean);
+  return parts.slice(-2).join('/');
+}
+
+async function loadWorkDirs() {
+  try { workDirs = await web.workDirs(); } catch { return; }
+  clear(filter).append(el('option', {value: '', text: 'All work dirs'}));
+  for (const dir of workDirs.recent) filter.append(el('option', {value: dir, text: shortDir(dir) || dir, title: dir}));
+}
+
+function currentSessionId() {
+  const m = /^#\/(?:s|trace)\/([^/]+)/.exec(location.hash);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+// -- views ------------------------------------------------------------------------------------
+function newSessionView() {
+  const params = new URLSearchParams(location.hash.split('?')[1] || '');
+  const dirs = [...new Set([params.get('work_dir'), workDirs.default, ...workDirs.recent].filter(Boolean))];
+  const dir = el('input', {id: 'new-work-dir', list: 'work-dir-options', value: dirs[0] || '', required: true, spellcheck: 'false'});
+  const options = el('datalist', {id: 'work-dir-options'}, dirs.map(d => el('option', {value: d})));
+  const title = el('input', {id: 'new-title', placeholder: 'optional', maxlength: 200});
+  const plan = el('input', {id: 'new-plan', type: 'checkbox'});
+  const form = el('form', {class: 'card form'},
+    el('h1', {text: 'New session'}),
+    el('label', {for: 'new-work-dir', text: 'Work dir'}), dir, options,
+    el('label', {for: 'new-title', text: 'Title'}), title,
+    el('label', {class: 'check'}, plan, ' Start in plan mode (read-only planning)'),
+    el('p', {class: 'muted', text: 'The model and approval policy are the server\'s (soulwire serve --model / --yolo).'}),
+    el('div', {class: 'actions'}, el('button', {type: 'submit', class: 'primary', text: 'Create'})));
+  form.addEventListener('submit', async event => {
+    event.preventDefault();
+    try {
+      const info = await sessions.create({work_dir: dir.value.trim(), title: title.value.trim() || null});
+      if (plan.checked) sessionStorage.setItem(`soulwire.plan.${info.id}`, '1');
+      location.hash = `#/s/${info.id}`;
+      refreshList();
+    } catch (err) {
+      toast(`Cannot create the session: ${err.message}`, 'error');
+    }
+  });
+  clear(main).append(el('div', {class: 'page'}, form));
+  dir.focus();
+  return {destroy() {}};
+}
+
+function homeView() {
+  clear(main).append(el('div', {class: 'page'}, el('div', {class: 'card empty-state'},
+    el('h1', {text: 'Soulwire'}),
+    el('p', {text: 'Pick a session on the left, or start a new one.'}),
+    el('p', null, el('a', {href: '#/new', class: 'button primary', text: 'New session'})),
+    el('p', {class: 'muted', text: 'Keys: Ctrl+K search · Enter send · Shift+Enter new line · Esc stop the turn'}))));
+  return {destroy() {}};
+}
+
+function route() {
+  const hash = location.hash || '#/';
+  current?.destroy();
+  current = null;
+  sidebar.classList.remove('open');
+  menu.setAttribute('aria-expanded', 'false');
+  let m;
+  if ((m = /^#\/observe\/([^/]+)\/([^/?]+)/.exec(hash))) {
+    // A read-only share link: keep the token for this tab only and take it out of the address.
+    setObserverToken(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
+    history.replaceState(null, '', `#/s/${m[1]}`);
+    document.body.classList.add('observer');
+    current = new SessionView(main, decodeURIComponent(m[1]), {onChange: refreshList});
+  } else if ((m = /^#\/s\/([^/?]+)/.exec(hash))) {
+    current = new SessionView(main, decodeURIComponent(m[1]), {onChange: refreshList});
+  } else if ((m = /^#\/trace\/([^/?]+)/.exec(hash))) {
+    current = new TraceView(main, decodeURIComponent(m[1]));
+  } else if (hash.startsWith('#/trace')) {
+    current = TraceView.picker(main);
+  } else if (hash.startsWith('#/config')) {
+    current = new ConfigView(main);
+  } else if (hash.startsWith('#/new')) {
+    current = newSessionView();
+  } else {
+    current = homeView();
+  }
+  for (const [id, prefix] of [['nav-sessions', '#/s'], ['nav-trace', '#/trace'], ['nav-config', '#/config']]) {
+    const link = document.getElementById(id);
+    if (hash.startsWith(prefix)) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+  for (const a of list.querySelectorAll('a')) {
+    if (a.getAttribute('href') === hash) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+}
+
+document.addEventListener('keydown', event => {
+  if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === 'k') {
+    event.preventDefault();
+    sidebar.classList.add('open');
+    search.focus();
+  }
+});
+window.addEventListener('hashchange', route);
+// For tests and the benchmark: the view on screen (its connection, transcript).
+window.__soulwire = {get view() { return current; }};
+
+async function start() {
+  if (observerToken() && !/^#\/(s|observe)\//.test(location.hash)) sessionStorage.clear();
+  if (observerToken() || /^#\/observe\//.test(location.hash)) document.body.classList.add('observer');
+  document.getElementById('noscript-hint')?.remove();
+  route();
+  if (!document.body.classList.contains('observer')) {
+    await Promise.all([loadWorkDirs(), refreshList()]);
+  }
+  // Other tabs, people and the CLI change sessions too: refresh the list while the page is seen.
+  setInterval(() => {
+    if (document.visibilityState === 'visible' && !search.value.trim() && !list.contains(document.activeElement)) refreshList();
+  }, 10000);
+  window.__soulwireReady = performance.now();  // ms since the navigation began (bench/web_bench.py)
+  document.body.dataset.ready = '1';
+}
+start();

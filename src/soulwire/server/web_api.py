@@ -1,0 +1,318 @@
+"""The HTTP endpoints a browser needs beyond the session API: recorded events with their
+times (the trace view), search, recent work dirs, the configuration file, uploads, the git diff
+of a session's work dir, and opening a file in the local editor. Public and token-guarded like
+every other route; the web app has no back door."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from soulwire.server.registry import ServeSettings, SessionRegistry
+from soulwire.sessions.jsonl import iter_lines
+from soulwire.sessions.paths import INDEX_FILE, WIRE_FILE
+
+MAX_UPLOAD = 20 << 20
+MAX_DIFF = 2 << 20
+OPEN_COMMAND_ENV = "SOULWIRE_OPEN_COMMAND"
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
+RECORD_HEAD = b'{"timestamp"'
+"""How a message record of wire.jsonl starts (the metadata header does not)."""
+
+
+class Records(BaseModel):
+    id: str
+    since: int
+    total: int
+    records: list[dict[str, Any]] = Field(description="`{timestamp, message: {type, payload}}` as recorded")
+
+
+class WorkDirs(BaseModel):
+    default: str
+    recent: list[str]
+
+
+class ConfigFile(BaseModel):
+    path: str
+    exists: bool
+    text: str
+    format: str
+
+
+class ConfigWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(max_length=1 << 20)
+
+
+class SearchHit(BaseModel):
+    id: str
+    work_dir: str
+    title: str | None = None
+    updated: float | None = None
+    match: str = Field(description="'title' or 'text'")
+    snippet: str = ""
+
+
+class Upload(BaseModel):
+    path: str
+    name: str
+    size: int
+
+
+class GitDiff(BaseModel):
+    repo: bool
+    status: str = ""
+    diff: str = ""
+    truncated: bool = False
+
+
+class OpenFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1, max_length=4096)
+    line: int | None = Field(default=None, ge=1)
+
+
+def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry]) -> APIRouter:
+    """The browser's extra endpoints, over the same registry as the session API."""
+    router = APIRouter()
+
+    @router.get("/api/sessions/{session_id}/records", response_model=Records)
+    async def records(  # pyright: ignore[reportUnusedFunction]
+        session_id: str, since: int = Query(0, ge=0), limit: int = Query(1_000_000, ge=1, le=10_000_000)
+    ) -> Response:
+        """The recorded messages with their timestamps, `since` counting message records. The
+        stored lines are sent as they are (a 10,000-event session is one quick read)."""
+        found = registry().locate(session_id)
+
+        def read() -> bytes:
+            chosen: list[bytes] = []
+            total = 0
+            for _, line in iter_lines(found.dir / WIRE_FILE):
+                if not line.startswith(RECORD_HEAD):
+                    continue
+                if total >= since and len(chosen) < limit:
+                    chosen.append(line)
+                total += 1
+            if chosen and not _whole(chosen[-1]):  # only the last line can be torn (a killed writer)
+                chosen.pop()
+                total -= 1
+            head = f'{{"id":{json.dumps(found.id)},"since":{since},"total":{total},"records":['.encode()
+            return head + b",".join(chosen) + b"]}"
+
+        return Response(await anyio.to_thread.run_sync(read), media_type="application/json")
+
+    @router.get("/api/web/work-dirs", response_model=WorkDirs)
+    async def work_dirs() -> WorkDirs:  # pyright: ignore[reportUnusedFunction]
+        """The server's default work dir and the recent ones of the share dir (newest first)."""
+        recent: list[str] = []
+        try:
+            index = json.loads((settings.share / INDEX_FILE).read_text(encoding="utf-8"))
+            for entry in reversed(index.get("work_dirs") or []):
+                if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                    path = entry["path"]
+                    if path not in recent and Path(path).is_dir():
+                        recent.append(path)
+        except (OSError, ValueError, AttributeError):
+            pass
+        return WorkDirs(default=str(settings.work_dir), recent=recent)
+
+    @router.get("/api/web/search", response_model=list[SearchHit])
+    async def search(  # pyright: ignore[reportUnusedFunction]
+        q: str = Query(min_length=1, max_length=200), work_dir: str | None = None
+    ) -> list[SearchHit]:
+        """Sessions whose title or recorded text contains `q` (case-insensitive)."""
+        sessions = registry().list(work_dir)
+        return await anyio.to_thread.run_sync(_search, sessions, q)
+
+    def config_path() -> Path:
+        return settings.config_path or settings.share / "config.toml"
+
+    @router.get("/api/web/config", response_model=ConfigFile)
+    async def read_config() -> ConfigFile:  # pyright: ignore[reportUnusedFunction]
+        path = config_path()
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        return ConfigFile(path=str(path), exists=path.is_file(), text=text, format=_format(path))
+
+    @router.put("/api/web/config", response_model=ConfigFile)
+    async def write_config(body: ConfigWrite) -> ConfigFile:  # pyright: ignore[reportUnusedFunction]
+        """Validate and save the configuration file; sessions opened from now on use it."""
+        from soulwire.config.loader import ConfigError, parse_config_text
+        from soulwire.config.model import validate_config
+
+        path = config_path()
+        try:
+            raw = parse_config_text(body.text, origin=str(path))
+            if _format(path) == "json" and not body.text.lstrip().startswith("{"):
+                raise ConfigError(f"{path}: a .json configuration must be a JSON object")
+            validate_config(raw, path)
+        except (ConfigError, ValueError) as exc:
+            raise HTTPException(422, str(exc)) from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(body.text)
+        os.replace(tmp, path)
+        settings.raw_config = raw
+        settings.config_path = path
+        return ConfigFile(path=str(path), exists=True, text=body.text, format=_format(path))
+
+    @router.post("/api/sessions/{session_id}/uploads", response_model=Upload, status_code=201)
+    async def upload(  # pyright: ignore[reportUnusedFunction]
+        request: Request, session_id: str, name: str = Query(min_length=1, max_length=200)
+    ) -> Upload:
+        """The request body saved as `<session dir>/uploads/<name>`; a prompt names the path."""
+        found = registry().locate(session_id)
+        safe = _SAFE_NAME.sub("_", Path(name).name).strip(" .") or "upload"
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_UPLOAD:
+                raise HTTPException(413, f"an upload may be at most {MAX_UPLOAD >> 20} MiB")
+        folder = found.dir / "uploads"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        target = folder / safe
+        stem, suffix, n = target.stem, target.suffix, 1
+        while target.exists():
+            n += 1
+            target = folder / f"{stem}-{n}{suffix}"
+        target.write_bytes(bytes(data))
+        return Upload(path=str(target), name=target.name, size=len(data))
+
+    @router.get("/api/sessions/{session_id}/git-diff", response_model=GitDiff)
+    async def git_diff(session_id: str) -> GitDiff:  # pyright: ignore[reportUnusedFunction]
+        """`git status --short` and `git diff HEAD` of the session's work dir."""
+        found = registry().locate(session_id)
+        return await anyio.to_thread.run_sync(_git_diff, Path(found.work_dir))
+
+    @router.post("/api/sessions/{session_id}/open", status_code=204)
+    async def open_in_editor(session_id: str, body: OpenFile) -> None:  # pyright: ignore[reportUnusedFunction]
+        """Open a file of the session's work dir in the local editor (`$SOULWIRE_OPEN_COMMAND`,
+        e.g. `code -g {path}:{line}`, else VS Code or the desktop's opener)."""
+        found = registry().locate(session_id)
+        root = Path(found.work_dir).resolve()
+        target = (root / body.path).resolve()
+        if not target.is_relative_to(root) or not target.exists():
+            raise HTTPException(404, "no such file in the session's work dir")
+        argv = _open_command(target, body.line)
+        if argv is None:
+            raise HTTPException(501, f"no editor found: set {OPEN_COMMAND_ENV}")
+        subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, cwd=root,
+        )  # fmt: skip
+
+    return router
+
+
+def _whole(line: bytes) -> bool:
+    """A record line that is complete JSON (a torn last line of a killed process is not)."""
+    if not line.rstrip().endswith(b"}"):
+        return False
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+def _format(path: Path) -> str:
+    return "json" if path.suffix == ".json" else "toml"
+
+
+def _search(sessions: list[dict[str, Any]], query: str) -> list[SearchHit]:
+    needle = query.casefold()
+    hits: list[SearchHit] = []
+    for info in sessions:
+        title: str = info.get("title") or ""
+        hit = SearchHit(
+            id=info["id"],
+            work_dir=info["work_dir"],
+            title=title or None,
+            updated=info.get("updated"),
+            match="title",
+        )
+        if needle in title.casefold():
+            hits.append(hit)
+            continue
+        snippet = _text_match(Path(info.get("dir") or "") / WIRE_FILE, needle)
+        if snippet is not None:
+            hits.append(hit.model_copy(update={"match": "text", "snippet": snippet}))
+    return hits
+
+
+def _text_match(wire: Path, needle: str) -> str | None:
+    """A snippet around the first user or assistant text containing `needle`."""
+    try:
+        handle = wire.open(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    with handle:
+        for line in handle:
+            if needle not in line.casefold():
+                continue
+            try:
+                message = json.loads(line).get("message") or {}
+            except ValueError:
+                continue
+            payload = message.get("payload") or {}
+            texts: list[str] = []
+            if message.get("type") in ("TurnBegin", "SteerInput"):
+                value = payload.get("user_input")
+                texts = [value] if isinstance(value, str) else [p.get("text", "") for p in value or []]
+            elif message.get("type") == "ContentPart" and payload.get("type") == "text":
+                texts = [payload.get("text", "")]
+            for text in texts:
+                at = text.casefold().find(needle)
+                if at >= 0:
+                    return text[max(0, at - 40) : at + len(needle) + 40]
+    return None
+
+
+def _git_diff(work_dir: Path) -> GitDiff:
+    git = shutil.which("git")
+    if git is None:
+        return GitDiff(repo=False)
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [git, "-C", str(work_dir), *args], capture_output=True, timeout=20, stdin=subprocess.DEVNULL
+        )
+
+    if run("rev-parse", "--is-inside-work-tree").returncode != 0:
+        return GitDiff(repo=False)
+    status = run("status", "--short").stdout.decode("utf-8", "replace")
+    diff = run("diff", "HEAD", "--no-color", "--no-ext-diff")
+    if diff.returncode != 0:  # no commit yet: the index against the empty tree
+        diff = run("diff", "--no-color", "--no-ext-diff")
+    text = diff.stdout[:MAX_DIFF].decode("utf-8", "replace")
+    return GitDiff(repo=True, status=status, diff=text, truncated=len(diff.stdout) > MAX_DIFF)
+
+
+def _open_command(target: Path, line: int | None) -> list[str] | None:
+    template = os.environ.get(OPEN_COMMAND_ENV)
+    location = f"{target}:{line}" if line else str(target)
+    if template:
+        values = {"{path}": str(target), "{line}": str(line or 1), "{location}": location}
+        argv = shlex.split(template)
+        for key, value in values.items():
+            argv = [part.replace(key, value) for part in argv]
+        return argv
+    if shutil.which("code"):
+        return ["code", "-g", location]
+    opener = shutil.which("xdg-open") or shutil.which("open")
+    return [opener, str(target)] if opener else None
+
+
+__all__ = ["web_router"]
