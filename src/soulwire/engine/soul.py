@@ -13,6 +13,7 @@ import anyio
 
 from soulwire.config.model import LoopControl
 from soulwire.engine import hook_points
+from soulwire.engine.audio import for_hearing
 from soulwire.engine.bus import EventBus
 from soulwire.engine.compaction import compact, compact_if_due, split_history
 from soulwire.engine.context import Context
@@ -50,7 +51,6 @@ from soulwire.wire.messages import (
     TurnEnd,
 )
 from soulwire.wire.types import (
-    AudioURLPart,
     ImageURLPart,
     SandboxStatus,
     TextPart,
@@ -134,7 +134,6 @@ def required_capabilities(user_input: UserInput) -> list[str]:
         need = {
             ImageURLPart: "image_in",
             VideoURLPart: "video_in",
-            AudioURLPart: "audio_in",
             ThinkPart: "thinking",
         }.get(
             type(part)  # pyright: ignore[reportArgumentType]
@@ -313,7 +312,7 @@ class Soul:
     async def _stream_reply(self, model: ResolvedModel, n: int) -> tuple[_Reply, StreamResult]:
         request = ChatRequest(
             system_prompt=self.context.system_prompt,
-            history=self.context.for_model(),
+            history=for_hearing(self.context.for_model(), model.capabilities, model.model_name),
             tools=self.tool_specs(),
             thinking=model.thinking,
         )
