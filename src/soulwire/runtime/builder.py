@@ -22,6 +22,7 @@ from soulwire.engine.hooks import Hook, HookEngine
 from soulwire.engine.plan import PlanMode
 from soulwire.engine.plan_tools import EnterPlanMode, ExitPlanMode
 from soulwire.engine.questions import AskUserQuestion, QuestionAsker
+from soulwire.engine.skills import SkillCatalog, session_skills
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
 from soulwire.engine.state import StateKeeper
@@ -32,6 +33,7 @@ from soulwire.llm.registry import resolve_model
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.sandbox import approval_mode, session_sandbox
 from soulwire.runtime.session import SessionHandle, open_session
+from soulwire.sessions.jsonl import warn_stderr
 from soulwire.tools.base import Toolset
 from soulwire.tools.builtin import default_tools
 from soulwire.tools.builtin.background import BackgroundLimits, BackgroundTasks
@@ -50,12 +52,28 @@ QUESTION_TOOLS = frozenset({"AskUserQuestion"})
 PLAN_TOOLS = frozenset({"EnterPlanMode", "ExitPlanMode"})
 
 
-def system_prompt(options: SessionOptions) -> str:
-    return (
+def system_prompt(options: SessionOptions, skills: SkillCatalog | None = None) -> str:
+    text = (
         "You are Soulwire, a coding agent working in a software project.\n"
         f"The working directory is {options.work_dir}.\n"
         "Use the tools to inspect and change files and to run commands; keep answers short and exact."
     )
+    section = skills.prompt_section() if skills else ""
+    return f"{text}\n\n{section}" if section else text
+
+
+def session_skills_of(options: SessionOptions) -> SkillCatalog:
+    """The session's skills; each broken one is reported once on stderr and skipped."""
+    catalog = session_skills(options.work_dir, options.share_dir, options.skills_dirs, options.raw_config)
+    for problem in catalog.problems:
+        line = problem.line()
+        if line not in _REPORTED:
+            _REPORTED.add(line)
+            warn_stderr(line)
+    return catalog
+
+
+_REPORTED: set[str] = set()
 
 
 def _workspace_dirs(options: SessionOptions, state: dict[str, Any]) -> list[Path]:
@@ -208,6 +226,8 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         updates["max_steps_per_turn"] = options.max_steps_per_turn
     if options.max_retries_per_step is not None:
         updates["max_retries_per_step"] = options.max_retries_per_step
+    if options.max_ralph_iterations is not None:
+        updates["max_ralph_iterations"] = options.max_ralph_iterations
     if updates:
         loop = loop.model_copy(update=updates)
     try:
@@ -236,7 +256,8 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         mode=approval_mode(options, config),
     )
     questions = QuestionAsker(bus, afk=lambda: broker.afk, channel=channel)
-    context = Context(session.store, system_prompt(options))
+    skills = session_skills_of(options)
+    context = Context(session.store, system_prompt(options, skills))
     toolset = Toolset()
     soul = Soul(
         bus=bus,
@@ -247,7 +268,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         loop_control=loop,
         work_dir=options.work_dir,
         client_tools=ExternalToolCaller(channel, bus) if channel else None,
-        slash_commands=default_commands(),
+        slash_commands=default_commands(skills),
         model_error=model_error,
     )
     keeper = StateKeeper(session.store, broker, soul.state, add_dirs=[str(d) for d in options.add_dirs])
