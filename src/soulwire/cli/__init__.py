@@ -98,12 +98,29 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         from soulwire.tools.mcp_config import load_mcp_servers
 
         load_mcp_servers(mcp_files, list(a.mcp_config), share)  # refused here, before any reply
+    agent_file = Path(a.agent_file) if a.agent_file else None
+    model_alias = a.model
+    if a.agent or agent_file:  # checked now: a broken agent file is one line and exit 2
+        from soulwire.runtime.agentspec import (
+            agent_file_for,
+            builtin_args,
+            load_agent_spec,
+            render_system_prompt,
+        )
+
+        path = agent_file_for(a.agent, agent_file)
+        assert path is not None
+        spec = load_agent_spec(path)
+        render_system_prompt(spec, builtin_args(work_dir, [], ""))
+        for ref in spec.subagents.values():
+            render_system_prompt(load_agent_spec(ref.path), builtin_args(work_dir, [], ""))
+        model_alias = model_alias or spec.model
     return SessionOptions(
         work_dir=work_dir,
         share_dir=share,
         raw_config=raw,
         config_path=path,
-        model_alias=a.model,
+        model_alias=model_alias,
         thinking=a.thinking,
         yolo=a.yolo,
         afk=a.afk,
@@ -113,7 +130,8 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         max_steps_per_turn=a.max_steps_per_turn,
         max_retries_per_step=a.max_retries_per_step,
         max_ralph_iterations=a.max_ralph_iterations,
-        agent_file=Path(a.agent_file) if a.agent_file else None,
+        agent=a.agent,
+        agent_file=agent_file,
         skills_dirs=[Path(p) for p in a.skills_dir],
         add_dirs=[Path(p) for p in a.add_dir],
         mcp_config_files=mcp_files,

@@ -17,6 +17,7 @@ from soulwire.engine.audio import for_hearing
 from soulwire.engine.bus import EventBus
 from soulwire.engine.compaction import compact, compact_if_due, split_history
 from soulwire.engine.context import Context
+from soulwire.engine.dmail import DMailBox, dmail_message
 from soulwire.engine.flows import MAX_FLOW_MOVES, Flow, ralph_flow, run_flow
 from soulwire.engine.hooks import HookEngine
 from soulwire.engine.plan import PlanMode
@@ -189,6 +190,8 @@ class Soul:
         self.background: NoticeSource | None = None
         """Background tasks, set by the runtime builder: their end notices join the context."""
         self._steers: list[UserInput] = []
+        self.dmail: DMailBox | None = None
+        """Where SendDMail leaves its message (the okabe agent); set by the runtime builder."""
         self.steps_run = 0
         """Steps of the last agent loop that finished (a flow adds them up)."""
         self.rejected = False
@@ -329,6 +332,14 @@ class Soul:
             except (ChatProviderError, LLMNotSupported):
                 self.bus.emit(StepInterrupted())
                 raise
+            dmail = self.dmail.take() if self.dmail is not None else None
+            if dmail is not None and not self.rejected:  # a rejection ends the turn, D-Mail or not
+                self.context.revert_to(dmail.checkpoint_id)
+                self.context.checkpoint()
+                self.context.append(
+                    Message(role="user", content=[TextPart(text=dmail_message(dmail.message))])
+                )
+                keep_going = True
             # Steers join at the step boundary; one that came as the model would stop runs another step.
             steered = self._take_steers()
             if not (keep_going or steered):

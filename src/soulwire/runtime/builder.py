@@ -18,6 +18,7 @@ from soulwire.engine.approvals import ApprovalBroker
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ExternalToolCaller
 from soulwire.engine.context import Context
+from soulwire.engine.dmail import DMailBox, SendDMail, Think
 from soulwire.engine.hooks import Hook, HookEngine
 from soulwire.engine.plan import PlanMode
 from soulwire.engine.plan_tools import EnterPlanMode, ExitPlanMode
@@ -26,15 +27,22 @@ from soulwire.engine.skills import SkillCatalog, session_skills
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
 from soulwire.engine.state import StateKeeper
-from soulwire.engine.subagents import AgentTool
+from soulwire.engine.subagents import AgentTool, SubagentKind
 from soulwire.llm.env import configuration_hint
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.registry import resolve_model
+from soulwire.runtime.agentspec import (
+    AgentSpec,
+    agent_file_for,
+    builtin_args,
+    load_agent_spec,
+    render_system_prompt,
+)
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.sandbox import approval_mode, session_sandbox
 from soulwire.runtime.session import SessionHandle, open_session
 from soulwire.sessions.jsonl import warn_stderr
-from soulwire.tools.base import Toolset
+from soulwire.tools.base import Tool, Toolset
 from soulwire.tools.builtin import default_tools
 from soulwire.tools.builtin.background import BackgroundLimits, BackgroundTasks
 from soulwire.tools.commands import run_shell_command
@@ -257,7 +265,13 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     )
     questions = QuestionAsker(bus, afk=lambda: broker.afk, channel=channel)
     skills = session_skills_of(options)
-    context = Context(session.store, system_prompt(options, skills))
+    agent = _agent_spec(options)
+    if agent is None:  # the default agent, without reading its file (start-up speed)
+        prompt = system_prompt(options, skills)
+    else:
+        arguments = builtin_args(options.work_dir, list(options.add_dirs), skills.prompt_section())
+        prompt = render_system_prompt(agent, arguments)
+    context = Context(session.store, prompt)
     toolset = Toolset()
     soul = Soul(
         bus=bus,
@@ -292,15 +306,20 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     )
     tasks = _background_tasks(config, session)
     soul.background = tasks
-    for tool in (
-        AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION),
+    agent_tool = AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION)
+    tools: list[Tool] = [
+        agent_tool,
         AskUserQuestion(questions),
         *default_tools(
             tasks, capabilities=model.capabilities if model else frozenset(), sandboxed=sandbox.active
         ),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),  # the reference's order
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
-    ):
+    ]
+    if agent is not None:
+        tools = _agent_tools(agent, tools, soul)
+        agent_tool.kinds = _subagent_kinds(agent, options, skills)
+    for tool in tools:
         toolset.add(tool)
     bus.subscribe(keeper.on_event, merged=True)
     runtime = Runtime(
@@ -309,6 +328,43 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     runtime.tasks = tasks
     runtime.mcp = soul.mcp = _mcp_manager(options, config, toolset)
     return runtime
+
+
+def _agent_spec(options: SessionOptions) -> AgentSpec | None:
+    path = agent_file_for(options.agent, options.agent_file)
+    return load_agent_spec(path) if path is not None else None
+
+
+def _agent_tools(agent: AgentSpec, built: list[Tool], soul: Soul) -> list[Tool]:
+    """The tools an agent file lists, in its order: built-in ones it names (a tool this
+    session cannot offer, such as SearchWeb without its service, is left out), plus Think
+    and SendDMail, which only agent files ask for."""
+    by_name = {t.name: t for t in built}
+    chosen: list[Tool] = []
+    for name in agent.tool_names():
+        if name == "SendDMail":
+            soul.dmail = DMailBox(soul.context)
+            soul.context.mark_checkpoints = True
+            chosen.append(SendDMail(soul.dmail))
+        elif name == "Think":
+            chosen.append(Think())
+        elif name in by_name and by_name[name] not in chosen:
+            chosen.append(by_name[name])
+    return chosen
+
+
+def _subagent_kinds(
+    agent: AgentSpec, options: SessionOptions, skills: SkillCatalog
+) -> dict[str, SubagentKind]:
+    """The sub-agent types of an agent file (its `subagents`), each with its own prompt and
+    tools; none declared keeps the built-in coder, explore and plan."""
+    kinds: dict[str, SubagentKind] = {}
+    for name, ref in agent.subagents.items():
+        sub = load_agent_spec(ref.path)
+        arguments = builtin_args(options.work_dir, list(options.add_dirs), skills.prompt_section())
+        tools = frozenset(sub.tool_names())
+        kinds[name] = SubagentKind(ref.description, render_system_prompt(sub, arguments), tools)
+    return kinds
 
 
 def _mcp_manager(options: SessionOptions, config: Config, toolset: Toolset) -> MCPManager | None:
