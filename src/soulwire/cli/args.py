@@ -107,8 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--acp", action="store_true", help="serve the Agent Client Protocol (also: soulwire acp)"
     )
     add("--quiet", action="store_true", help="--print --output-format text --final-message-only")
-    add("--input-format", choices=["text", "stream-json"], help="print mode input format")
-    add("--output-format", choices=["text", "stream-json"], help="print mode output format")
+    add(
+        "--input-format",
+        choices=["text", "stream-json"],
+        help='print mode input: text (-p or all of stdin), or stream-json ({"role": "user", "content": …} '
+        "a line, one turn each)",
+    )
+    add(
+        "--output-format",
+        choices=["text", "stream-json", "json"],
+        help="print mode output: text, stream-json (a JSON message a line), or json (one document at "
+        "the end: final message, usage, cost, session id, exit reason)",
+    )
     add("--final-message-only", action="store_true", help="print mode: only the last assistant message")
     agent = parser.add_mutually_exclusive_group()
     agent.add_argument("--agent", choices=["default", "okabe"], help="built-in agent")
