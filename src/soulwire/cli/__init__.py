@@ -13,6 +13,11 @@ from soulwire import __version__
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
+NOT_PROVIDED = {
+    "web": "kimi's browser UI has no counterpart; use the terminal UI (`soulwire`) or `soulwire serve`",
+    "vis": "kimi's tracing visualiser has no counterpart; sessions are plain JSONL (`soulwire sessions`)",
+    "term": "kimi's Toad front end has no counterpart; use the terminal UI (`soulwire`) or `soulwire acp`",
+}
 SUBCOMMANDS = ("info", "schema", "demo", "sessions", "doctor", "serve", "fleet")
 
 
@@ -31,6 +36,9 @@ def _main(argv: list[str] | None) -> int:
         argv = ["--acp", *argv[1:]]
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
+    if argv and argv[0] in NOT_PROVIDED:  # kimi's, refused with the reason rather than a usage error
+        sys.stderr.write(f"soulwire: `{argv[0]}` is not provided: {NOT_PROVIDED[argv[0]]}\n")
+        return 2
     from soulwire.cli.args import UsageError, parse_main
     from soulwire.config.loader import ConfigError
 
@@ -50,6 +58,10 @@ def _main(argv: list[str] | None) -> int:
     if problem is not None:
         sys.stderr.write(f"soulwire: {problem}\n")
         return 2
+    if args.verbose or args.debug:
+        from soulwire.cli.logs import setup_logging
+
+        setup_logging(verbose=args.verbose, debug=args.debug, share=options.share_dir)
     from soulwire.config.process_env import tune_startup
 
     tune_startup()

@@ -35,13 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
             "A coding-agent engine. Modes: the interactive shell (no mode flag), "
             "--wire (JSON-RPC over stdio), acp (Agent Client Protocol), --print (one-shot)."
         ),
-        epilog="Subcommands: acp, info [--json], schema [--out DIR], demo, sessions, doctor [--json].",
+        epilog=(
+            "Subcommands: acp, info [--json], schema [--out DIR], demo, sessions, doctor [--json], serve, "
+            "fleet. Slash commands in a prompt: /init, /compact, /clear, /yolo, /plan, /skill:<name> "
+            "[request], /flow:<name> (skills: SKILL.md folders in .agents/skills, .kimi/skills, … and "
+            "~/.soulwire/skills; see the README)."
+        ),
         allow_abbrev=False,
     )
     add = parser.add_argument
     add("--version", "-V", action="store_true", help="print the version and exit")
-    add("--verbose", action="store_true", help="more log output on stderr")
-    add("--debug", action="store_true", help="debug logging")
+    add("--verbose", action="store_true", help="print what the session is made of on stderr")
+    add("--debug", action="store_true", help="write a debug log to <share>/logs/soulwire.log")
     add("--work-dir", "-w", metavar="PATH", help="working directory (default: current directory)")
     add(
         "--add-dir",
@@ -121,16 +126,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--final-message-only", action="store_true", help="print mode: only the last assistant message")
     agent = parser.add_mutually_exclusive_group()
-    agent.add_argument("--agent", choices=["default", "okabe"], help="built-in agent")
-    agent.add_argument("--agent-file", metavar="PATH", help="custom agent spec file")
+    agent.add_argument(
+        "--agent",
+        choices=["default", "okabe"],
+        help="built-in agent: default, or okabe (adds SendDMail, which rewinds the context to a checkpoint)",
+    )
+    agent.add_argument(
+        "--agent-file",
+        metavar="PATH",
+        help="agent file (kimi's YAML: system_prompt_path/args, tools, exclude_tools, subagents, extend)",
+    )
     add(
         "--mcp-config-file", action="append", default=[], metavar="PATH", help="MCP servers file (repeatable)"
     )
     add("--mcp-config", action="append", default=[], metavar="JSON", help="MCP servers as JSON (repeatable)")
-    add("--skills-dir", action="append", default=[], metavar="PATH", help="skills directory (repeatable)")
-    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N")
-    add("--max-retries-per-step", type=_int_at_least(1), metavar="N")
-    add("--max-ralph-iterations", type=_int_at_least(-1), metavar="N")
+    add(
+        "--skills-dir",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="skills directory (repeatable); replaces the project and user skill directories",
+    )
+    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N", help="steps one turn may take")
+    add("--max-retries-per-step", type=_int_at_least(1), metavar="N", help="attempts of one model call")
+    add(
+        "--max-ralph-iterations",
+        type=_int_at_least(-1),
+        metavar="N",
+        help="Ralph mode: feed each prompt again up to N more times until the model says STOP (-1: no limit)",
+    )
     return parser
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from soulwire import __version__
 from soulwire.config.model import Config, validate_config
 from soulwire.engine import hook_points
 from soulwire.engine.approvals import ApprovalBroker
@@ -82,6 +84,7 @@ def session_skills_of(options: SessionOptions) -> SkillCatalog:
 
 
 _REPORTED: set[str] = set()
+log = logging.getLogger("soulwire.runtime")
 
 
 def _workspace_dirs(options: SessionOptions, state: dict[str, Any]) -> list[Path]:
@@ -327,6 +330,19 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     )
     runtime.tasks = tasks
     runtime.mcp = soul.mcp = _mcp_manager(options, config, toolset)
+    if log.isEnabledFor(logging.INFO):  # --verbose / --debug
+        log.info(
+            "soulwire %s: session %s (%s) in %s; model %s; agent %s; tools %s; %d skill(s)%s",
+            __version__,
+            session.id,
+            "resumed" if session.resumed else "new",
+            options.work_dir,
+            model.alias if model else f"none ({model_error})",
+            agent.file if agent else "default",
+            ", ".join(t.name for t in tools),
+            len(skills.skills),
+            "".join(f"\n  skill {s.name} [{s.scope}] {s.path}" for s in skills.skills),
+        )
     return runtime
 
 
