@@ -29,7 +29,9 @@ def test_debug_writes_a_private_debug_log_in_the_share_dir(sandbox):
 def test_kimi_subcommands_without_a_counterpart_are_refused_with_a_reason(sandbox, name):
     out = soulwire(sandbox, name)
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.startswith(f"soulwire: `{name}` is not provided: ") and len(out.stderr.splitlines()) == 1
+    assert (
+        out.stderr.startswith(f"soulwire: `{name}` is not provided: ") and len(out.stderr.splitlines()) == 1
+    )
 
 
 def test_agent_and_agent_file_are_exclusive(sandbox):

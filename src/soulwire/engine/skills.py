@@ -25,35 +25,58 @@ Standard library only: the start-up path lists skills while it answers `initiali
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from soulwire.engine.flows import Flow, FlowError, flow_from_markdown
+if TYPE_CHECKING:
+    from soulwire.engine.flows import Flow
 
 Scope = Literal["project", "user", "extra", "builtin"]
 BUILTIN_SKILLS_DIR = Path(__file__).with_name("skills_builtin")
 BRANDS = (".kimi", ".claude", ".codex")
 SKILL_PREFIX = "skill:"
 FLOW_PREFIX = "flow:"
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_PLAIN_KEY = re.compile(r"^([A-Za-z_][\w-]*)\s*:(?:\s+(.*))?$")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 MAX_DESCRIPTION = 1024
 _HEADINGS = (("project", "Project"), ("user", "User"), ("extra", "Extra"), ("builtin", "Built-in"))
 FALLBACK_DESCRIPTION_CHARS = 240
 
 
-@dataclass(frozen=True)
+# Plain classes and string methods rather than dataclasses and regular expressions: this
+# module runs on the start-up path, where building those costs more than the discovery.
+
+
+def usable_name(name: object) -> bool:
+    """A name that can follow `/skill:` (1-64 letters, digits, `-`, `_`)."""
+    return isinstance(name, str) and 0 < len(name) <= 64 and set(name) <= _NAME_CHARS
+
+
+def _plain_line(line: str) -> tuple[str, str] | None:
+    """`key: value` of a plain front matter line, or None when YAML must read it."""
+    key, colon, value = line.partition(":")
+    if not colon or not key or key != key.strip() or not set(key) <= _NAME_CHARS or key[0] in "-0123456789":
+        return None
+    if value and not value[0].isspace():
+        return None
+    return key, value.strip()
+
+
 class Skill:
-    name: str
-    description: str
-    path: Path
-    """The markdown file that holds the skill (`<dir>/SKILL.md` or a flat `<name>.md`)."""
-    scope: Scope
-    flow: Flow | None = None
+    """One skill: `path` is the markdown file that holds it (`<dir>/SKILL.md` or a flat
+    `<name>.md`); `flow` its diagram when it is a flow skill."""
+
+    __slots__ = ("description", "flow", "name", "path", "scope")
+
+    def __init__(
+        self, name: str, description: str, path: Path, scope: Scope, flow: Flow | None = None
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.path = path
+        self.scope: Scope = scope
+        self.flow = flow
 
     @property
     def is_flow(self) -> bool:
@@ -64,20 +87,26 @@ class Skill:
         return self.path.read_text(encoding="utf-8").strip()
 
 
-@dataclass(frozen=True)
 class SkillProblem:
-    name: str
-    path: Path
-    reason: str
+    """A skill that was skipped, and why."""
+
+    __slots__ = ("name", "path", "reason")
+
+    def __init__(self, name: str, path: Path, reason: str) -> None:
+        self.name = name
+        self.path = path
+        self.reason = reason
 
     def line(self) -> str:
         return f'skipped skill "{self.name}" ({self.path}): {self.reason}'
 
 
-@dataclass
 class SkillCatalog:
-    skills: list[Skill] = field(default_factory=list)
-    problems: list[SkillProblem] = field(default_factory=list)
+    """The skills found (highest priority first) and the ones skipped."""
+
+    def __init__(self) -> None:
+        self.skills: list[Skill] = []
+        self.problems: list[SkillProblem] = []
 
     def find(self, name: str) -> Skill | None:
         key = name.casefold()
@@ -208,18 +237,20 @@ def parse_front_matter(block: str) -> dict[str, Any]:
     for line in block.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        match = _PLAIN_KEY.match(line)
-        value = (match.group(2) or "").strip() if match else ""
+        pair = _plain_line(line)
+        value = pair[1] if pair else ""
         if (
-            match is None
+            pair is None
             or not value
-            or value[0] in "|>[{&*!"
-            or (value[0] in "\"'" and not (len(value) >= 2 and value[-1] == value[0]))
+            or value[0] in "|>[{&*!#%@`\\"
+            or ": " in value
+            or " #" in value
+            or (value[0] in "\"'" and not (len(value) >= 2 and value[-1] == value[0] and "\\" not in value))
         ):
-            return _yaml_mapping(block)
+            return _yaml_mapping(block)  # anything YAML could read otherwise than as plain text
         if value[0] in "\"'":
             value = value[1:-1]
-        plain[match.group(1)] = value
+        plain[pair[0]] = value
     return plain
 
 
@@ -248,7 +279,7 @@ def read_skill(path: Path, default_name: str, scope: Scope) -> Skill:
     block, body = split_front_matter(text)
     meta = parse_front_matter(block) if block is not None else {}
     name = meta.get("name", default_name)
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not usable_name(name):
         raise ValueError(
             f"name {name!r} cannot be a command: use 1-64 letters, digits, '-' or '_' (no spaces)"
         )
@@ -268,11 +299,13 @@ def read_skill(path: Path, default_name: str, scope: Scope) -> Skill:
         raise ValueError(f"type {kind!r} is unknown (standard or flow)")
     flow = None
     if kind == "flow":
+        from soulwire.engine.flows import FlowError, flow_from_markdown  # flow skills only
+
         try:
             flow = flow_from_markdown(body)
         except FlowError as exc:
             raise ValueError(f"flow diagram: {exc}") from None
-    return Skill(name=name, description=" ".join(description.split()), path=path, scope=scope, flow=flow)
+    return Skill(name, " ".join(description.split()), path, scope, flow)
 
 
 def _scan(root: Path, scope: Scope, catalog: SkillCatalog, taken: set[str]) -> None:

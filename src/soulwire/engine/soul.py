@@ -17,8 +17,6 @@ from soulwire.engine.audio import for_hearing
 from soulwire.engine.bus import EventBus
 from soulwire.engine.compaction import compact, compact_if_due, split_history
 from soulwire.engine.context import Context
-from soulwire.engine.dmail import DMailBox, dmail_message
-from soulwire.engine.flows import MAX_FLOW_MOVES, Flow, ralph_flow, run_flow
 from soulwire.engine.hooks import HookEngine
 from soulwire.engine.plan import PlanMode
 from soulwire.engine.slash import SlashCommands, parse_slash
@@ -68,6 +66,8 @@ from soulwire.wire.types import (
 )
 
 if TYPE_CHECKING:
+    from soulwire.engine.dmail import DMailBox
+    from soulwire.engine.flows import Flow
     from soulwire.tools.mcp_client import MCPManager
     from soulwire.tools.sandbox import SandboxPolicy
 
@@ -248,9 +248,12 @@ class Soul:
         steps = outcome.steps if outcome.steps is not None else self.steps_run
         return status, last.text() if last is not None else "", steps
 
-    async def walk_flow(self, flow: Flow, *, max_moves: int = MAX_FLOW_MOVES) -> TurnOutcome:
+    async def walk_flow(self, flow: Flow, *, max_moves: int | None = None) -> TurnOutcome:
         """Walk a flow as nested turns (`/flow:<name>`, Ralph mode)."""
-        status, steps = await run_flow(flow, self.nested_turn, max_moves=max_moves)
+        from soulwire.engine.flows import MAX_FLOW_MOVES, run_flow  # flows and Ralph only
+
+        moves = MAX_FLOW_MOVES if max_moves is None else max_moves
+        status, steps = await run_flow(flow, self.nested_turn, max_moves=moves)
         if status == "max_steps_reached":
             return TurnOutcome("max_steps_reached", steps=steps)
         return TurnOutcome("finished")
@@ -258,6 +261,8 @@ class Soul:
     async def _ralph(self, user_input: UserInput) -> TurnOutcome:
         """Ralph mode (`max_ralph_iterations` ≠ 0): the prompt, then the same prompt while
         the model answers CONTINUE, up to the limit (-1: no limit)."""
+        from soulwire.engine.flows import ralph_flow
+
         limit = self.loop_control.max_ralph_iterations
         flow = ralph_flow(user_input_text(user_input).strip(), user_input)
         return await self.walk_flow(flow, max_moves=limit + 1 if limit > 0 else 10**15)
@@ -334,6 +339,8 @@ class Soul:
                 raise
             dmail = self.dmail.take() if self.dmail is not None else None
             if dmail is not None and not self.rejected:  # a rejection ends the turn, D-Mail or not
+                from soulwire.engine.dmail import dmail_message
+
                 self.context.revert_to(dmail.checkpoint_id)
                 self.context.checkpoint()
                 self.context.append(

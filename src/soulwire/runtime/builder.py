@@ -20,7 +20,6 @@ from soulwire.engine.approvals import ApprovalBroker
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ExternalToolCaller
 from soulwire.engine.context import Context
-from soulwire.engine.dmail import DMailBox, SendDMail, Think
 from soulwire.engine.hooks import Hook, HookEngine
 from soulwire.engine.plan import PlanMode
 from soulwire.engine.plan_tools import EnterPlanMode, ExitPlanMode
@@ -33,13 +32,6 @@ from soulwire.engine.subagents import AgentTool, SubagentKind
 from soulwire.llm.env import configuration_hint
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.registry import resolve_model
-from soulwire.runtime.agentspec import (
-    AgentSpec,
-    agent_file_for,
-    builtin_args,
-    load_agent_spec,
-    render_system_prompt,
-)
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.sandbox import approval_mode, session_sandbox
 from soulwire.runtime.session import SessionHandle, open_session
@@ -55,6 +47,7 @@ from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, StatusUpda
 from soulwire.wire.types import WireModel
 
 if TYPE_CHECKING:
+    from soulwire.runtime.agentspec import AgentSpec
     from soulwire.tools.mcp_client import MCPManager
 
 _NOT_RECORDED = (ApprovalRequest, ApprovalResponse)  # they travel outside the turn (spec §3.6)
@@ -272,6 +265,8 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     if agent is None:  # the default agent, without reading its file (start-up speed)
         prompt = system_prompt(options, skills)
     else:
+        from soulwire.runtime.agentspec import builtin_args, render_system_prompt
+
         arguments = builtin_args(options.work_dir, list(options.add_dirs), skills.prompt_section())
         prompt = render_system_prompt(agent, arguments)
     context = Context(session.store, prompt)
@@ -347,6 +342,10 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
 
 
 def _agent_spec(options: SessionOptions) -> AgentSpec | None:
+    if options.agent is None and options.agent_file is None:
+        return None  # nothing to read or import: the built-in default agent
+    from soulwire.runtime.agentspec import agent_file_for, load_agent_spec
+
     path = agent_file_for(options.agent, options.agent_file)
     return load_agent_spec(path) if path is not None else None
 
@@ -355,6 +354,8 @@ def _agent_tools(agent: AgentSpec, built: list[Tool], soul: Soul) -> list[Tool]:
     """The tools an agent file lists, in its order: built-in ones it names (a tool this
     session cannot offer, such as SearchWeb without its service, is left out), plus Think
     and SendDMail, which only agent files ask for."""
+    from soulwire.engine.dmail import DMailBox, SendDMail, Think  # tools only agent files ask for
+
     by_name = {t.name: t for t in built}
     chosen: list[Tool] = []
     for name in agent.tool_names():
@@ -374,6 +375,8 @@ def _subagent_kinds(
 ) -> dict[str, SubagentKind]:
     """The sub-agent types of an agent file (its `subagents`), each with its own prompt and
     tools; none declared keeps the built-in coder, explore and plan."""
+    from soulwire.runtime.agentspec import builtin_args, load_agent_spec, render_system_prompt
+
     kinds: dict[str, SubagentKind] = {}
     for name, ref in agent.subagents.items():
         sub = load_agent_spec(ref.path)
