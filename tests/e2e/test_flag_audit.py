@@ -4,7 +4,6 @@ and `--debug` included; kimi's subcommands without a counterpart are refused wit
 from __future__ import annotations
 
 import pytest
-
 from tests.e2e.test_cli import soulwire
 
 
