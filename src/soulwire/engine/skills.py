@@ -347,23 +347,33 @@ def _add(path: Path, default_name: str, scope: Scope, catalog: SkillCatalog, fou
     found.setdefault(skill.name.casefold(), skill)
 
 
-_CACHE: dict[tuple[Any, ...], SkillCatalog] = {}
+_CACHE: dict[tuple[Any, ...], tuple[SkillCatalog, list[tuple[Path, int]]]] = {}
 _LOCK = threading.Lock()
 
 
+def _stamp(path: Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
+
+
 def discover_skills(roots: Sequence[tuple[Path, Scope]]) -> SkillCatalog:
-    """The skills under `roots` (highest priority first). Computed once per process for
-    the same roots: the start-up path and the engine share the result."""
+    """The skills under `roots` (highest priority first). The start-up path and the engine
+    share one discovery; a later call (another session of a server) finds it again only
+    while no root directory and no skill file has changed since."""
     key = tuple(roots)
     with _LOCK:
         cached = _CACHE.get(key)
-        if cached is None:
-            cached = SkillCatalog()
-            taken: set[str] = set()
-            for root, scope in roots:
-                _scan(root, scope, cached, taken)
-            _CACHE[key] = cached
-        return cached
+        if cached is not None and all(_stamp(path) == stamp for path, stamp in cached[1]):
+            return cached[0]
+        catalog = SkillCatalog()
+        taken: set[str] = set()
+        for root, scope in roots:
+            _scan(root, scope, catalog, taken)
+        files = [s.path for s in catalog.skills] + [p.path for p in catalog.problems]
+        _CACHE[key] = (catalog, [(path, _stamp(path)) for path in [*(r for r, _ in roots), *files]])
+        return catalog
 
 
 def session_skills(
