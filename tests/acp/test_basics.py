@@ -162,3 +162,21 @@ async def test_a_slash_command_that_changes_the_mode_is_announced(sandbox: Sandb
             config_id="mode", session_id=session.session_id, value="plan"
         )
         assert {o.id: o.current_value for o in reply.config_options}["mode"] == "plan"
+
+
+async def test_skills_are_offered_as_commands_and_run(sandbox: Sandbox) -> None:
+    skill = sandbox.work / ".agents" / "skills" / "tidy" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: tidy\ndescription: Tidy the imports\n---\nSort the imports.\n")
+    async with run_agent(sandbox, "text: tidied") as agent:
+        await agent.initialize()
+        session = await agent.new_session()
+        [update] = await agent.wait_for_update("available_commands_update", session.session_id)
+        offered = {c.name: c for c in update.available_commands}
+        assert {"skill:tidy", "skill:soulwire-help", "skill:skill-creator"} <= set(offered)
+        assert offered["skill:tidy"].description == "Tidy the imports"
+        reply = await agent.conn.prompt(
+            session_id=session.session_id, prompt=[{"type": "text", "text": "/skill:tidy src/"}]
+        )
+        assert reply.stop_reason == "end_turn"
+        assert agent.editor.text() == "tidied"

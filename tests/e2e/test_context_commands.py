@@ -28,7 +28,15 @@ def records(path: Path) -> list[dict[str, Any]]:
 def test_initialize_lists_the_builtin_commands_on_both_start_paths(engine):
     wire = engine("text: x")
     early = wire.initialize()["result"]["slash_commands"]
-    assert [c["name"] for c in early] == ["init", "compact", "clear", "yolo", "plan"]
+    assert [c["name"] for c in early] == [
+        "init",
+        "compact",
+        "clear",
+        "yolo",
+        "plan",
+        "skill:skill-creator",
+        "skill:soulwire-help",
+    ]  # fmt: skip (the built-in skills follow the commands, as the reference's do)
     assert early[2]["aliases"] == ["reset"]
     late = wire.initialize(external_tools=[])["result"]["slash_commands"]
     assert late == early

@@ -181,7 +181,8 @@ def test_a_steer_too_late_for_its_turn_is_dropped(engine, sandbox):
     assert "too late" not in json.dumps(context_records(sandbox.share))
 
 
-def test_a_client_of_protocol_1_3_is_steered_without_the_event(engine, sandbox):
+def test_a_client_of_protocol_1_3_that_steers_gets_the_event(engine, sandbox):
+    """A 1.3 client that sends `steer` knows steering (issue 13): it gets SteerInput."""
     gate = sandbox.work / "go"
     command = f"while [ ! -f {gate} ]; do sleep 0.02; done"
     wire = engine(call("tc-1", "Shell", {"command": command}), "text: done", args=("--yolo",))
@@ -191,7 +192,7 @@ def test_a_client_of_protocol_1_3_is_steered_without_the_event(engine, sandbox):
     wire.until_response(wire.request("steer", {"user_input": "psst"}))
     gate.touch()
     after, _ = wire.until_response(prompt)
-    assert "SteerInput" not in event_types(after) and event_types(after).count("StepBegin") == 1
+    assert payloads(after, "SteerInput") == [{"user_input": "psst"}]
     wire.close()
     assert ("user", "psst") in [(r["role"], r.get("content")) for r in context_records(sandbox.share)]
 
@@ -213,3 +214,26 @@ def test_a_steer_before_the_first_step_joins_after_it(engine, sandbox):
         "HookResolved", "StepBegin", "ContentPart", "StatusUpdate", "SteerInput",
         "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd",
     ]  # fmt: skip
+
+
+def test_a_minimal_1_10_client_gets_steer_input_in_the_reference_order(engine, sandbox):
+    """`initialize` with nothing but `protocol_version: "1.10"` (the Go SDK's shape, served
+    as 1.3 otherwise): SteerInput answers the client's own `steer`, so it is sent, after the
+    running tool's result and before the next step, as the reference does (spec A.5)."""
+    gate = sandbox.work / "go"
+    command = f"while [ ! -f {gate} ]; do sleep 0.02; done; echo hi"
+    wire = engine(call("tc-1", "Shell", {"command": command}), "text: steered reply", args=("--yolo",))
+    _, reply = wire.until_response(wire.request("initialize", {"protocol_version": V110}))
+    assert reply["result"]["protocol_version"] == V110
+    prompt = wire.request("prompt", {"user_input": "go"})
+    until(wire, is_type("ToolCall"))
+    _, response = wire.until_response(wire.request("steer", {"user_input": "use python"}))
+    assert response["result"] == {"status": "steered"}
+    gate.touch()
+    after, done = wire.until_response(prompt)
+    assert done["result"] == {"status": "finished"}
+    kinds = event_types(after)
+    assert kinds[kinds.index("ToolResult") :] == [
+        "ToolResult", "SteerInput", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd",
+    ]  # fmt: skip
+    assert payloads(after, "SteerInput") == [{"user_input": "use python"}]

@@ -523,3 +523,20 @@ def test_plan_mode_shows_the_plan_and_approving_it_leaves_plan_mode(tmux_shell: 
     shell.keys("1")
     shell.wait_for(r"carrying out the plan")
     shell.wait_until(lambda screen: "PLAN" not in screen, "plan mode off in the status line")
+
+
+def test_skills_are_in_the_command_list_and_complete_with_tab(tmux_shell: Shell):
+    shell = tmux_shell()
+    skill = shell.sandbox.work / ".agents" / "skills" / "tidy-imports" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: tidy-imports\ndescription: Tidy the imports\n---\nSort them.\n")
+    shell.start()
+    shell.ready()
+    shell.type("/skill:tid")
+    shell.wait_for(r"❯ /skill:tid")
+    shell.keys("Tab")
+    shell.wait_for(r"❯ /skill:tidy-imports")
+    shell.keys("C-u")
+    shell.type("/help")
+    shell.keys("Enter")
+    shell.wait_for(r"/skill:tidy-imports")

@@ -27,6 +27,9 @@ SUBCOMMANDS = (
     "completion", "__complete",
 )  # fmt: skip
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C program killed by it reports
+NOT_PROVIDED = {
+    "term": "kimi's Toad front end has no counterpart; use the terminal UI (`soulwire`) or `soulwire acp`",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,6 +134,9 @@ def _main(argv: list[str]) -> int:
         return getattr(importlib.import_module(module), function)(command[1:])
     if command and command[0] in SUBCOMMANDS:
         return _subcommand(command[0], command[1:])
+    if command and command[0] in NOT_PROVIDED:  # kimi's, refused with the reason, not a usage error
+        sys.stderr.write(f"soulwire: `{command[0]}` is not provided: {NOT_PROVIDED[command[0]]}\n")
+        return 2
     from soulwire.cli.args import UsageError, parse_main
     from soulwire.config.loader import ConfigError
 
@@ -150,6 +156,10 @@ def _main(argv: list[str]) -> int:
     if problem is not None:
         sys.stderr.write(f"soulwire: {problem}\n")
         return 2
+    if args.verbose:  # --debug's log file is set up in main()
+        from soulwire.cli.logs import enable_verbose
+
+        enable_verbose()
     from soulwire.config.process_env import tune_startup
 
     tune_startup()
@@ -198,12 +208,29 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         from soulwire.tools.mcp_config import load_mcp_servers
 
         load_mcp_servers(mcp_files, list(a.mcp_config), share)  # refused here, before any reply
+    agent_file = Path(a.agent_file) if a.agent_file else None
+    model_alias = a.model
+    if a.agent or agent_file:  # checked now: a broken agent file is one line and exit 2
+        from soulwire.runtime.agentspec import (
+            agent_file_for,
+            builtin_args,
+            load_agent_spec,
+            render_system_prompt,
+        )
+
+        path = agent_file_for(a.agent, agent_file)
+        assert path is not None
+        spec = load_agent_spec(path)
+        render_system_prompt(spec, builtin_args(work_dir, [], ""))
+        for ref in spec.subagents.values():
+            render_system_prompt(load_agent_spec(ref.path), builtin_args(work_dir, [], ""))
+        model_alias = model_alias or spec.model
     return SessionOptions(
         work_dir=work_dir,
         share_dir=share,
         raw_config=raw,
         config_path=path,
-        model_alias=a.model,
+        model_alias=model_alias,
         thinking=a.thinking,
         yolo=a.yolo,
         afk=a.afk,
@@ -213,7 +240,8 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         max_steps_per_turn=a.max_steps_per_turn,
         max_retries_per_step=a.max_retries_per_step,
         max_ralph_iterations=a.max_ralph_iterations,
-        agent_file=Path(a.agent_file) if a.agent_file else None,
+        agent=a.agent,
+        agent_file=agent_file,
         skills_dirs=[Path(p) for p in a.skills_dir],
         add_dirs=[Path(p) for p in a.add_dir],
         mcp_config_files=mcp_files,

@@ -34,6 +34,9 @@ COMMANDS_HELP = """commands (each has --help):
   schema       the JSON Schema of every Wire message
   demo         the offline end-to-end demo
 
+slash commands in a prompt: /init, /compact, /clear, /yolo, /plan, /skill:<name> [request],
+/flow:<name> (skills: SKILL.md folders in .agents/skills, .kimi/skills, … and ~/.soulwire/skills)
+
 docs: docs/ in the source tree, or `mkdocs serve` there"""
 
 
@@ -69,7 +72,7 @@ def build_parser() -> CommandParser:
     )
     add = parser.add_argument
     add("--version", "-V", action="store_true", help="print the version and exit")
-    add("--verbose", action="store_true", help="more log output on stderr")
+    add("--verbose", action="store_true", help="print what the session is made of on stderr")
     add("--debug", action="store_true", help="debug logging to the log file; tracebacks on errors")
     add("--work-dir", "-w", metavar="PATH", help="working directory (default: current directory)")
     add(
@@ -141,23 +144,49 @@ def build_parser() -> CommandParser:
         "--acp", action="store_true", help="serve the Agent Client Protocol (also: soulwire acp)"
     )
     add("--quiet", action="store_true", help="--print --output-format text --final-message-only")
-    add("--input-format", choices=["text", "stream-json"], help="print mode input format")
-    add("--output-format", choices=["text", "stream-json"], help="print mode output format")
+    add(
+        "--input-format",
+        choices=["text", "stream-json"],
+        help='print mode input: text (-p or all of stdin), or stream-json ({"role": "user", "content": …} '
+        "a line, one turn each)",
+    )
+    add(
+        "--output-format",
+        choices=["text", "stream-json", "json"],
+        help="print mode output: text, stream-json (a JSON message a line), or json (one document at "
+        "the end: final message, usage, cost, session id, exit reason)",
+    )
     add("--final-message-only", action="store_true", help="print mode: only the last assistant message")
     agent = parser.add_mutually_exclusive_group()
-    agent.add_argument("--agent", choices=["default", "okabe"], help="built-in agent")
-    agent.add_argument("--agent-file", metavar="PATH", help="custom agent spec file")
+    agent.add_argument(
+        "--agent",
+        choices=["default", "okabe"],
+        help="built-in agent: default, or okabe (adds SendDMail, which rewinds the context to a checkpoint)",
+    )
+    agent.add_argument(
+        "--agent-file",
+        metavar="PATH",
+        help="agent file (kimi's YAML: system_prompt_path/args, tools, exclude_tools, subagents, extend)",
+    )
     add(
         "--mcp-config-file", action="append", default=[], metavar="PATH", help="MCP servers file (repeatable)"
     )
     add("--mcp-config", action="append", default=[], metavar="JSON", help="MCP servers as JSON (repeatable)")
-    add("--skills-dir", action="append", default=[], metavar="PATH", help="skills directory (repeatable)")
-    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N", help="model calls per turn at most")
-    add("--max-retries-per-step", type=_int_at_least(1), metavar="N", help="retries of a failed model call")
     add(
-        "--max-ralph-iterations", type=_int_at_least(-1), metavar="N",
-        help="kimi's Ralph-loop iterations; accepted for compatibility, not used yet",
-    )  # fmt: skip
+        "--skills-dir",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="skills directory (repeatable); replaces the project and user skill directories",
+    )
+    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N", help="steps one turn may take")
+    add("--max-retries-per-step", type=_int_at_least(1), metavar="N", help="attempts of one model call")
+    add(
+        "--max-ralph-iterations",
+        type=_int_at_least(-1),
+        metavar="N",
+        help="Ralph mode: feed each prompt again up to N more times until the model says STOP (-1: no limit)",
+    )
     return parser
 
 

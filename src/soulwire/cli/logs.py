@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from pathlib import Path
 
 MAX_BYTES = 1 << 20
@@ -77,7 +78,8 @@ class LazyRotatingFile(logging.Handler):
             from logging.handlers import RotatingFileHandler
 
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # private
                 self._target = RotatingFileHandler(
                     self.path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
                 )
@@ -118,3 +120,17 @@ def setup_logging(share: Path, *, debug: bool) -> Path:
     logger.addHandler(StderrFallback())
     logger.setLevel(logging.DEBUG if debug else logging.NOTSET)
     return path
+
+
+def enable_verbose() -> None:
+    """`--verbose` (as kimi's): the `soulwire` loggers' INFO records — what the session is
+    made of: version, work dir, session, model, agent, tools, skills — on stderr. Never stdout,
+    so it is safe with `--wire`, `acp` and `--print`."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("soulwire: %(message)s"))
+    handler.setLevel(logging.INFO)
+    handler.addFilter(lambda record: not getattr(record, FILE_ONLY, False))
+    logger = logging.getLogger("soulwire")
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)

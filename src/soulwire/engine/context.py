@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from soulwire.llm.message import Message
 from soulwire.sessions.store import SessionStore, warn_stderr
+from soulwire.wire.types import TextPart
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
@@ -34,6 +35,8 @@ class Context:
         self._counted_tokens = 0
         self._uncounted: list[Message] = []
         self._started = False
+        self.mark_checkpoints = False
+        """Add a `<system>CHECKPOINT n</system>` user message at each checkpoint (D-Mail)."""
         self.skipped_records = 0
         # Tens of thousands of long-lived objects built in one go: with the cyclic GC on, it
         # rescans the growing heap again and again (that tripled the load of a 50 MB context).
@@ -90,11 +93,37 @@ class Context:
             records.insert(0, {"role": "_system_prompt", "content": self.system_prompt})
             self._started = True
 
+    @property
+    def checkpoints(self) -> int:
+        """How many checkpoints the current context file has (ids 0 … n-1)."""
+        return self._next_checkpoint
+
     def checkpoint(self) -> None:
         records: list[dict[str, Any]] = [{"role": "_checkpoint", "id": self._next_checkpoint}]
         self._start(records)
         self._next_checkpoint += 1
         self._store.append_context(records)
+        if self.mark_checkpoints:  # the model sees them (D-Mail names one)
+            self.append(
+                Message(
+                    role="user", content=[TextPart(text=f"<system>CHECKPOINT {records[-1]['id']}</system>")]
+                )
+            )
+
+    def revert_to(self, checkpoint_id: int) -> None:
+        """Rewind to just before checkpoint `checkpoint_id`: the later records go to an
+        archived context file (as after /clear) and the history is what it was then."""
+        kept: list[dict[str, Any]] = []
+        for record in self._store.load_context():
+            if record.get("role") == "_checkpoint" and record.get("id") == checkpoint_id:
+                break
+            kept.append(record)
+        else:
+            raise ValueError(f"checkpoint {checkpoint_id} does not exist")
+        self._store.replace_context(kept)
+        self.history, self._uncounted = [], []
+        self._next_checkpoint = self._counted_tokens = 0
+        self._restore(kept)
 
     def append(self, *messages: Message) -> None:
         records = [m.to_record() for m in messages]

@@ -12,6 +12,7 @@ from soulwire.engine.agents_md import write_agents_md
 from soulwire.engine.catalog import BUILTIN_SLASH_COMMANDS
 from soulwire.engine.compaction import compact, split_history
 from soulwire.engine.plan import plan_command
+from soulwire.engine.skills import FLOW_PREFIX, SKILL_PREFIX, Skill, SkillCatalog
 from soulwire.llm.errors import LLMNotSet
 from soulwire.wire.messages import StatusUpdate
 from soulwire.wire.types import TextPart, UserInput, user_input_text
@@ -34,8 +35,9 @@ def parse_slash(user_input: UserInput) -> SlashInvocation | None:
     return SlashInvocation(match.group(1), (match.group(2) or "").strip())
 
 
-Handler = Callable[[Any, str], Awaitable[None]]
-"""(soul, args) → None; the soul is passed untyped to keep this module below it."""
+Handler = Callable[[Any, str], Awaitable[Any]]
+"""(soul, args) → None, or the outcome of the agent turn it ran; the soul is passed untyped
+to keep this module below it."""
 
 
 @dataclass
@@ -64,12 +66,14 @@ class SlashCommands:
             {"name": c.name, "description": c.description, "aliases": list(c.aliases)} for c in self._commands
         ]
 
-    async def run(self, soul: Any, invocation: SlashInvocation) -> None:
+    async def run(self, soul: Any, invocation: SlashInvocation) -> Any:
+        """Run the command; returns what its handler returns (a turn outcome for the
+        commands that run the agent, else None)."""
         command = self.find(invocation.name)
         if command is None:
             soul.bus.emit(TextPart(text=f'Unknown slash command "/{invocation.name}".'))
-            return
-        await command.handler(soul, invocation.args)
+            return None
+        return await command.handler(soul, invocation.args)
 
 
 def context_status(soul: Any) -> StatusUpdate:
@@ -135,8 +139,34 @@ _HANDLERS: dict[str, Handler] = {
 }
 
 
-def default_commands() -> SlashCommands:
+def default_commands(skills: SkillCatalog | None = None) -> SlashCommands:
+    """The built-in commands, then `/skill:<name>` and `/flow:<name>` for the skills."""
     commands = SlashCommands()
     for name, description, aliases in BUILTIN_SLASH_COMMANDS:
         commands.add(SlashCommand(name, description, _HANDLERS[name], aliases=list(aliases)))
+    for name, description, skill in skills.commands() if skills else []:
+        runner = _flow_runner(skill) if name.startswith(FLOW_PREFIX) else _skill_runner(skill)
+        commands.add(SlashCommand(name, description, runner))
     return commands
+
+
+def _skill_runner(skill: Skill) -> Handler:
+    async def run(soul: Any, args: str) -> Any:
+        try:
+            text = skill.text()
+        except (OSError, UnicodeDecodeError):
+            soul.bus.emit(TextPart(text=f'Failed to load skill "/{SKILL_PREFIX}{skill.name}".'))
+            return None
+        if args:
+            text = f"{text}\n\nUser request:\n{args}"
+        return await soul.inner_turn(text)
+
+    return run
+
+
+def _flow_runner(skill: Skill) -> Handler:
+    async def run(soul: Any, args: str) -> Any:  # a flow takes no arguments (spec §10)
+        assert skill.flow is not None
+        return await soul.walk_flow(skill.flow)
+
+    return run

@@ -13,6 +13,7 @@ import anyio
 
 from soulwire.config.model import LoopControl
 from soulwire.engine import hook_points
+from soulwire.engine.audio import for_hearing
 from soulwire.engine.bus import EventBus
 from soulwire.engine.compaction import compact, compact_if_due, split_history
 from soulwire.engine.context import Context
@@ -50,7 +51,6 @@ from soulwire.wire.messages import (
     TurnEnd,
 )
 from soulwire.wire.types import (
-    AudioURLPart,
     ImageURLPart,
     SandboxStatus,
     TextPart,
@@ -62,9 +62,12 @@ from soulwire.wire.types import (
     UserInput,
     VideoURLPart,
     WireModel,
+    user_input_text,
 )
 
 if TYPE_CHECKING:
+    from soulwire.engine.dmail import DMailBox
+    from soulwire.engine.flows import Flow
     from soulwire.tools.mcp_client import MCPManager
     from soulwire.tools.sandbox import SandboxPolicy
 
@@ -134,7 +137,6 @@ def required_capabilities(user_input: UserInput) -> list[str]:
         need = {
             ImageURLPart: "image_in",
             VideoURLPart: "video_in",
-            AudioURLPart: "audio_in",
             ThinkPart: "thinking",
         }.get(
             type(part)  # pyright: ignore[reportArgumentType]
@@ -188,6 +190,12 @@ class Soul:
         self.background: NoticeSource | None = None
         """Background tasks, set by the runtime builder: their end notices join the context."""
         self._steers: list[UserInput] = []
+        self.dmail: DMailBox | None = None
+        """Where SendDMail leaves its message (the okabe agent); set by the runtime builder."""
+        self.steps_run = 0
+        """Steps of the last agent loop that finished (a flow adds them up)."""
+        self.rejected = False
+        """The user rejected a tool call in the last inner turn (a flow stops then)."""
         self.mcp: MCPManager | None = None
         """The session's MCP servers (set by the runtime builder when any is configured)."""
 
@@ -208,16 +216,56 @@ class Soul:
                 return TurnOutcome("finished")
             command = parse_slash(user_input)
             if command is not None:
-                await self.slash_commands.run(self, command)
-                return TurnOutcome("finished")
-            model = self._require_model(user_input)
-            self.context.checkpoint()
-            self.context.append(Message(role="user", content=user_input))
-            return await self._run_loops(model)
+                return await self.slash_commands.run(self, command) or TurnOutcome("finished")
+            if self.loop_control.max_ralph_iterations != 0:
+                return await self._ralph(user_input)
+            return await self.inner_turn(user_input)
         finally:
             self._steers = []  # a steer that came after the last step boundary is void
             self.bus.emit(TurnEnd())
             self.bus.flush()
+
+    async def inner_turn(self, user_input: UserInput) -> TurnOutcome:
+        """The body of a turn (no TurnBegin/TurnEnd of its own): the input joins the context
+        and the agent loop runs on it. Also how `/skill:<name>` runs its skill (spec §4.13)."""
+        model = self._require_model(user_input)
+        self.context.checkpoint()
+        self.context.append(Message(role="user", content=user_input))
+        self.rejected = False
+        return await self._run_loops(model)
+
+    async def nested_turn(self, user_input: UserInput) -> tuple[str, str, int]:
+        """One inner turn of a flow, wrapped in its own TurnBegin/TurnEnd inside the outer
+        turn: (status — `rejected` when the user rejected a tool —, the final answer's text,
+        steps used)."""
+        self.bus.emit(TurnBegin(user_input=user_input))
+        try:
+            outcome = await self.inner_turn(user_input)
+        finally:
+            self.bus.emit(TurnEnd())
+        status = "rejected" if outcome.status == "finished" and self.rejected else outcome.status
+        last = next((m for m in reversed(self.context.history) if m.role == "assistant"), None)
+        steps = outcome.steps if outcome.steps is not None else self.steps_run
+        return status, last.text() if last is not None else "", steps
+
+    async def walk_flow(self, flow: Flow, *, max_moves: int | None = None) -> TurnOutcome:
+        """Walk a flow as nested turns (`/flow:<name>`, Ralph mode)."""
+        from soulwire.engine.flows import MAX_FLOW_MOVES, run_flow  # flows and Ralph only
+
+        moves = MAX_FLOW_MOVES if max_moves is None else max_moves
+        status, steps = await run_flow(flow, self.nested_turn, max_moves=moves)
+        if status == "max_steps_reached":
+            return TurnOutcome("max_steps_reached", steps=steps)
+        return TurnOutcome("finished")
+
+    async def _ralph(self, user_input: UserInput) -> TurnOutcome:
+        """Ralph mode (`max_ralph_iterations` ≠ 0): the prompt, then the same prompt while
+        the model answers CONTINUE, up to the limit (-1: no limit)."""
+        from soulwire.engine.flows import ralph_flow
+
+        limit = self.loop_control.max_ralph_iterations
+        flow = ralph_flow(user_input_text(user_input).strip(), user_input)
+        return await self.walk_flow(flow, max_moves=limit + 1 if limit > 0 else 10**15)
 
     def steer(self, user_input: UserInput) -> None:
         """Queue input for the running turn: it joins the context at the next step boundary.
@@ -289,9 +337,20 @@ class Soul:
             except (ChatProviderError, LLMNotSupported):
                 self.bus.emit(StepInterrupted())
                 raise
+            dmail = self.dmail.take() if self.dmail is not None else None
+            if dmail is not None and not self.rejected:  # a rejection ends the turn, D-Mail or not
+                from soulwire.engine.dmail import dmail_message
+
+                self.context.revert_to(dmail.checkpoint_id)
+                self.context.checkpoint()
+                self.context.append(
+                    Message(role="user", content=[TextPart(text=dmail_message(dmail.message))])
+                )
+                keep_going = True
             # Steers join at the step boundary; one that came as the model would stop runs another step.
             steered = self._take_steers()
             if not (keep_going or steered):
+                self.steps_run = n
                 return TurnOutcome("finished")
 
     def _remind(self, *, first_step: bool) -> None:
@@ -313,7 +372,7 @@ class Soul:
     async def _stream_reply(self, model: ResolvedModel, n: int) -> tuple[_Reply, StreamResult]:
         request = ChatRequest(
             system_prompt=self.context.system_prompt,
-            history=self.context.for_model(),
+            history=for_hearing(self.context.for_model(), model.capabilities, model.model_name),
             tools=self.tool_specs(),
             thinking=model.thinking,
         )
@@ -404,6 +463,7 @@ class Soul:
             self.context.record_usage(result.usage.total)
         self.context.append(*(tool_message(c.id, v) for c, v in zip(calls, values, strict=True)))
         if any(ctx.rejected for ctx in contexts):
+            self.rejected = True
             return False
         return bool(calls)
 

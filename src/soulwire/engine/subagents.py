@@ -97,6 +97,16 @@ def system_prompt(subagent_type: str, work_dir: Path) -> str:
     )
 
 
+@dataclass(frozen=True)
+class SubagentKind:
+    """A sub-agent type an agent file declares (`subagents:`): its system prompt and the
+    tools it may use (None: all of the parent's that a sub-agent may have)."""
+
+    description: str
+    system_prompt: str
+    tools: frozenset[str] | None = None
+
+
 class _SubagentStore(FileSessionStore):
     """A session store rooted at a sub-agent's directory instead of a session's."""
 
@@ -168,6 +178,11 @@ class AgentTool(TypedTool[AgentParams]):
         self._root = session_dir / "subagents"
         self._protocol_version = protocol_version
         self._running: set[str] = set()
+        self.kinds: dict[str, SubagentKind] = {}
+        """Types from an agent file; when set, they replace the built-in coder/explore/plan."""
+
+    def _types(self) -> tuple[str, ...]:
+        return tuple(self.kinds) or SUBAGENT_TYPES
 
     async def execute(self, params: AgentParams, ctx: ToolContext) -> ToolReturnValue:
         instance = self._instance(params)
@@ -244,10 +259,11 @@ class AgentTool(TypedTool[AgentParams]):
                 )
                 return tool_error(message, brief="Sub-agent not found")
             kind = str(meta.get("subagent_type") or "coder")
-            return _Instance(params.resume, kind if kind in SUBAGENT_TYPES else "coder", directory, True)
-        if params.subagent_type not in SUBAGENT_TYPES:
+            known = self._types()
+            return _Instance(params.resume, kind if kind in known else known[0], directory, True)
+        if params.subagent_type not in self._types():
             message = (
-                f"Unknown subagent_type `{params.subagent_type}`: use one of {', '.join(SUBAGENT_TYPES)}."
+                f"Unknown subagent_type `{params.subagent_type}`: use one of {', '.join(self._types())}."
             )
             return tool_error(message, brief="Unknown sub-agent type")
         agent_id = "a" + uuid.uuid4().hex[:8]
@@ -255,6 +271,9 @@ class AgentTool(TypedTool[AgentParams]):
 
     def _toolset(self, subagent_type: str) -> Toolset:
         offered = [t for t in self._soul.toolset.visible() if t.name not in PARENT_ONLY_TOOLS]
+        kind = self.kinds.get(subagent_type)
+        if kind is not None:
+            return Toolset([t for t in offered if kind.tools is None or t.name in kind.tools])
         if subagent_type != "coder":
             offered = [t for t in offered if t.name in READ_ONLY_TOOLS]
         return Toolset(offered)
@@ -292,7 +311,7 @@ class AgentTool(TypedTool[AgentParams]):
         bus.subscribe(forward, merged=True)
         soul = Soul(
             bus=bus,
-            context=Context(store, system_prompt(instance.subagent_type, parent.work_dir)),
+            context=Context(store, self._system_prompt(instance.subagent_type)),
             toolset=self._toolset(instance.subagent_type),
             approver=_TaggedApprover(self._broker, instance.agent_id, instance.subagent_type),
             model=parent.model,
@@ -339,6 +358,10 @@ class AgentTool(TypedTool[AgentParams]):
             "status: completed\n\n"
             f"[summary]\n{summary}"
         )
+
+    def _system_prompt(self, subagent_type: str) -> str:
+        kind = self.kinds.get(subagent_type)
+        return kind.system_prompt if kind is not None else system_prompt(subagent_type, self._soul.work_dir)
 
     def _failed(self, instance: _Instance, message: str, brief: str) -> ToolReturnValue:
         _append_output(instance.directory, f"[error]\n{message}\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from soulwire import __version__
 from soulwire.config.model import Config, validate_config
 from soulwire.engine import hook_points
 from soulwire.engine.approvals import ApprovalBroker
@@ -22,17 +24,19 @@ from soulwire.engine.hooks import Hook, HookEngine
 from soulwire.engine.plan import PlanMode
 from soulwire.engine.plan_tools import EnterPlanMode, ExitPlanMode
 from soulwire.engine.questions import AskUserQuestion, QuestionAsker
+from soulwire.engine.skills import SkillCatalog, session_skills
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
 from soulwire.engine.state import StateKeeper
-from soulwire.engine.subagents import AgentTool
+from soulwire.engine.subagents import AgentTool, SubagentKind
 from soulwire.llm.env import configuration_hint
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.registry import resolve_model
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.sandbox import approval_mode, session_sandbox
 from soulwire.runtime.session import SessionHandle, open_session
-from soulwire.tools.base import Toolset
+from soulwire.sessions.jsonl import warn_stderr
+from soulwire.tools.base import Tool, Toolset
 from soulwire.tools.builtin import default_tools
 from soulwire.tools.builtin.background import BackgroundLimits, BackgroundTasks
 from soulwire.tools.commands import run_shell_command
@@ -43,6 +47,7 @@ from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, StatusUpda
 from soulwire.wire.types import WireModel
 
 if TYPE_CHECKING:
+    from soulwire.runtime.agentspec import AgentSpec
     from soulwire.tools.mcp_client import MCPManager
 
 _NOT_RECORDED = (ApprovalRequest, ApprovalResponse)  # they travel outside the turn (spec §3.6)
@@ -50,12 +55,29 @@ QUESTION_TOOLS = frozenset({"AskUserQuestion"})
 PLAN_TOOLS = frozenset({"EnterPlanMode", "ExitPlanMode"})
 
 
-def system_prompt(options: SessionOptions) -> str:
-    return (
+def system_prompt(options: SessionOptions, skills: SkillCatalog | None = None) -> str:
+    text = (
         "You are Soulwire, a coding agent working in a software project.\n"
         f"The working directory is {options.work_dir}.\n"
         "Use the tools to inspect and change files and to run commands; keep answers short and exact."
     )
+    section = skills.prompt_section() if skills else ""
+    return f"{text}\n\n{section}" if section else text
+
+
+def session_skills_of(options: SessionOptions) -> SkillCatalog:
+    """The session's skills; each broken one is reported once on stderr and skipped."""
+    catalog = session_skills(options.work_dir, options.share_dir, options.skills_dirs, options.raw_config)
+    for problem in catalog.problems:
+        line = problem.line()
+        if line not in _REPORTED:
+            _REPORTED.add(line)
+            warn_stderr(line)
+    return catalog
+
+
+_REPORTED: set[str] = set()
+log = logging.getLogger("soulwire.runtime")
 
 
 def _workspace_dirs(options: SessionOptions, state: dict[str, Any]) -> list[Path]:
@@ -208,6 +230,8 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         updates["max_steps_per_turn"] = options.max_steps_per_turn
     if options.max_retries_per_step is not None:
         updates["max_retries_per_step"] = options.max_retries_per_step
+    if options.max_ralph_iterations is not None:
+        updates["max_ralph_iterations"] = options.max_ralph_iterations
     if updates:
         loop = loop.model_copy(update=updates)
     try:
@@ -236,7 +260,16 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         mode=approval_mode(options, config),
     )
     questions = QuestionAsker(bus, afk=lambda: broker.afk, channel=channel)
-    context = Context(session.store, system_prompt(options))
+    skills = session_skills_of(options)
+    agent = _agent_spec(options)
+    if agent is None:  # the default agent, without reading its file (start-up speed)
+        prompt = system_prompt(options, skills)
+    else:
+        from soulwire.runtime.agentspec import builtin_args, render_system_prompt
+
+        arguments = builtin_args(options.work_dir, list(options.add_dirs), skills.prompt_section())
+        prompt = render_system_prompt(agent, arguments)
+    context = Context(session.store, prompt)
     toolset = Toolset()
     soul = Soul(
         bus=bus,
@@ -247,7 +280,7 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         loop_control=loop,
         work_dir=options.work_dir,
         client_tools=ExternalToolCaller(channel, bus) if channel else None,
-        slash_commands=default_commands(),
+        slash_commands=default_commands(skills),
         model_error=model_error,
     )
     keeper = StateKeeper(session.store, broker, soul.state, add_dirs=[str(d) for d in options.add_dirs])
@@ -271,8 +304,9 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     )
     tasks = _background_tasks(config, session)
     soul.background = tasks
-    for tool in (
-        AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION, jobs=tasks),
+    agent_tool = AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION, jobs=tasks)
+    tools: list[Tool] = [
+        agent_tool,
         AskUserQuestion(questions),
         *default_tools(
             tasks,
@@ -282,7 +316,11 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         ),
         ExitPlanMode(plan, questions, bus, afk=lambda: broker.afk),  # the reference's order
         EnterPlanMode(plan, questions, bypassed=lambda: broker.yolo or broker.afk),
-    ):
+    ]
+    if agent is not None:
+        tools = _agent_tools(agent, tools, soul)
+        agent_tool.kinds = _subagent_kinds(agent, options, skills)
+    for tool in tools:
         toolset.add(tool)
     if (options.share_dir / "plugins").is_dir():  # else the module is not even imported
         _add_plugin_tools(options.share_dir / "plugins", config, toolset)
@@ -292,6 +330,19 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     )
     runtime.tasks = tasks
     runtime.mcp = soul.mcp = _mcp_manager(options, config, toolset)
+    if log.isEnabledFor(logging.INFO):  # --verbose / --debug
+        log.info(
+            "soulwire %s: session %s (%s) in %s; model %s; agent %s; tools %s; %d skill(s)%s",
+            __version__,
+            session.id,
+            "resumed" if session.resumed else "new",
+            options.work_dir,
+            model.alias if model else f"none ({model_error})",
+            agent.file if agent else "default",
+            ", ".join(t.name for t in tools),
+            len(skills.skills),
+            "".join(f"\n  skill {s.name} [{s.scope}] {s.path}" for s in skills.skills),
+        )
     return runtime
 
 
@@ -303,6 +354,51 @@ def _add_plugin_tools(plugins_dir: Path, config: Config, toolset: Toolset) -> No
     for tool in load_plugin_tools(plugins_dir, host_values(config)):
         if toolset.get(tool.name) is None:
             toolset.add(tool)
+
+
+def _agent_spec(options: SessionOptions) -> AgentSpec | None:
+    if options.agent is None and options.agent_file is None:
+        return None  # nothing to read or import: the built-in default agent
+    from soulwire.runtime.agentspec import agent_file_for, load_agent_spec
+
+    path = agent_file_for(options.agent, options.agent_file)
+    return load_agent_spec(path) if path is not None else None
+
+
+def _agent_tools(agent: AgentSpec, built: list[Tool], soul: Soul) -> list[Tool]:
+    """The tools an agent file lists, in its order: built-in ones it names (a tool this
+    session cannot offer, such as SearchWeb without its service, is left out), plus Think
+    and SendDMail, which only agent files ask for."""
+    from soulwire.engine.dmail import DMailBox, SendDMail, Think  # tools only agent files ask for
+
+    by_name = {t.name: t for t in built}
+    chosen: list[Tool] = []
+    for name in agent.tool_names():
+        if name == "SendDMail":
+            soul.dmail = DMailBox(soul.context)
+            soul.context.mark_checkpoints = True
+            chosen.append(SendDMail(soul.dmail))
+        elif name == "Think":
+            chosen.append(Think())
+        elif name in by_name and by_name[name] not in chosen:
+            chosen.append(by_name[name])
+    return chosen
+
+
+def _subagent_kinds(
+    agent: AgentSpec, options: SessionOptions, skills: SkillCatalog
+) -> dict[str, SubagentKind]:
+    """The sub-agent types of an agent file (its `subagents`), each with its own prompt and
+    tools; none declared keeps the built-in coder, explore and plan."""
+    from soulwire.runtime.agentspec import builtin_args, load_agent_spec, render_system_prompt
+
+    kinds: dict[str, SubagentKind] = {}
+    for name, ref in agent.subagents.items():
+        sub = load_agent_spec(ref.path)
+        arguments = builtin_args(options.work_dir, list(options.add_dirs), skills.prompt_section())
+        tools = frozenset(sub.tool_names())
+        kinds[name] = SubagentKind(ref.description, render_system_prompt(sub, arguments), tools)
+    return kinds
 
 
 def _mcp_manager(options: SessionOptions, config: Config, toolset: Toolset) -> MCPManager | None:

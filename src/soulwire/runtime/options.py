@@ -23,6 +23,8 @@ class SessionOptions:
     max_steps_per_turn: int | None = None
     max_retries_per_step: int | None = None
     max_ralph_iterations: int | None = None
+    agent: str | None = None
+    """A built-in agent (`default`, `okabe`); `agent_file` is a custom one (exclusive)."""
     agent_file: Path | None = None
     skills_dirs: list[Path] = field(default_factory=list)
     add_dirs: list[Path] = field(default_factory=list)

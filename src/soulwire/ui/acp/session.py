@@ -347,6 +347,8 @@ class AcpSession:
         for command in self.runtime.soul.slash_commands.describe():
             entry: dict[str, Any] = {"name": command["name"], "description": command["description"]}
             hint = _COMMAND_HINTS.get(command["name"])
+            if str(command["name"]).startswith("skill:"):
+                hint = "what you want done (optional)"
             if hint:
                 entry["input"] = {"hint": hint}
             commands.append(entry)

@@ -26,9 +26,10 @@ from soulwire.runtime.builder import Runtime, build_runtime
 from soulwire.runtime.options import SessionOptions
 from soulwire.wire.fold import joined_text
 from soulwire.wire.messages import StatusUpdate, StepRetry, ToolResult
-from soulwire.wire.types import TextPart, ThinkPart, ToolCall, UserInput, WireModel
+from soulwire.wire.types import TextPart, ThinkPart, TokenUsage, ToolCall, UserInput, WireModel
 
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RETRYABLE = 0, 1, 2, 75
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_RETRYABLE = 0, 1, 2, 75
+EXIT_CONFIG = EXIT_USAGE  # a configuration the person fixes (no model, no key) is a usage error
 EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
@@ -38,8 +39,14 @@ class _Printer:
 
     def __init__(self, out: TextIO, output_format: str, final_message_only: bool) -> None:
         self.out = out
+        self.document = output_format == "json"
+        """One JSON document at the end (`--output-format json`), nothing while it runs."""
         self.json = output_format == "stream-json"
-        self.final_only = final_message_only
+        self.final_only = final_message_only or self.document
+        self.usage = TokenUsage()
+        self.turns = 0
+        self.reason = "finished"
+        self.error: str | None = None
         self.parts: list[Any] = []
         self.calls: list[ToolCall] = []
         self.last_text = ""
@@ -76,6 +83,8 @@ class _Printer:
             if not self.json and not self.final_only:
                 self.write(f"\n• {message.function.name} {message.function.arguments or ''}\n")
         elif isinstance(message, StatusUpdate):
+            if message.token_usage is not None:
+                self.usage = _added(self.usage, message.token_usage)
             self._end_of_step()
         elif isinstance(message, ToolResult):
             if self.json and not self.final_only:
@@ -99,6 +108,8 @@ class _Printer:
 
     def finish(self) -> None:
         self._end_of_step()
+        if self.document:
+            return
         if self.final_only and self.last_text:
             if self.json:
                 self._json({"role": "assistant", "content": self.last_text})
@@ -109,14 +120,58 @@ class _Printer:
     def _json(self, record: dict[str, Any]) -> None:
         self.write(json.dumps(record, ensure_ascii=False) + "\n", flush=True)
 
+    def document_of(self, runtime: Runtime, code: int) -> dict[str, Any]:
+        """The `--output-format json` document: the final message, usage, cost, session id
+        and why it ended."""
+        model = runtime.soul.model
+        return {
+            "type": "result",
+            "session_id": runtime.session.id,
+            "exit_reason": self.reason,
+            "exit_code": code,
+            "is_error": code != EXIT_OK,
+            "final_message": self.last_text,
+            "turns": self.turns,
+            "model": model.model_name if model is not None else None,
+            "usage": {**self.usage.model_dump(), "total": self.usage.total},
+            "cost_usd": _cost(model.model_name if model is not None else None, self.usage),
+            "error": self.error,
+        }
+
+
+def _added(a: TokenUsage, b: TokenUsage) -> TokenUsage:
+    return TokenUsage(
+        input_other=a.input_other + b.input_other,
+        output=a.output + b.output,
+        input_cache_read=a.input_cache_read + b.input_cache_read,
+        input_cache_creation=a.input_cache_creation + b.input_cache_creation,
+    )
+
+
+def _cost(model_name: str | None, usage: TokenUsage) -> float | None:
+    """From the SDK's price table (loaded only here); None for a model without a price."""
+    from soulwire.sdk.pricing import price_for
+
+    price = price_for(model_name)
+    return None if price is None else round(price.cost(usage), 6)
+
+
+class StdinError(Exception):
+    """A stream-json input line that is not a user message (reported as a usage error)."""
+
 
 def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[UserInput]:
     if input_format == "stream-json":
-        for line in stdin:
+        for number, line in enumerate(stdin, start=1):
             if not line.strip():
                 continue
-            record = json.loads(line)
-            if isinstance(record, dict) and record.get("role", "user") == "user":  # pyright: ignore[reportUnknownMemberType]
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise StdinError(f"stdin line {number} is not JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise StdinError(f'stdin line {number}: expected {{"role": "user", "content": ...}}')
+            if record.get("role", "user") == "user":  # pyright: ignore[reportUnknownMemberType]
                 yield record.get("content", "")  # pyright: ignore[reportUnknownMemberType]
         return
     text = prompt if prompt is not None else stdin.read()
@@ -152,24 +207,40 @@ async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer
 async def _run_prompts(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
     from soulwire.wire.types import user_input_adapter
 
-    for user_input in prompts:
-        try:
-            outcome = await runtime.soul.run(user_input_adapter().validate_python(user_input))
-        except LLMNotSet as exc:  # a configuration the person fixes: a usage error
-            sys.stderr.write(f"soulwire: {exc}\n")
-            return EXIT_CONFIG
-        except LLMNotSupported as exc:
-            sys.stderr.write(f"soulwire: {exc}\n")
-            return EXIT_FAILED
-        except ChatProviderError as exc:
-            sys.stderr.write(f"soulwire: provider error: {exc}\n")
-            return EXIT_RETRYABLE if exc.retryable else EXIT_FAILED
-        if outcome.status == "max_steps_reached":
-            printer.finish()
-            sys.stderr.write(f"soulwire: stopped after the maximum of {outcome.steps} steps\n")
-            return EXIT_FAILED
+    try:
+        for user_input in prompts:
+            try:
+                parsed = user_input_adapter().validate_python(user_input)
+            except ValueError:
+                raise StdinError("a stream-json message's content is not text or content parts") from None
+            printer.turns += 1
+            try:
+                outcome = await runtime.soul.run(parsed)
+            except LLMNotSet as exc:  # a configuration the person fixes: a usage error
+                return _failed(printer, "error", str(exc), EXIT_CONFIG)
+            except LLMNotSupported as exc:
+                return _failed(printer, "error", str(exc), EXIT_FAILED)
+            except ChatProviderError as exc:
+                code = EXIT_RETRYABLE if exc.retryable else EXIT_FAILED
+                return _failed(printer, "provider_error", f"provider error: {exc}", code)
+            if outcome.status == "max_steps_reached":
+                printer.finish()
+                return _failed(
+                    printer,
+                    "max_steps_reached",
+                    f"stopped after the maximum of {outcome.steps} steps",
+                    EXIT_FAILED,
+                )
+    except StdinError as exc:
+        return _failed(printer, "usage_error", str(exc), EXIT_USAGE)
     printer.finish()
     return EXIT_OK
+
+
+def _failed(printer: _Printer, reason: str, problem: str, code: int) -> int:
+    printer.reason, printer.error = reason, problem
+    sys.stderr.write(f"soulwire: {problem}\n")
+    return code
 
 
 def run_print(
@@ -197,4 +268,8 @@ def run_print(
         code = EXIT_INTERRUPTED
     finally:
         runtime.close(exit_ok=True)
+    if printer.document and code != EXIT_BROKEN_PIPE:
+        if code == EXIT_INTERRUPTED:
+            printer.reason = "interrupted"
+        printer.write(json.dumps(printer.document_of(runtime, code), ensure_ascii=False) + "\n", flush=True)
     return code

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from soulwire.engine.catalog import describe_builtin
+from soulwire.engine.skills import session_skills
 
 if TYPE_CHECKING:
     from soulwire.sessions.listing import SessionSummary
@@ -42,7 +43,11 @@ class UICommands:
 
     def engine_commands(self) -> list[dict[str, object]]:
         runtime = self.app.runtime
-        return runtime.soul.slash_commands.describe() if runtime else describe_builtin()
+        if runtime is not None:
+            return runtime.soul.slash_commands.describe()
+        options = self.app.options  # still starting: the same list, from the light modules
+        skills = session_skills(options.work_dir, options.share_dir, options.skills_dirs, options.raw_config)
+        return [*describe_builtin(), *skills.describe()]
 
     def completions(self) -> list[tuple[str, str]]:
         out = [(name, description) for name, description, _ in UI_COMMANDS]

@@ -22,6 +22,7 @@ from typing import Any
 from soulwire.config.loader import ConfigError
 from soulwire.config.process_env import import_pydantic_plugin_loader, startup_finished
 from soulwire.engine.catalog import configured_hook_events, describe_builtin, describe_hooks
+from soulwire.engine.skills import session_skills
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.session import resolve_session_id
 from soulwire.sessions.lock import is_locked
@@ -73,7 +74,9 @@ def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello
         h["event"] for h in hello.hooks if isinstance(h.get("id"), str) and isinstance(h.get("event"), str)
     ]
     hooks = describe_hooks([*configured_hook_events(options.raw_config.get("hooks")), *subscribed])
-    result = initialize_result(slash_commands=describe_builtin(), session=session, hooks=hooks)
+    skills = session_skills(options.work_dir, options.share_dir, options.skills_dirs, options.raw_config)
+    commands = [*describe_builtin(), *skills.describe()]
+    result = initialize_result(slash_commands=commands, session=session, hooks=hooks)
     return hello, jsonrpc.response_line(inbound.id, result)
 
 

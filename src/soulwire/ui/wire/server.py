@@ -71,6 +71,8 @@ class WireServer:
         self._closing = False
         self._blocked: frozenset[type] = frozenset()
         self._blocked_names: frozenset[str] = frozenset()
+        self._steered = False
+        """The client has sent `steer`: it knows steering, so it gets SteerInput events."""
         self.hello = ClientHello()
         self._write: Callable[[bytes], None] = _drop  # the peer's `send` once serving: the event hot path
         self._apply_version(None)
@@ -92,10 +94,15 @@ class WireServer:
     def _apply_version(self, hello: ClientHello | None) -> None:
         """Types newer than what the client declared (and the 1.3 baseline) are not sent.
         Capabilities count too: QuestionRequest goes only to a client that declared
-        `supports_question`, and a client that subscribed hooks knows HookRequest."""
+        `supports_question`, and a client that subscribed hooks knows HookRequest.
+        SteerInput only ever answers a `steer`: it goes to a client that declared 1.5 or
+        newer (even one that merely echoes our version) and to any client that steers."""
         ceiling: tuple[int, int] = hello.event_ceiling() if hello else BASELINE_VERSION
         self._legacy_subagent_events = ceiling < SUBAGENT_FIELDS_SINCE
         names = {n for n, v in INTRODUCED_IN.items() if v > ceiling}
+        declared = hello.protocol_version if hello else BASELINE_VERSION
+        if self._steered or declared >= INTRODUCED_IN["SteerInput"]:
+            names.discard("SteerInput")
         if hello is not None:
             if hello.supports_question:
                 names.discard("QuestionRequest")
@@ -188,6 +195,9 @@ class WireServer:
         if not self._prompting:
             raise idle_error()
         self.runtime.soul.steer(params.user_input)
+        if not self._steered:
+            self._steered = True
+            self._apply_version(self.hello)
         return {"status": "steered"}
 
     def _on_set_plan_mode(self, params: SetPlanModeParams, _id: str) -> dict[str, Any]:
