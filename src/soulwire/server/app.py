@@ -246,8 +246,8 @@ async def _serve_socket(websocket: WebSocket, live: LiveSession, client: Client)
 async def _write_loop(websocket: WebSocket, client: Client) -> None:
     while (batch := await client.next_batch()) is not None:
         try:
-            for line in batch:
-                await websocket.send_text(line.rstrip(b"\n").decode("utf-8", "replace"))
+            for frame in client.frames(batch):
+                await websocket.send_text(frame)
         except Exception:  # the connection is gone; the reader sees the disconnect
             client.close(1006, "")
             return

@@ -44,6 +44,9 @@ class Client:
         """Negotiated the extensions: events carry `seq`, requests deadlines, notices arrive."""
         self.read_only = read_only
         self.max_message_bytes = max_message_bytes
+        self.batch = False
+        """Negotiated `batch`: the writer joins queued messages into frames of up to
+        `max_message_bytes`, newline-separated."""
         self.last_sent = 0
         self.max_queued_bytes = max_queued_bytes
         self._queue: deque[bytes] = deque()
@@ -104,6 +107,22 @@ class Client:
         self._queue.clear()
         self._queued = 0
         return batch
+
+    def frames(self, batch: list[bytes]) -> list[str]:
+        """The text frames a batch goes out as: one per message, or (negotiated) as few as
+        fit in `max_message_bytes`, each message ending with a newline."""
+        if not self.batch:
+            return [line.rstrip(b"\n").decode("utf-8", "replace") for line in batch]
+        frames: list[str] = []
+        limit = self.max_message_bytes
+        start = size = 0
+        for end, line in enumerate(batch):
+            if size and size + len(line) > limit:
+                frames.append(b"".join(batch[start:end]).decode("utf-8", "replace"))
+                start, size = end, 0
+            size += len(line)
+        frames.append(b"".join(batch[start:]).decode("utf-8", "replace"))
+        return frames
 
     def _pull(self) -> None:
         assert self._ring is not None

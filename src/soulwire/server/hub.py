@@ -67,6 +67,8 @@ class LiveSession:
         self.ring: deque[Entry] = deque()
         self._ring_bytes = 0
         self.clients: dict[int, Client] = {}
+        self._fanout: tuple[Client, ...] = ()
+        """`clients` as a tuple, rebuilt when one comes or goes (not once per event)."""
         self.controller: Client | None = None
         self.pending: dict[str, Pending] = {}
         self._forwarded: dict[str, Forwarded] = {}
@@ -164,6 +166,7 @@ class LiveSession:
             mode = "controller" if self.controller is None and not client.read_only else "observer"
         self._set_mode(client, mode, take=params.take)
         self.clients[client.number] = client
+        self._fanout = tuple(self.clients.values())
         client.extended = True
         complete = True
         sent = 0
@@ -196,6 +199,7 @@ class LiveSession:
     def connect(self, client: Client) -> None:
         """A connection without the extensions: today's Wire, live from now, controller if free."""
         self.clients[client.number] = client
+        self._fanout = tuple(self.clients.values())
         client.last_sent = self.seq
         self._set_mode(client, "controller" if self.controller is None else "observer", take=False)
         if client is self.controller:
@@ -220,6 +224,7 @@ class LiveSession:
 
     def detach(self, client: Client) -> None:
         self.clients.pop(client.number, None)
+        self._fanout = tuple(self.clients.values())
         if self._replaying_for is client:
             self._replaying_for = None
         if self.controller is client:
@@ -332,6 +337,7 @@ class LiveSession:
         client.extended = client.extended or options.seq
         if options.max_message_bytes is not None:
             client.max_message_bytes = options.max_message_bytes
+        client.batch = client.batch or options.batch
         if options.mode is not None or options.since_seq is not None:
             self.attach(client, AttachParams(since_seq=options.since_seq, mode=options.mode or client.mode))
         if client is self.controller or self.controller is None:
@@ -350,6 +356,7 @@ class LiveSession:
             "on_timeout": self.on_timeout,
             "methods": sorted(HUB_METHODS),
             "max_message_bytes": client.max_message_bytes,
+            "batch": client.batch,
             "loaded": self.loaded,
         }
 
@@ -517,7 +524,7 @@ class LiveSession:
         settings = self.settings
         while len(ring) > settings.ring_events or self._ring_bytes > settings.ring_bytes:
             self._ring_bytes -= len(ring.popleft().line)
-        for client in tuple(self.clients.values()):
+        for client in self._fanout:
             client.send_entry(entry)
         return entry
 
