@@ -266,3 +266,19 @@ def test_approval_rules_are_data_a_client_can_list_add_and_revoke(serve, sandbox
     assert '"run command"' in state
     _, bad = ws.call("approvals/rules/add", {"rule": ""})
     assert bad["error"]["code"] == -32602
+    _, broken = ws.call("approvals/rules/add", {"rule": "Shell(echo"})
+    assert broken["error"]["code"] == -32602 and broken["error"]["data"]["reason"] == "bad_rule"
+
+
+def test_a_pattern_rule_approves_matching_commands_only(serve):
+    echo = ("text: s\n" + call("tc-1", "Shell", {"command": "echo ok"}), "text: done")
+    other = ("text: s\n" + call("tc-2", "Shell", {"command": "printf no"}), "text: done")
+    server = serve(*echo, *other)
+    ws = server.ws(server.create_session())
+    ws.initialize(serve={"seq": True})
+    _, added = ws.call("approvals/rules/add", {"rule": "Shell(echo *)"})
+    assert added["result"]["rules"] == ["Shell(echo *)"]
+    first, _ = ws.call("prompt", {"user_input": "a"}, answer=approve)
+    assert not any(is_request(m) for m in first) and tool_output(first)["output"] == "ok\n"
+    second, _ = ws.call("prompt", {"user_input": "b"}, answer=approve)
+    assert any(is_request(m) for m in second)  # not covered: asked

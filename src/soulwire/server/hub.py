@@ -23,6 +23,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
+from soulwire.engine.rules import RuleError, check_rule
 from soulwire.runtime.builder import Runtime
 from soulwire.server.blobs import preview
 from soulwire.server.client import Client, insert_members
@@ -480,7 +481,10 @@ class LiveSession:
                 raise RPCError(INVALID_STATE, f"{method} needs the controller role", {"reason": "observer"})
             rule = validated(method, RuleParams, params).rule
             if method == "approvals/rules/add":
-                rules.add(rule)
+                try:
+                    rules.add(check_rule(rule))
+                except RuleError as exc:
+                    raise RPCError(jsonrpc.INVALID_PARAMS, str(exc), {"reason": "bad_rule"}) from None
             elif method == "approvals/rules/remove":
                 rules.discard(rule)
             else:
