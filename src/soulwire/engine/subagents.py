@@ -156,6 +156,11 @@ class AgentTool(TypedTool[AgentParams]):
         self._protocol_version = protocol_version
         self._running: set[str] = set()
 
+    @property
+    def running(self) -> frozenset[str]:
+        """The ids of the sub-agents running now (a cancel receipt names them)."""
+        return frozenset(self._running)
+
     async def execute(self, params: AgentParams, ctx: ToolContext) -> ToolReturnValue:
         if params.run_in_background:
             return tool_error(

@@ -45,6 +45,8 @@ class Client:
         self.read_only = read_only
         self.max_message_bytes = max_message_bytes
         self.batch = False
+        self.receipts = True
+        """With the extensions: `cancel` is answered with a receipt (unless declined)."""
         """Negotiated `batch`: the writer joins queued messages into frames of up to
         `max_message_bytes`, newline-separated."""
         self.last_sent = 0

@@ -325,6 +325,8 @@ class LiveSession:
         if method == "replay":
             self._replaying_for = client
         body: dict[str, Any] = {"jsonrpc": "2.0", "id": forwarded_id, "method": method}
+        if method == "cancel" and client.extended and client.receipts and params in (None, {}):
+            params = {"receipt": True}
         if params is not None:
             body["params"] = params
         self._to_engine(line_of(body))
@@ -339,6 +341,7 @@ class LiveSession:
         if options.max_message_bytes is not None:
             client.max_message_bytes = options.max_message_bytes
         client.batch = client.batch or options.batch
+        client.receipts = options.receipts
         if options.mode is not None or options.since_seq is not None:
             self.attach(client, AttachParams(since_seq=options.since_seq, mode=options.mode or client.mode))
         if client is self.controller or self.controller is None:
@@ -358,6 +361,7 @@ class LiveSession:
             "methods": sorted(HUB_METHODS),
             "max_message_bytes": client.max_message_bytes,
             "batch": client.batch,
+            "receipts": client.extended and client.receipts,
             "loaded": self.loaded,
         }
 

@@ -97,6 +97,8 @@ class ServeOptions(BaseModel):
     deadline_ms: int | None = Field(default=None, ge=1, le=86_400_000)
     on_timeout: OnTimeout | None = None
     max_message_bytes: int | None = Field(default=None, ge=65_536)
+    receipts: bool = True
+    """`cancel` answers with what it stopped and what it left running (ui/wire/receipt.py)."""
     batch: bool = False
     """Several messages per WebSocket text frame, newline-separated as on stdio: one frame
     (and one send) per event-loop pass instead of one per message."""
