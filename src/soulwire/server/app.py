@@ -47,12 +47,18 @@ class SessionInfo(BaseModel):
     clients: int = 0
     last_seq: int | None = None
     held_elsewhere: bool = False
+    sandbox: dict[str, Any] | None = None
+    """The sandbox chosen for the session (`mode`, `network`), if one was."""
 
 
 class CreateSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
     work_dir: str | None = Field(default=None, description="absolute path; default: the server's work dir")
     title: str | None = Field(default=None, max_length=200)
+    sandbox: Literal["off", "read-only", "workspace-write"] | None = Field(
+        default=None, description="run the session's tools in bubblewrap; default: the config's"
+    )
+    sandbox_network: bool | None = Field(default=None, description="network inside the sandbox (default off)")
 
 
 class RenameSession(BaseModel):
@@ -128,7 +134,7 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
 
     @app.post("/api/sessions", response_model=SessionInfo, status_code=201)
     async def create_session(body: CreateSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        return info(registry().create(body.work_dir, body.title))
+        return info(registry().create(body.work_dir, body.title, body.sandbox, body.sandbox_network))
 
     @app.get("/api/sessions/{session_id}", response_model=SessionInfo)
     async def get_session(session_id: str) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
