@@ -201,9 +201,9 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
 
 
 def _attach_from_query(websocket: WebSocket) -> AttachParams | None:
-    """`?since_seq=N&mode=observer&take=1&epoch=E`: attach as the connection opens."""
+    """`?since_seq=N&mode=observer&take=1&epoch=E&client_key=K`: attach as the connection opens."""
     query = websocket.query_params
-    if not any(k in query for k in ("since_seq", "mode", "take", "epoch")):
+    if not any(k in query for k in ("since_seq", "mode", "take", "epoch", "client_key")):
         return None
     raw: dict[str, Any] = {}
     if "since_seq" in query:
@@ -214,6 +214,8 @@ def _attach_from_query(websocket: WebSocket) -> AttachParams | None:
         raw["take"] = query["take"] in ("1", "true", "yes")
     if "epoch" in query:
         raw["epoch"] = query["epoch"]
+    if "client_key" in query:
+        raw["client_key"] = query["client_key"]
     return AttachParams.model_validate(raw)
 
 

@@ -46,6 +46,9 @@ class Client:
         self.max_message_bytes = max_message_bytes
         self.batch = False
         self.receipts = True
+        self.key: str | None = None
+        """The client's `client_key` (answers to its requests survive a reconnect)."""
+        self._after_catch_up: list[bytes] = []
         """With the extensions: `cancel` is answered with a receipt (unless declined)."""
         """Negotiated `batch`: the writer joins queued messages into frames of up to
         `max_message_bytes`, newline-separated."""
@@ -66,6 +69,15 @@ class Client:
         self.last_sent = after
         self._ring = ring
         self._wake.set()
+
+    def deliver_after_catch_up(self, lines: list[bytes]) -> None:
+        """Messages that belong after the events being caught up on (answers to requests
+        whose events are still in the backlog)."""
+        if self._ring is None:
+            for line in lines:
+                self.deliver(line)
+        else:
+            self._after_catch_up.extend(lines)
 
     def send_entry(self, entry: Entry) -> None:
         """A numbered message, in the form this client negotiated."""
@@ -134,6 +146,9 @@ class Client:
             self.close(TOO_SLOW, "the events to catch up on left the ring: re-attach")
         elif not entries:
             self._ring = None  # caught up: live from here
+            later, self._after_catch_up = self._after_catch_up, []
+            for line in later:
+                self.deliver(line)
         else:
             for entry in entries:
                 self._send_entry(entry)

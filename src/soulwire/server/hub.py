@@ -48,6 +48,7 @@ from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode, error_line, response_line
 
 log = logging.getLogger("soulwire.server")
+MAX_ORPHAN_KEYS = 1024
 
 
 class LiveSession:
@@ -73,6 +74,8 @@ class LiveSession:
         self.controller: Client | None = None
         self.pending: dict[str, Pending] = {}
         self._forwarded: dict[str, Forwarded] = {}
+        self._orphans: dict[str, list[bytes]] = {}
+        """Answers that reached a dropped connection, by its client key, until it re-attaches."""
         self._counter = 0
         self._inbox: deque[bytes] = deque()
         self._inbox_ready = anyio.Event()
@@ -166,6 +169,8 @@ class LiveSession:
         if params.mode is None and is_new:
             mode = "controller" if self.controller is None and not client.read_only else "observer"
         self._set_mode(client, mode, take=params.take)
+        if params.client_key is not None:
+            self._adopt(client, params.client_key)
         self.clients[client.number] = client
         self._fanout = tuple(self.clients.values())
         client.extended = True
@@ -185,6 +190,7 @@ class LiveSession:
                 client.catch_up(start, self.entries_after)  # pulled from the ring at its pace
             else:
                 start = client.last_sent = self.seq
+        client.deliver_after_catch_up(self._orphans.pop(client.key, []) if client.key else [])
         resent = self._resend_pending(client, up_to=start) if client.mode == "controller" else []
         return {
             "session_id": self.id,
@@ -196,6 +202,17 @@ class LiveSession:
             "pending": resent,
             "loaded": self.loaded,
         }
+
+    def _adopt(self, client: Client, key: str) -> None:
+        """The connection speaks for a client key: requests sent by an earlier connection
+        with that key are answered here."""
+        client.key = key
+        for forwarded in self._forwarded.values():
+            old = forwarded.client
+            if old is not None and old is not client and old.key == key:
+                forwarded.client = client
+                if self._replaying_for is old:
+                    self._replaying_for = client
 
     def connect(self, client: Client) -> None:
         """A connection without the extensions: today's Wire, live from now, controller if free."""
@@ -470,6 +487,11 @@ class LiveSession:
             if client.extended:
                 body["result"] = {**result, "serve": self.serve_info(client)}
         body["id"] = forwarded.original_id
+        if client.closed and client.key is not None:  # kept for the connection that re-attaches
+            if len(self._orphans) >= MAX_ORPHAN_KEYS and client.key not in self._orphans:
+                self._orphans.pop(next(iter(self._orphans)))
+            self._orphans.setdefault(client.key, []).append(line_of(body))
+            return
         client.deliver(line_of(body))
 
     def _notice(self, method: str, params: dict[str, Any]) -> None:

@@ -122,6 +122,9 @@ class AttachParams(BaseModel):
     mode: Mode | None = None
     take: bool = False
     epoch: str | None = None
+    client_key: str | None = Field(default=None, min_length=16, max_length=128)
+    """A secret the client keeps across its connections: answers to requests it sent on a
+    connection that dropped reach the connection that re-attaches with the same key."""
 
 
 def line_of(body: dict[str, Any]) -> bytes:

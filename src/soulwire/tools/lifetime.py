@@ -82,6 +82,11 @@ class _Watchdog:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
+    def ensure_started(self) -> None:
+        with self._lock:
+            if self._fd is None:
+                self._start()
+
     def watching(self, pgid: int) -> bool:
         return pgid in self._groups
 
@@ -130,6 +135,15 @@ def _group_exists(pgid: int) -> bool:
 
 
 _watchdog = _Watchdog() if hasattr(os, "killpg") else None
+
+
+def ready_to_tie() -> None:
+    """Start the watchdog now if it is not running, before a tool process is spawned: then
+    the process is told to it microseconds after it starts, rather than after a Python
+    process has been started for the watchdog (a window in which a SIGKILL of the engine
+    would leave the first tool process behind)."""
+    if _watchdog is not None:
+        _watchdog.ensure_started()
 
 
 _collectors: ContextVar[tuple[set[int], ...]] = ContextVar("soulwire_tool_groups", default=())
