@@ -108,6 +108,9 @@ def test_cancel_answers_with_a_receipt_of_what_it_stopped_and_left_running(serve
     prompt = ws.request("prompt", {"user_input": "go"})
     pid = wait_for_pid(pid_file)
     seen, cancelled = ws.call("cancel", timeout=30)
+    from soulwire.server.protocol import CancelResult
+
+    CancelResult.model_validate(cancelled["result"], strict=True)  # the documented shape
     receipt = cancelled["result"]["receipt"]
     assert any(m.get("id") == prompt for m in seen)  # answered once the turn has wound down
     assert receipt["stopped"]["tool_calls"] == [{"id": "tc-1", "name": "Shell"}]

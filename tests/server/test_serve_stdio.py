@@ -30,6 +30,9 @@ def test_stdio_numbers_events_puts_deadlines_on_requests_and_keeps_rules(engine)
     result = wire.initialize(protocol_version="1.10", serve={"seq": True, "deadline_ms": 60_000})["result"]
     assert result["serve"]["mode"] == "controller" and result["serve"]["deadline_ms"] == 60_000
     assert result["serve"]["loaded"]["session_id"] == result["session"]["id"]
+    from soulwire.server.protocol import ServeInfo
+
+    ServeInfo.model_validate(result["serve"], strict=True)
     seen: list[dict] = []
 
     def approve_for_session(message: dict) -> dict:
