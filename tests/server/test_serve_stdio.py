@@ -75,3 +75,17 @@ def test_stdio_cancel_receipt_and_large_payloads_by_reference(engine, sandbox):
     assert receipt["stopped"]["process_groups"] == [pid] and gone(pid)
     assert wire.close() == 0
     assert json.loads(json.dumps(receipt))  # plain JSON
+
+
+def test_sigterm_ends_an_extended_stdio_engine_cleanly(engine, sandbox):
+    import signal
+
+    pid_file = sandbox.root / "tool.pid"
+    wire = engine(long_running(pid_file), "text: after", args=("--yolo",))
+    wire.initialize(protocol_version="1.10", serve={"seq": True})
+    prompt = wire.request("prompt", {"user_input": "go"})
+    pid = wait_for_pid(pid_file)
+    wire.proc.send_signal(signal.SIGTERM)
+    _, answer = wire.until_response(prompt, timeout=30)
+    assert answer["result"]["status"] == "cancelled"
+    assert wire.close() == 0 and gone(pid)

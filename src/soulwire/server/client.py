@@ -70,6 +70,11 @@ class Client:
         self._ring = ring
         self._wake.set()
 
+    @property
+    def queued(self) -> bool:
+        """Messages wait for the writer."""
+        return bool(self._queue)
+
     def deliver_after_catch_up(self, lines: list[bytes]) -> None:
         """Messages that belong after the events being caught up on (answers to requests
         whose events are still in the backlog)."""

@@ -84,6 +84,8 @@ class LiveSession:
         self._group: anyio.abc.TaskGroup | None = None
         self._on_empty = on_empty
         self.closed = False
+        self.signals = False
+        """SIGTERM/SIGINT end the session (a process with one session: stdio)."""
         self.finished = anyio.Event()
         self.loaded: dict[str, Any] = {"session_id": self.id}
         """What opening the session loaded (id, records, content hash): a resume proves it."""
@@ -136,7 +138,7 @@ class LiveSession:
         try:
             async with anyio.create_task_group() as group:
                 self._group = group
-                await self.server.serve(self, signals=False)
+                await self.server.serve(self, signals=self.signals)
                 group.cancel_scope.cancel()
         finally:
             self._group = None

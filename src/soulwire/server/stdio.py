@@ -39,28 +39,35 @@ def run_extended(runtime: Runtime, reader: LineReader) -> int:
     async def main() -> None:
         stream = FdStream(reader, 1)
         live = LiveSession(runtime, settings, on_empty=lambda _live: None)
+        live.signals = True  # as for the plain server: SIGTERM/SIGINT end the input
         live.loaded = {"session_id": live.id, "records": records, "content_hash": digest}
         client = Client(1, max_queued_bytes=STDIO_QUEUE_BYTES, max_message_bytes=settings.max_message_bytes)
         live.connect(client)
         async with anyio.create_task_group() as group:
-            group.start_soon(live.run)
             group.start_soon(_write_loop, client, stream)
-            while True:
-                try:
-                    line = await stream.receive()
-                except anyio.EndOfStream:
-                    break
-                if line.strip():
-                    live.handle(client, line)
-            live.close()
-            await live.finished.wait()
-            client.close(1000, "")
+            group.start_soon(_read_loop, live, client, stream)
+            await live.run()  # until stdin ends or a signal
+            while client.queued and not stream.broken:
+                await anyio.sleep(0.001)  # the last answers go out before the process ends
+            group.cancel_scope.cancel()
+        stream.flush()
 
     try:
         anyio.run(main)
     finally:
         sys.stderr.flush()
     return 0
+
+
+async def _read_loop(live: LiveSession, client: Client, stream: FdStream) -> None:
+    while True:
+        try:
+            line = await stream.receive()
+        except anyio.EndOfStream:
+            break
+        if line.strip():
+            live.handle(client, line)
+    live.close()
 
 
 async def _write_loop(client: Client, stream: FdStream) -> None:
