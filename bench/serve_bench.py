@@ -319,6 +319,27 @@ def stdio_stream_raw(sandbox: Sandbox, chunks: int) -> dict[str, float]:
     return {"events": parts, "events_per_s": parts / wall, "engine_cpu_us_per_event": used / parts * 1e6}
 
 
+class Results(dict[str, Any]):
+    """Each row is printed to stderr as it is measured, with the load average (a long run on
+    a shared machine keeps what it measured even if a later row fails)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        value = {**value, "loadavg_1m": os.getloadavg()[0]}
+        super().__setitem__(key, value)
+        print(json.dumps({key: value}), file=sys.stderr, flush=True)
+
+
+def stop(server: ServeProcess) -> None:
+    """Stop a server; one slow to wind down its many sessions under load is killed."""
+    import subprocess
+
+    try:
+        server.close()
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -333,7 +354,7 @@ def main() -> None:
     parser.add_argument("--client-processes", type=int, default=4, help="client processes for --many")
     parser.add_argument("--only-throughput", action="store_true", help="skip memory and attach rows")
     args = parser.parse_args()
-    results: dict[str, Any] = {}
+    results = Results()
 
     root = Path(tempfile.mkdtemp(prefix="serve-bench-"))
     stdio_box = Sandbox(root / "stdio", scripts=["text: warm", stream_script(args.chunks)])
@@ -350,7 +371,12 @@ def main() -> None:
             results[key] = ws_stream_processes(server, args.many, args.chunks, args.client_processes, batch)
         results["observer_lag"] = observer_lag(server, args.chunks)
     finally:
-        server.close()
+        stop(server)
+    results["stdio_stream_raw_after"] = stdio_stream_raw(stdio_box, args.chunks)  # brackets the load
+    rates = [results[k]["events_per_s"] for k in ("stdio_stream_raw", "stdio_stream_raw_after")]
+    lone = sum(rates) / len(rates)
+    for key in [k for k in results if k.startswith("ws_stream_")]:
+        results[key] = {**results[key], "vs_lone_wire": results[key]["events_per_s"] / lone}
     if args.only_throughput:
         print(json.dumps(results, indent=2))
         return
@@ -360,14 +386,14 @@ def main() -> None:
     try:
         results["attach"] = attach_latency(server, args.repeat)
     finally:
-        server.close()
+        stop(server)
 
     box = Sandbox(root / "memory", scripts=["text: warm"])
     server = ServeProcess(box, "--idle-timeout", "3600")
     try:
         results["idle_memory"] = idle_memory(server, args.sessions)
     finally:
-        server.close()
+        stop(server)
     print(json.dumps(results, indent=2))
 
 
