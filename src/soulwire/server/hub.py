@@ -90,6 +90,7 @@ class LiveSession:
         self.loaded: dict[str, Any] = {"session_id": self.id}
         """What opening the session loaded (id, records, content hash): a resume proves it."""
         self.server = WireServer(runtime)
+        self._referencer = self._by_reference  # one bound method, not one per event
 
     # -- the engine's side (MessageStream) --------------------------------------------
     async def receive(self) -> bytes:
@@ -121,7 +122,7 @@ class LiveSession:
                 self._replaying_for.deliver(message)
                 return
             self._publish("event", message)
-            if b'"type":"TurnEnd"' in message[:80]:
+            if message.find(b'"type":"TurnEnd"', 0, 80) >= 0:
                 self._drop_pending("turn_end")
             return
         body = json.loads(message)
@@ -549,7 +550,7 @@ class LiveSession:
 
     def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> Entry:
         self.seq += 1
-        entry = Entry(self.seq, kind, line, f'"seq":{self.seq},'.encode() + extra, self._by_reference)
+        entry = Entry(self.seq, kind, line, b'"seq":%d,' % self.seq + extra, self._referencer)
         ring = self.ring
         ring.append(entry)
         self._ring_bytes += len(line)
