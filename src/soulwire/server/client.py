@@ -57,6 +57,7 @@ class Client:
         self._queue: deque[bytes] = deque()
         self._queued = 0
         self._wake = anyio.Event()
+        self._woken = False
         self._ring: Callable[[int, int], list[Entry] | None] | None = None
         """While catching up: where the writer pulls the missed entries from."""
         self.closed = False
@@ -110,7 +111,9 @@ class Client:
         if self._queued > self.max_queued_bytes:
             self.close(TOO_SLOW, "too slow: re-attach from your last seq")
             return
-        self._wake.set()
+        if not self._woken:  # once per writer pass, not once per message
+            self._woken = True
+            self._wake.set()
 
     async def next_batch(self) -> list[bytes] | None:
         """Everything queued (waiting for something); None once the client is closed."""
@@ -122,6 +125,7 @@ class Client:
                 continue
             await self._wake.wait()
             self._wake = anyio.Event()
+            self._woken = False
         batch = list(self._queue)
         self._queue.clear()
         self._queued = 0
