@@ -101,14 +101,17 @@ def attach_latency(server: ServeProcess, repeat: int) -> dict[str, float]:
     return {"fresh_ms_median": statistics.median(fresh), "backlog_ms_median": statistics.median(gap)}
 
 
-def observer_lag(server: ServeProcess, chunks: int) -> dict[str, float]:
-    """|time the observer got seq N minus time the controller got it|, over a streamed turn."""
+def observer_lag(server: ServeProcess, chunks: int, batch: bool = False) -> dict[str, float]:
+    """|time the observer got seq N minus time the controller got it|, over a streamed turn
+    (at full speed: queueing in the two reader threads counts too)."""
     session = server.create_session()
     controller = server.ws(session, mode="controller")
     attached(controller)
     observer = server.ws(session, mode="observer")
     attached(observer)
-    controller.initialize(serve={"seq": True})
+    controller.initialize(serve={"seq": True, "batch": batch})
+    if batch:
+        observer.initialize(serve={"seq": True, "batch": True})
     controller.call("prompt", {"user_input": "warm"})
     observer.until(lambda m: (m.get("params") or {}).get("type") == "TurnEnd")
     stamps: dict[str, dict[int, float]] = {"c": {}, "o": {}}
@@ -123,10 +126,18 @@ def observer_lag(server: ServeProcess, chunks: int) -> dict[str, float]:
                 return
 
     watcher = threading.Thread(target=collect, args=(observer, "o"))
+    # The two readers are threads of one process: with CPython's default 5 ms switch
+    # interval one can hold the GIL for 5 ms while the other's event waits, which would be
+    # measured as server lag.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)
     watcher.start()
     controller.request("prompt", {"user_input": "stream"})
-    collect(controller, "c")
-    watcher.join(60)
+    try:
+        collect(controller, "c")
+        watcher.join(60)
+    finally:
+        sys.setswitchinterval(previous)
     lags = [abs(stamps["o"][s] - t) * 1e3 for s, t in stamps["c"].items() if s in stamps["o"]]
     return {"events": len(lags), "lag_ms_median": statistics.median(lags), "lag_ms_p95": _p95(lags)}
 
@@ -370,6 +381,7 @@ def main() -> None:
             key = f"ws_stream_{args.many}_processes" + ("_batch" if batch else "")
             results[key] = ws_stream_processes(server, args.many, args.chunks, args.client_processes, batch)
         results["observer_lag"] = observer_lag(server, args.chunks)
+        results["observer_lag_batch"] = observer_lag(server, args.chunks, batch=True)
     finally:
         stop(server)
     results["stdio_stream_raw_after"] = stdio_stream_raw(stdio_box, args.chunks)  # brackets the load
