@@ -101,14 +101,17 @@ def attach_latency(server: ServeProcess, repeat: int) -> dict[str, float]:
     return {"fresh_ms_median": statistics.median(fresh), "backlog_ms_median": statistics.median(gap)}
 
 
-def observer_lag(server: ServeProcess, chunks: int) -> dict[str, float]:
-    """|time the observer got seq N minus time the controller got it|, over a streamed turn."""
+def observer_lag(server: ServeProcess, chunks: int, batch: bool = False) -> dict[str, float]:
+    """|time the observer got seq N minus time the controller got it|, over a streamed turn
+    (at full speed: queueing in the two reader threads counts too)."""
     session = server.create_session()
     controller = server.ws(session, mode="controller")
     attached(controller)
     observer = server.ws(session, mode="observer")
     attached(observer)
-    controller.initialize(serve={"seq": True})
+    controller.initialize(serve={"seq": True, "batch": batch})
+    if batch:
+        observer.initialize(serve={"seq": True, "batch": True})
     controller.call("prompt", {"user_input": "warm"})
     observer.until(lambda m: (m.get("params") or {}).get("type") == "TurnEnd")
     stamps: dict[str, dict[int, float]] = {"c": {}, "o": {}}
@@ -123,10 +126,18 @@ def observer_lag(server: ServeProcess, chunks: int) -> dict[str, float]:
                 return
 
     watcher = threading.Thread(target=collect, args=(observer, "o"))
+    # The two readers are threads of one process: with CPython's default 5 ms switch
+    # interval one can hold the GIL for 5 ms while the other's event waits, which would be
+    # measured as server lag.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)
     watcher.start()
     controller.request("prompt", {"user_input": "stream"})
-    collect(controller, "c")
-    watcher.join(60)
+    try:
+        collect(controller, "c")
+        watcher.join(60)
+    finally:
+        sys.setswitchinterval(previous)
     lags = [abs(stamps["o"][s] - t) * 1e3 for s, t in stamps["c"].items() if s in stamps["o"]]
     return {"events": len(lags), "lag_ms_median": statistics.median(lags), "lag_ms_p95": _p95(lags)}
 
@@ -192,6 +203,154 @@ def stdio_stream(sandbox: Sandbox, chunks: int) -> dict[str, float]:
     return {"events": parts, "events_per_s": parts / wall, "engine_cpu_us_per_event": used / parts * 1e6}
 
 
+_STREAM_WORKER = """
+import asyncio, json, sys, time
+from websockets.asyncio.client import connect
+
+def rpc(rid, method, params):
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+async def one(url, batch, ready, go):
+    async with connect(url, max_size=None, compression=None, ping_interval=None) as ws:
+        init = {"protocol_version": "1.10", "client": {"name": "bench", "version": "1"}}
+        if batch:
+            init["serve"] = {"seq": True, "batch": True}
+        await ws.send(rpc("i", "initialize", init))
+        await ws.send(rpc("w", "prompt", {"user_input": "warm"}))
+        while '"id":"w"' not in (await ws.recv()):
+            pass
+        ready.append(1)
+        await go.wait()
+        await ws.send(rpc("s", "prompt", {"user_input": "stream"}))
+        parts = 0
+        while True:
+            frame = await ws.recv()
+            parts += frame.count('"type":"ContentPart"')
+            if '"id":"s","result"' in frame:
+                return parts
+
+async def main():
+    batch = sys.argv[1] == "1"
+    urls = sys.argv[2:]
+    ready, go = [], asyncio.Event()
+    tasks = [asyncio.create_task(one(u, batch, ready, go)) for u in urls]
+    while len(ready) < len(urls):
+        await asyncio.sleep(0.01)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    go.set()
+    counts = await asyncio.gather(*tasks)
+    print(json.dumps({"parts": sum(counts), "end": time.time()}), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def ws_stream_processes(
+    server: ServeProcess, concurrent: int, chunks: int, processes: int, batch: bool
+) -> dict[str, float]:
+    """Aggregate ContentPart events/s with `concurrent` sessions streaming at once, read by
+    `processes` client processes (asyncio, no JSON decoding of events: substring counts), so
+    the client neither shares one GIL across all sockets nor spends more than the server."""
+    import subprocess
+
+    urls = [
+        f"ws://127.0.0.1:{server.port}/ws/sessions/{server.create_session()}?token={server.token}"
+        for _ in range(concurrent)
+    ]
+    workers = []
+    for index in range(processes):
+        mine = urls[index::processes]
+        if mine:
+            argv = [sys.executable, "-c", _STREAM_WORKER, "1" if batch else "0", *mine]
+            workers.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+    for worker in workers:
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+    start, cpu = time.time(), cpu_s(server.proc.pid)
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+    reports = []
+    for worker in workers:
+        assert worker.stdout is not None
+        reports.append(json.loads(worker.stdout.readline()))
+        worker.wait()
+    wall = max(r["end"] for r in reports) - start
+    used = cpu_s(server.proc.pid) - cpu
+    events = sum(r["parts"] for r in reports)
+    assert events == chunks * concurrent, (events, chunks * concurrent)
+    return {
+        "sessions": concurrent,
+        "client_processes": len(workers),
+        "batch": batch,
+        "events": events,
+        "events_per_s": events / wall,
+        "server_cpu_us_per_event": used / events * 1e6,
+    }
+
+
+def stdio_stream_raw(sandbox: Sandbox, chunks: int) -> dict[str, float]:
+    """A lone `soulwire --wire` read the same cheap way (raw pipe, substring counts)."""
+    import subprocess
+
+    sandbox.write()
+    proc = subprocess.Popen(
+        sandbox.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=sandbox.env(), cwd=sandbox.work
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, fd = proc.stdin, proc.stdout.fileno()
+
+    def call(rid: str, method: str, params: dict[str, Any]) -> int:
+        line = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + "\n"
+        stdin.write(line.encode())
+        stdin.flush()
+        parts, rest, marker = 0, b"", f'"id":"{rid}","result"'.encode()
+        while True:
+            data = os.read(fd, 1 << 20)
+            if not data:
+                raise RuntimeError("the engine exited")
+            cut = data.rfind(b"\n") + 1  # count whole lines only: a read may split one
+            lines, rest = rest + data[:cut], data[cut:] if cut else rest + data
+            if not cut:
+                continue
+            parts += lines.count(b'"type":"ContentPart"')
+            if marker in lines:
+                return parts
+
+    call("i", "initialize", {"protocol_version": "1.10", "client": {"name": "bench", "version": "1"}})
+    call("w", "prompt", {"user_input": "warm"})
+    start, cpu = time.time(), cpu_s(proc.pid)
+    parts = call("s", "prompt", {"user_input": "stream"})
+    wall = time.time() - start
+    used = cpu_s(proc.pid) - cpu
+    proc.stdin.close()
+    proc.wait()
+    assert parts == chunks, parts
+    return {"events": parts, "events_per_s": parts / wall, "engine_cpu_us_per_event": used / parts * 1e6}
+
+
+class Results(dict[str, Any]):
+    """Each row is printed to stderr as it is measured, with the load average (a long run on
+    a shared machine keeps what it measured even if a later row fails)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        value = {**value, "loadavg_1m": os.getloadavg()[0]}
+        super().__setitem__(key, value)
+        print(json.dumps({key: value}), file=sys.stderr, flush=True)
+
+
+def stop(server: ServeProcess) -> None:
+    """Stop a server; one slow to wind down its many sessions under load is killed."""
+    import subprocess
+
+    try:
+        server.close()
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -200,35 +359,53 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=20_000, help="ContentParts per streamed turn")
     parser.add_argument("--concurrent", type=int, default=10, help="sessions streaming at once")
     parser.add_argument("--repeat", type=int, default=30, help="attach latency samples")
+    parser.add_argument(
+        "--many", type=int, default=100, help="sessions streaming at once, read by client processes"
+    )
+    parser.add_argument("--client-processes", type=int, default=4, help="client processes for --many")
+    parser.add_argument("--only-throughput", action="store_true", help="skip memory and attach rows")
     args = parser.parse_args()
-    results: dict[str, Any] = {}
+    results = Results()
 
     root = Path(tempfile.mkdtemp(prefix="serve-bench-"))
     stdio_box = Sandbox(root / "stdio", scripts=["text: warm", stream_script(args.chunks)])
     results["stdio_stream"] = stdio_stream(stdio_box, args.chunks)
+    results["stdio_stream_raw"] = stdio_stream_raw(stdio_box, args.chunks)
 
     box = Sandbox(root / "serve", scripts=["text: warm", stream_script(args.chunks)])
     server = ServeProcess(box, "--idle-timeout", "3600")
     try:
         results["ws_stream_1"] = ws_stream(server, 1, args.chunks)
         results[f"ws_stream_{args.concurrent}"] = ws_stream(server, args.concurrent, args.chunks)
+        for batch in (False, True):
+            key = f"ws_stream_{args.many}_processes" + ("_batch" if batch else "")
+            results[key] = ws_stream_processes(server, args.many, args.chunks, args.client_processes, batch)
         results["observer_lag"] = observer_lag(server, args.chunks)
+        results["observer_lag_batch"] = observer_lag(server, args.chunks, batch=True)
     finally:
-        server.close()
+        stop(server)
+    results["stdio_stream_raw_after"] = stdio_stream_raw(stdio_box, args.chunks)  # brackets the load
+    rates = [results[k]["events_per_s"] for k in ("stdio_stream_raw", "stdio_stream_raw_after")]
+    lone = sum(rates) / len(rates)
+    for key in [k for k in results if k.startswith("ws_stream_")]:
+        results[key] = {**results[key], "vs_lone_wire": results[key]["events_per_s"] / lone}
+    if args.only_throughput:
+        print(json.dumps(results, indent=2))
+        return
 
     box = Sandbox(root / "attach", scripts=[stream_script(500)])
     server = ServeProcess(box, "--idle-timeout", "3600")
     try:
         results["attach"] = attach_latency(server, args.repeat)
     finally:
-        server.close()
+        stop(server)
 
     box = Sandbox(root / "memory", scripts=["text: warm"])
     server = ServeProcess(box, "--idle-timeout", "3600")
     try:
         results["idle_memory"] = idle_memory(server, args.sessions)
     finally:
-        server.close()
+        stop(server)
     print(json.dumps(results, indent=2))
 
 

@@ -95,7 +95,10 @@ class WireSocket:
         self.conn = conn
         self._counter = 0
         self.sizes: list[int] = []
-        """Size in bytes of every message received."""
+        """Size in bytes of every frame received."""
+        self.frames = 0
+        self._pending: list[str] = []
+        """Messages of a frame that carried several (negotiated `batch`), not yet returned."""
 
     def send(self, message: dict[str, Any]) -> None:
         self.conn.send(json.dumps(message))
@@ -113,9 +116,13 @@ class WireSocket:
         self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     def recv(self, timeout: float = TIMEOUT) -> dict[str, Any]:
-        raw = self.conn.recv(timeout=timeout)
-        self.sizes.append(len(raw.encode() if isinstance(raw, str) else raw))
-        return json.loads(raw)
+        if not self._pending:
+            raw = self.conn.recv(timeout=timeout)
+            text = raw if isinstance(raw, str) else raw.decode()
+            self.sizes.append(len(text.encode()))
+            self.frames += 1
+            self._pending = text.splitlines()[::-1]
+        return json.loads(self._pending.pop())
 
     def until(
         self,

@@ -89,3 +89,33 @@ def test_a_killed_server_leaves_no_tool_process_behind(serve, sandbox):
     os.kill(server.proc.pid, signal.SIGKILL)  # no chance to clean up: the tool's lifetime tie does
     server.proc.wait()
     assert gone(pid)
+
+
+def test_cancel_answers_with_a_receipt_of_what_it_stopped_and_left_running(serve, sandbox):
+    bg_pid_file = sandbox.root / "bg.pid"
+    background = call(
+        "bg-1",
+        "Shell",
+        {"command": f"echo $$ > {bg_pid_file}; exec sleep 60", "run_in_background": True, "description": "w"},
+    )
+    pid_file = sandbox.root / "tool.pid"
+    server = serve(background, "text: started", long_running(pid_file), "text: after", args=("--yolo",))
+    ws = server.ws(server.create_session())
+    ws.initialize(serve={"seq": True})
+    _, started = ws.call("prompt", {"user_input": "start a watcher"})
+    assert started["result"]["status"] == "finished"
+    bg_pid = wait_for_pid(bg_pid_file)
+    prompt = ws.request("prompt", {"user_input": "go"})
+    pid = wait_for_pid(pid_file)
+    seen, cancelled = ws.call("cancel", timeout=30)
+    from soulwire.server.protocol import CancelResult
+
+    CancelResult.model_validate(cancelled["result"], strict=True)  # the documented shape
+    receipt = cancelled["result"]["receipt"]
+    assert any(m.get("id") == prompt for m in seen)  # answered once the turn has wound down
+    assert receipt["stopped"]["tool_calls"] == [{"id": "tc-1", "name": "Shell"}]
+    assert receipt["stopped"]["process_groups"] == [pid] and gone(pid)
+    assert receipt["stopped"]["subagents"] == [] and receipt["survived"] == []
+    (kept,) = receipt["left_running"]["background_tasks"]
+    assert kept["pgid"] == bg_pid and kept["description"] == "w"
+    os.kill(bg_pid, 0)  # deliberately left running

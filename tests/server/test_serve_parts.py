@@ -82,6 +82,23 @@ def test_the_extensions_are_in_the_exported_schema(tmp_path):
     attach = (tmp_path / "serve" / "AttachParams.json").read_text()
     assert '"since_seq"' in attach and '"controller"' in attach
     assert '"on_timeout"' in (tmp_path / "serve" / "ServeOptions.json").read_text()
+    assert '"batch"' in (tmp_path / "serve" / "ServeOptions.json").read_text()
+    receipt = (tmp_path / "serve" / "CancelResult.json").read_text()
+    assert '"left_running"' in receipt and '"process_groups"' in receipt
+    for name in ("ServeInfo", "AttachResult", "RequestResolved", "RoleChanged", "Rules", "BlobRef"):
+        assert (tmp_path / "serve" / f"{name}.json").is_file(), name
+
+
+def test_real_messages_fit_the_documented_shapes():
+    from soulwire.server import protocol
+
+    receipt = {
+        "stopped": {"tool_calls": [{"id": "tc-1", "name": "Shell"}], "process_groups": [12], "subagents": []},
+        "left_running": {"background_tasks": [{"id": "b", "description": "w", "command": "x", "pgid": 3}]},
+        "survived": [],
+    }
+    protocol.CancelResult.model_validate({"receipt": receipt}, strict=True)
+    protocol.CancelResult.model_validate({}, strict=True)
 
 
 def test_the_host_names_a_server_answers_to():

@@ -8,8 +8,11 @@ import json
 import os
 import signal
 
+import pytest
+
 from tests.server.serve_client import ServeProcess, seqs
 from tests.server.test_serve_wire import is_attached, is_event
+from tests.tool_calls import call
 
 
 def test_a_large_event_reaches_a_negotiating_client_as_a_blob(serve):
@@ -128,3 +131,35 @@ def test_a_stalled_client_blocks_no_one_and_catches_up_after_being_dropped(serve
     again = server.ws(session, since_seq=numbers[-1], mode="observer")
     rest = again.until(is_event("TurnEnd"), timeout=60)
     assert numbers + seqs(rest) == list(range(numbers[0], seqs(rest)[-1] + 1))
+
+
+@pytest.mark.soak  # ~20 s: 50 MB read, encoded, stored and fetched back
+def test_a_50_mb_tool_output_travels_by_reference(serve, sandbox):
+    """A tool reads a 50 MB image (ReadMediaFile): extended clients get `{blob_id, size,
+    preview}` within their message size, and the whole output is one HTTP GET away."""
+    from tests.e2e.test_media_tool import png
+
+    sandbox.capabilities = ["image_in"]
+    sandbox.work.mkdir(parents=True, exist_ok=True)
+    with (sandbox.work / "huge.png").open("wb") as handle:
+        handle.write(png(1, 1))
+        handle.write(bytes(range(256)) * (50 * 4096))  # 50 MB after the header
+    server = serve(call("big", "ReadMediaFile", {"path": "huge.png"}), "text: seen", args=("--yolo",))
+    session = server.create_session()
+    controller = server.ws(session)
+    controller.initialize(serve={"seq": True})
+    observer = server.ws(session, mode="observer", since_seq=0)
+    messages, done = controller.call("prompt", {"user_input": "look"}, timeout=120)
+    assert done["result"]["status"] == "finished"
+    assert max(controller.sizes) <= 1 << 20  # the default max_message_bytes
+    result = next(m for m in messages if is_event("ToolResult")(m))["params"]
+    assert "payload" not in result and result["blob"]["size"] > 50 * 2**20
+    watched = observer.until(is_event("TurnEnd"), timeout=120)
+    assert next(m for m in watched if is_event("ToolResult")(m))["params"]["blob"] == result["blob"]
+    assert max(observer.sizes) <= 1 << 20
+    whole = server.api("GET", f"/api/blobs/{result['blob']['blob_id']}")
+    assert whole.status_code == 200 and len(whole.content) == result["blob"]["size"]
+    payload = json.loads(whole.content)
+    assert payload["tool_call_id"] == "big" and not payload["return_value"]["is_error"]
+    image = next(p for p in payload["return_value"]["output"] if p["type"] == "image_url")
+    assert len(image["image_url"]["url"]) > 50 * 2**20

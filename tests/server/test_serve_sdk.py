@@ -60,3 +60,96 @@ def test_a_broken_connection_is_reopened_and_nothing_is_lost_or_repeated(serve):
     assert result["output"] == "ok\n"
     numbers = [e["seq"] for e in events]
     assert numbers == sorted(set(numbers))
+
+
+def test_session_attach_runs_a_turn_on_the_server_with_the_high_level_api(serve):
+    from soulwire import sdk
+
+    server = serve(*SHELL_TURN)
+    session_id = server.create_session()
+
+    async def main() -> tuple[Any, list[str], dict[str, Any]]:
+        session = sdk.Session.attach(
+            url(server, session_id), server.token, on_approval=lambda _a: "approve", deadline_ms=90_000
+        )
+        async with session:
+            turn = session.prompt("go")
+            kinds = [type(event).__name__ async for event in turn]
+            assert session.initialize_result is not None
+            return turn.result, kinds, session.initialize_result["serve"]
+
+    result, kinds, serve_info = anyio.run(main)
+    assert result.status == "finished" and serve_info["deadline_ms"] == 90_000
+    assert kinds[0] == "TurnBegin" and "ToolResult" in kinds and kinds[-1] == "TurnEnd"
+
+
+def test_session_attach_survives_a_dropped_connection_without_losing_or_repeating(serve):
+    from soulwire import sdk
+
+    server = serve(*SHELL_TURN)
+    session_id = server.create_session()
+
+    async def main() -> tuple[Any, list[str], int]:
+        asked: list[str] = []
+
+        def policy(approval: sdk.Approval) -> str:
+            asked.append(approval.id)
+            assert session.link is not None
+            if len(asked) == 1:
+                session.link.drop()  # the network fails while the approval waits
+            return "approve"
+
+        session = sdk.Session.attach(url(server, session_id), server.token, on_approval=policy)
+        with anyio.fail_after(60):  # a lost answer would hang the turn
+            await session.start()
+            try:
+                turn = session.prompt("go")
+                kinds = [type(event).__name__ async for event in turn]
+                assert session.link is not None
+                return turn.result, kinds, session.link.reconnects
+            finally:
+                await session.close()
+
+    result, kinds, reconnects = anyio.run(main)
+    assert reconnects == 1 and result.status == "finished"
+    assert kinds.count("TurnBegin") == 1 and kinds.count("ToolCall") == 1 and kinds.count("ToolResult") == 1
+    assert kinds[-1] == "TurnEnd"
+    assert result.steps[0].tool_results[0].return_value.output == "ok\n"
+
+
+def test_an_observer_session_watches_and_rules_are_managed_through_the_sdk(serve):
+    from soulwire import sdk
+
+    server = serve("text: watched")
+    session_id = server.create_session()
+
+    async def main() -> tuple[list[str], list[str], list[str], str]:
+        controller = sdk.Session.attach(url(server, session_id), server.token)
+        observer = sdk.Session.attach(url(server, session_id), server.token, mode="observer")
+        async with controller, observer:
+            seen: list[str] = []
+
+            async def watch() -> None:
+                async for event in observer.watch():
+                    seen.append(type(event).__name__)
+                    if seen[-1] == "TurnEnd":
+                        return
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(watch)
+                await anyio.sleep(0.2)
+                await controller.prompt("hi")
+            try:
+                await observer.prompt("me too")
+                refused = ""
+            except sdk.InvalidStateError as exc:
+                refused = str(exc)
+            added = await controller.add_rule("Shell(git status*)")
+            listed = await observer.rules()
+            removed = await controller.remove_rule("Shell(git status*)")
+            return seen, added, listed, refused or str(removed)
+
+    seen, added, listed, refused = anyio.run(main)
+    assert seen == ["TurnBegin", "StepBegin", "TextPart", "StatusUpdate", "TurnEnd"]
+    assert added == listed == ["Shell(git status*)"]
+    assert "observ" in refused

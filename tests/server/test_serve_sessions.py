@@ -4,7 +4,10 @@ forked, deleted, and their history read."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.server.serve_client import ServeProcess
+from tests.tool_calls import call
 from tests.wire_client import Sandbox, WireProcess, event_types
 
 
@@ -112,3 +115,35 @@ def test_bad_requests_get_clear_statuses(serve, tmp_path):
     assert server.api("GET", "/api/sessions/x/history?since=-1").status_code == 422
     created = server.api("POST", "/api/sessions", json={"work_dir": str(tmp_path)})
     assert created.status_code == 201 and created.json()["work_dir"] == str(tmp_path)
+
+
+def test_a_session_created_with_a_sandbox_runs_its_tools_in_bubblewrap(serve, sandbox):
+    from tests.e2e.test_sandbox import BWRAP_PROBLEM
+
+    if BWRAP_PROBLEM is not None:
+        pytest.skip(BWRAP_PROBLEM)
+    write = call("w", "Shell", {"command": "echo written > inside.txt && cat inside.txt"})
+    server = serve(write, "text: done", write, "text: done", args=("--yolo",))
+    boxed = server.create_session(sandbox="read-only", sandbox_network=False)
+    assert server.api("GET", f"/api/sessions/{boxed}").json()["sandbox"] == {
+        "mode": "read-only",
+        "network": False,
+    }
+    ws = server.ws(boxed)
+    ws.initialize()
+    messages, _ = ws.call("prompt", {"user_input": "write"})
+    statuses = [m["params"]["payload"] for m in messages if m["params"].get("type") == "StatusUpdate"]
+    assert statuses and all(s["sandbox"] == {"mode": "read-only", "network": False} for s in statuses)
+    result = next(m for m in messages if m["params"].get("type") == "ToolResult")["params"]["payload"]
+    assert result["return_value"]["is_error"] and not (sandbox.work / "inside.txt").exists()
+
+    plain = server.ws(server.create_session())  # the server's default: no sandbox
+    plain.initialize()
+    messages, _ = plain.call("prompt", {"user_input": "write"})
+    assert all(
+        "sandbox" not in m["params"]["payload"] for m in messages if m["params"].get("type") == "StatusUpdate"
+    )
+    assert (sandbox.work / "inside.txt").read_text() == "written\n"
+
+    bad = server.api("POST", "/api/sessions", json={"sandbox": "everything"})
+    assert bad.status_code == 422

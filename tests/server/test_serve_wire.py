@@ -55,6 +55,24 @@ def test_events_are_numbered_for_a_client_that_asks(serve):
     assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # no gap, no repeat
 
 
+def test_a_batching_client_gets_several_messages_per_frame_and_no_frame_too_large(serve):
+    script = "\n".join(f"text: tok{i} {'y' * 500}" for i in range(2000))
+    server = serve(script, script)
+    session = server.create_session()
+    plain = server.ws(session, mode="observer")
+    batched = server.ws(session)
+    batched.initialize(serve={"seq": True, "batch": True, "max_message_bytes": 65_536})
+    messages, done = batched.call("prompt", {"user_input": "a"})
+    assert done["result"]["status"] == "finished"
+    parts = [m for m in messages if is_event("ContentPart")(m)]
+    assert len(parts) == 2000 and batched.frames < len(messages) / 10
+    assert max(batched.sizes) <= 65_536
+    numbers = seqs(messages)
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+    watched = plain.until(is_event("TurnEnd"))  # the old client beside it: one message a frame
+    assert plain.frames == len(watched) and sum(1 for m in watched if is_event("ContentPart")(m)) == 2000
+
+
 def test_a_dropped_connection_reattaches_from_its_last_seq_losing_nothing(serve):
     server = serve(*SHELL_TURN)
     session = server.create_session()
@@ -248,3 +266,19 @@ def test_approval_rules_are_data_a_client_can_list_add_and_revoke(serve, sandbox
     assert '"run command"' in state
     _, bad = ws.call("approvals/rules/add", {"rule": ""})
     assert bad["error"]["code"] == -32602
+    _, broken = ws.call("approvals/rules/add", {"rule": "Shell(echo"})
+    assert broken["error"]["code"] == -32602 and broken["error"]["data"]["reason"] == "bad_rule"
+
+
+def test_a_pattern_rule_approves_matching_commands_only(serve):
+    echo = ("text: s\n" + call("tc-1", "Shell", {"command": "echo ok"}), "text: done")
+    other = ("text: s\n" + call("tc-2", "Shell", {"command": "printf no"}), "text: done")
+    server = serve(*echo, *other)
+    ws = server.ws(server.create_session())
+    ws.initialize(serve={"seq": True})
+    _, added = ws.call("approvals/rules/add", {"rule": "Shell(echo *)"})
+    assert added["result"]["rules"] == ["Shell(echo *)"]
+    first, _ = ws.call("prompt", {"user_input": "a"}, answer=approve)
+    assert not any(is_request(m) for m in first) and tool_output(first)["output"] == "ok\n"
+    second, _ = ws.call("prompt", {"user_input": "b"}, answer=approve)
+    assert any(is_request(m) for m in second)  # not covered: asked

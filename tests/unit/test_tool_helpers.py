@@ -91,3 +91,33 @@ def test_session_rules_are_no_broader_than_what_was_seen():
     assert broker.allows("edit file", "/repo/b.py")
     assert not broker.allows("edit file outside of working directory", "/etc/hosts")
     assert broker.bypassed  # nobody to ask (print mode): everything runs
+
+
+def test_pattern_rules_match_a_tool_and_a_glob_over_its_scope_key():
+    broker = ApprovalBroker(EventBus(), channel=None)
+    broker.rules.update({"Shell(git status*)", "WriteFile(/repo/src/*)", "StrReplaceFile(/repo/app.py)"})
+    assert broker.allows("run command", "git status --short", sender="Shell")
+    assert not broker.allows("run command", "git push", sender="Shell")
+    assert not broker.allows("run command", "git status --short", sender="WriteFile")
+    assert not broker.allows("run command", "git status --short")  # no sender: exact rules only
+    for chained in ("git status; rm -rf ~", "git status && make", "git status | sh", "git status $(x)"):
+        assert not broker.allows("run command", chained, sender="Shell"), chained
+    assert broker.allows("edit file", "/repo/src/deep/x.py", sender="WriteFile")  # `*` spans `/`
+    assert not broker.allows("edit file", "/repo/other.py", sender="WriteFile")
+    assert broker.allows("edit file", "/repo/app.py", sender="StrReplaceFile")  # no wildcard: exact
+    assert not broker.allows("edit file", "/repo/app.pyc", sender="StrReplaceFile")
+    # a pattern never approves leaving the sandbox
+    assert not broker.allows("run command", "git status", sender="Shell", crossing="network")
+
+
+def test_rules_are_checked_before_they_are_kept():
+    from soulwire.engine.rules import RuleError, check_rule, parse_pattern
+
+    assert parse_pattern("run command: make test") is None  # an exact rule
+    assert parse_pattern("Shell(git status*)") is not None
+    for bad in ("Shell(git status", "Shell()", " run command", ""):
+        try:
+            check_rule(bad)
+        except RuleError:
+            continue
+        raise AssertionError(f"accepted {bad!r}")

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from soulwire import __version__
 
@@ -168,7 +168,7 @@ def _main(argv: list[str]) -> int:
             sys.stderr.write("soulwire: --prompt is ignored in --wire mode\n")
         from soulwire.ui.wire.launch import serve_wire
 
-        return serve_wire(options)
+        return serve_wire(options, extended=_extended_wire)
     if args.print_mode:
         from soulwire.config.process_env import import_pydantic_plugin_loader
 
@@ -301,3 +301,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
     from soulwire.cli.sessions import run_sessions
 
     return run_sessions(argv)
+
+
+def _extended_wire(runtime: Any, reader: Any) -> int:
+    """`--wire` for a client that negotiated the server's extensions (server/stdio.py)."""
+    from soulwire.server.stdio import run_extended
+
+    return run_extended(runtime, reader)

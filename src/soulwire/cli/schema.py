@@ -31,10 +31,13 @@ def wire_schemas() -> dict[str, Any]:
 
 
 def serve_schemas() -> dict[str, Any]:
-    """Params of the extensions `soulwire serve` offers over WebSocket (docs/serve.md)."""
-    from soulwire.server import messages
+    """Params, results and notices of the extensions `soulwire serve` offers over WebSocket
+    and negotiated stdio (docs/serve.md)."""
+    from soulwire.server import messages, protocol
 
+    shapes = {shape.__name__: shape.model_json_schema() for shape in protocol.SHAPES}
     return {
+        **shapes,
         "ServeOptions": messages.ServeOptions.model_json_schema(),  # `serve` in initialize params
         "AttachParams": messages.AttachParams.model_json_schema(),
         "BlobReadParams": messages.BlobReadParams.model_json_schema(),

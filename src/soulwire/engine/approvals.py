@@ -22,7 +22,8 @@ approves it (or a session rule they granted), and where nobody can be asked it i
 
 A bare action rule (from `action` scope, or a reference session's `auto_approve_actions`)
 keeps matching every call with that action whatever the current scope: a rule means what it
-meant when the user granted it. Rules live in `rules` so that they can be persisted."""
+meant when the user granted it. Rules live in `rules` so that they can be persisted; besides
+these exact strings a rule can be a tool pattern, `Shell(git status*)` (engine/rules.py)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from pydantic import ValidationError
 
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ClientRequestError
+from soulwire.engine.rules import RuleError, parse_pattern
 from soulwire.tools.base import ApprovalOutcome
 from soulwire.wire.messages import ApprovalAnswer, ApprovalRequest, ApprovalResponse
 
@@ -57,6 +59,8 @@ class _Pending:
 
     action: str
     scope_key: str | None
+    sender: str
+    crossing: str | None
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: ApprovalAnswer | None = None
 
@@ -95,11 +99,25 @@ class ApprovalBroker:
         """Everything is approved without asking: yolo, afk, or nobody to ask."""
         return self.yolo or self.afk or self._channel is None
 
-    def allows(self, action: str, scope_key: str | None) -> bool:
-        """A session rule already covers this action."""
-        return action in self.rules or (
+    def allows(
+        self, action: str, scope_key: str | None, *, sender: str | None = None, crossing: str | None = None
+    ) -> bool:
+        """A session rule already covers this action: an exact rule, or (for `sender`'s call
+        that stays in the sandbox) a tool pattern."""
+        if action in self.rules or (
             scope_key is not None and f"{action}{RULE_SEPARATOR}{scope_key}" in self.rules
-        )
+        ):
+            return True
+        if sender is None or crossing is not None:
+            return False
+        for rule in self.rules:
+            try:
+                pattern = parse_pattern(rule)
+            except RuleError:
+                continue  # kept as an exact string (e.g. loaded from an older state.json)
+            if pattern is not None and pattern.matches(sender, scope_key):
+                return True
+        return False
 
     async def request(
         self,
@@ -117,7 +135,7 @@ class ApprovalBroker:
     ) -> ApprovalOutcome:
         """`agent_id`/`subagent_type` name the sub-agent asking, if any (spec §4.11);
         `confined`/`crossing` place the action relative to the sandbox (module docstring)."""
-        if self.allows(action, scope_key):
+        if self.allows(action, scope_key, sender=sender, crossing=crossing):
             return ApprovalOutcome(approved=True)
         if crossing is not None:
             if self.bypassed:
@@ -136,7 +154,7 @@ class ApprovalBroker:
             subagent_type=subagent_type,
             display=list(display),
         )
-        pending = _Pending(action, scope_key)
+        pending = _Pending(action, scope_key, sender, crossing)
         self._pending[request.id] = pending
         try:
             async with anyio.create_task_group() as group:
@@ -176,5 +194,6 @@ class ApprovalBroker:
     def _approve_covered(self) -> None:
         """A new session rule also answers the waiting requests it covers."""
         for request_id, other in self._pending.items():
-            if other.answer is None and self.allows(other.action, other.scope_key):
+            covered = self.allows(other.action, other.scope_key, sender=other.sender, crossing=other.crossing)
+            if other.answer is None and covered:
                 other.resolve(ApprovalAnswer(request_id=request_id, response="approve_for_session"))

@@ -39,6 +39,7 @@ from soulwire.tools.base import (
     ToolContext,
     Toolset,
 )
+from soulwire.tools.lifetime import collect_groups
 from soulwire.wire.fold import Merger, assemble
 from soulwire.wire.messages import (
     StatusUpdate,
@@ -146,6 +147,14 @@ def required_capabilities(user_input: UserInput) -> list[str]:
     return needed
 
 
+@dataclass(frozen=True, slots=True)
+class RunningCall:
+    """A tool call in progress: its tool's name and the process groups it has started."""
+
+    name: str
+    groups: set[int]
+
+
 class Soul:
     """Runs turns for one session."""
 
@@ -198,6 +207,8 @@ class Soul:
         """The user rejected a tool call in the last inner turn (a flow stops then)."""
         self.mcp: MCPManager | None = None
         """The session's MCP servers (set by the runtime builder when any is configured)."""
+        self.running_calls: dict[str, RunningCall] = {}
+        """The tool calls running now, with the process groups each started (cancel receipts)."""
 
     @property
     def max_context_size(self) -> int | None:
@@ -489,11 +500,14 @@ class Soul:
         done = [anyio.Event() for _ in calls]
 
         async def run_one(index: int) -> None:
+            call = calls[index]
+            self.running_calls[call.id] = RunningCall(call.function.name, collect_groups())
             try:
                 values[index] = await hook_points.call_tool(
-                    self.hooks, calls[index], self.toolset.call, contexts[index]
+                    self.hooks, call, self.toolset.call, contexts[index]
                 )
             finally:
+                del self.running_calls[call.id]
                 done[index].set()
 
         async with anyio.create_task_group() as group:

@@ -184,6 +184,11 @@ class AgentTool(TypedTool[AgentParams]):
     def _types(self) -> tuple[str, ...]:
         return tuple(self.kinds) or SUBAGENT_TYPES
 
+    @property
+    def running(self) -> frozenset[str]:
+        """The ids of the sub-agents running now (a cancel receipt names them)."""
+        return frozenset(self._running)
+
     async def execute(self, params: AgentParams, ctx: ToolContext) -> ToolReturnValue:
         instance = self._instance(params)
         if isinstance(instance, ToolReturnValue):

@@ -14,17 +14,17 @@ import logging
 from collections.abc import Callable
 from json import decoder as json_decoder
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from soulwire.sdk.errors import SDKError, engine_error
 from soulwire.sdk.jsonutil import as_object
-from soulwire.sdk.process import EngineProcess
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import RPCError
 from soulwire.wire.messages import UnknownMessage, parse_envelope
 from soulwire.wire.peer import DEFERRED, Method, Peer
+from soulwire.wire.streams import MessageStream
 from soulwire.wire.types import TextPart, ThinkPart, WireModel
 
 log = logging.getLogger("soulwire.sdk")
@@ -80,12 +80,29 @@ def _ignore_event(_event: WireModel) -> None:
     pass
 
 
+class EngineLink(Protocol):
+    """What a session needs of its engine: a spawned process (`EngineProcess`) or a session on
+    a server (`sdk.link.RemoteLink`)."""
+
+    @property
+    def stream(self) -> MessageStream: ...
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def returncode(self) -> int | None: ...
+    def stderr_tail(self) -> str: ...
+    def exited_error(self, during: str = "") -> SDKError: ...
+    async def pump_stderr(self) -> None: ...
+    async def wait(self) -> int: ...
+    async def close(self, timeout: float) -> int | None: ...
+
+
 class Engine:
     """A running engine and its peer. `async with` it (in the task that will also leave it):
     that runs the peer, the stderr pump and the exit watcher. `respond*` may be called from
     any thread (the sync wrapper does)."""
 
-    def __init__(self, process: EngineProcess) -> None:
+    def __init__(self, process: EngineLink) -> None:
         self.process = process
         self.on_part: EventHandler = _ignore_event
         """Streamed text/think chunks (the hot path): bound straight to the running turn."""
@@ -224,4 +241,4 @@ def ignore_event(_event: WireModel) -> None:
     """An event handler that drops everything."""
 
 
-__all__ = ["Engine", "decode_event", "fast_content_part", "ignore_event"]
+__all__ = ["Engine", "EngineLink", "decode_event", "fast_content_part", "ignore_event"]

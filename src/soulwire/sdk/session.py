@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
+from anyio.streams.memory import MemoryObjectSendStream
 from pydantic import ValidationError
 
 from soulwire import __version__
@@ -51,7 +52,23 @@ from soulwire.wire.messages import ApprovalResponse
 from soulwire.wire.methods import ServerInfo, SlashCommandInfo
 from soulwire.wire.types import UserInput, WireModel
 
+if TYPE_CHECKING:
+    from soulwire.sdk.link import ReconnectingStream
+
 log = logging.getLogger("soulwire.sdk")
+
+
+@dataclass(frozen=True)
+class _Remote:
+    """Where `Session.attach` connects, and what it negotiates."""
+
+    url: str
+    token: str
+    mode: Literal["controller", "observer"]
+    take: bool
+    deadline_ms: int | None
+    on_timeout: Literal["reject", "cancel", "approve"] | None
+    reconnect_timeout_s: float
 
 
 @dataclass(frozen=True)
@@ -163,6 +180,36 @@ class Session:
         self.rejected_tools: dict[str, str] = {}
         """External tools the engine refused, with its reason."""
         self.info = SessionInfo(self.launch.requested_session_id, None, None)
+        self._remote: _Remote | None = None
+        self.link: ReconnectingStream | None = None
+        """For an attached session: the connection (`last_seq`, `epoch`, `complete`,
+        `reconnects`, `attached`)."""
+        self._watchers: list[MemoryObjectSendStream[WireModel]] = []
+
+    @classmethod
+    def attach(
+        cls,
+        url: str,
+        token: str,
+        *,
+        mode: Literal["controller", "observer"] = "controller",
+        take: bool = False,
+        deadline_ms: int | None = None,
+        on_timeout: Literal["reject", "cancel", "approve"] | None = None,
+        reconnect_timeout: float = 30.0,
+        options: Options | None = None,
+        **settings: Any,
+    ) -> Session:
+        """A session on a `soulwire serve` instead of a spawned engine: `url` is the session's
+        WebSocket address (`ws://127.0.0.1:PORT/ws/sessions/ID`), `token` the server's (or an
+        observer token). The same Session API, plus: a dropped connection is re-opened from the
+        last `seq` (nothing lost or repeated) for up to `reconnect_timeout` s; `mode="observer"`
+        watches (`watch()`) without controlling, `take=True` takes the controller role;
+        `deadline_ms`/`on_timeout` declare what a request nobody answers in time counts as;
+        `rules()`, `add_rule()` and `remove_rule()` manage the session's approval rules."""
+        session = cls(options, **settings)
+        session._remote = _Remote(url, token, mode, take, deadline_ms, on_timeout, reconnect_timeout)
+        return session
 
     # -- lifecycle ----------------------------------------------------------------
     async def __aenter__(self) -> Session:
@@ -177,7 +224,8 @@ class Session:
         if self._conn is not None or self._closed:
             raise SDKError("a Session can be started once")
         try:
-            self.launch.resolved_work_dir()  # a missing work dir fails before anything starts
+            if self._remote is None:  # a missing work dir fails before anything starts
+                self.launch.resolved_work_dir()
             if self.options.mcp_servers:
                 await self._open_mcp_servers()
             self._group = await self._stack.enter_async_context(anyio.create_task_group())
@@ -188,13 +236,7 @@ class Session:
         return self
 
     async def _launch_engine(self) -> None:
-        process = await EngineProcess.spawn(
-            self.launch.argv(),
-            env=self.launch.environment(),
-            cwd=self.launch.resolved_work_dir(),
-            on_stderr=self._on_stderr,
-        )
-        conn = Engine(process)
+        conn = Engine(await self._attach_link() if self._remote else await self._spawn())
         conn.on_event = self._on_event
         conn.on_request = self._on_request
         self._conn = conn
@@ -226,6 +268,47 @@ class Session:
                 )
             self.tools[bridged_tool.name] = bridged_tool
 
+    async def _spawn(self) -> EngineProcess:
+        return await EngineProcess.spawn(
+            self.launch.argv(),
+            env=self.launch.environment(),
+            cwd=self.launch.resolved_work_dir(),
+            on_stderr=self._on_stderr,
+        )
+
+    async def _attach_link(self) -> Any:
+        from soulwire.sdk.link import ReconnectingStream, RemoteLink
+
+        remote = self._remote
+        assert remote is not None
+        stream = ReconnectingStream(
+            remote.url,
+            remote.token,
+            mode=remote.mode,
+            take=remote.take,
+            reconnect_timeout_s=remote.reconnect_timeout_s,
+        )
+        try:
+            await stream.connect()
+        except OSError as exc:
+            raise EngineExitedError(
+                None, f"cannot connect to {remote.url}: {exc}", during="startup"
+            ) from None
+        except Exception as exc:  # the handshake was refused (HTTP 401/404/409 …)
+            raise EngineExitedError(None, f"{remote.url} refused: {exc}", during="startup") from None
+        self.link = stream
+        return RemoteLink(stream)
+
+    def _serve_options(self) -> dict[str, Any]:
+        remote = self._remote
+        assert remote is not None
+        options: dict[str, Any] = {"seq": True, "batch": True}
+        if remote.deadline_ms is not None:
+            options["deadline_ms"] = remote.deadline_ms
+        if remote.on_timeout is not None:
+            options["on_timeout"] = remote.on_timeout
+        return options
+
     async def _initialize(self, conn: Engine) -> None:
         params: dict[str, Any] = {
             "protocol_version": self._protocol_version,
@@ -239,6 +322,8 @@ class Session:
             params["external_tools"] = [t.spec() for t in self.tools.values()]
         if self._hooks is not None:
             params["hooks"] = self._hooks.subscriptions()
+        if self._remote is not None:
+            params["serve"] = self._serve_options()
         try:
             result = await conn.call("initialize", params, timeout=self._startup_timeout)
         except TimeoutError:
@@ -312,6 +397,8 @@ class Session:
             return
         self._closed = True
         self._responder.close()
+        for watcher in self._watchers:
+            watcher.close()  # ends every watch()
         try:
             await self._stop_engine(SessionClosedError("the session was closed"))
         finally:
@@ -553,10 +640,47 @@ class Session:
         answer = as_object(result) or {}
         return bool(answer.get("plan_mode", enabled))
 
+    # -- watching and rules ------------------------------------------------------------
+    async def watch(self) -> AsyncIterator[WireModel]:
+        """Every event of the session as it comes (an observer's view, also of turns other
+        clients run), until the session closes or the loop is left."""
+        import math
+
+        send, receive = anyio.create_memory_object_stream[WireModel](math.inf)
+        self._watchers.append(send)
+        if self._closed:
+            return
+        try:
+            async with receive:
+                async for event in receive:
+                    yield event
+        finally:
+            if send in self._watchers:
+                self._watchers.remove(send)
+
+    async def rules(self) -> list[str]:
+        """The session's approval rules (`approvals/rules/list`; on a server, or an engine
+        started with the extensions)."""
+        result = as_object(await self._connection().call("approvals/rules/list")) or {}
+        return [str(r) for r in result.get("rules") or []]
+
+    async def add_rule(self, rule: str) -> list[str]:
+        """Add an approval rule: exact (`run command: make test`) or a pattern
+        (`Shell(git status*)`); returns the rules now in force."""
+        result = as_object(await self._connection().call("approvals/rules/add", {"rule": rule})) or {}
+        return [str(r) for r in result.get("rules") or []]
+
+    async def remove_rule(self, rule: str) -> list[str]:
+        """Revoke an approval rule (e.g. one "approve for session" granted)."""
+        result = as_object(await self._connection().call("approvals/rules/remove", {"rule": rule})) or {}
+        return [str(r) for r in result.get("rules") or []]
+
     # -- engine → client ------------------------------------------------------------
     def _on_event(self, event: WireModel) -> None:
         if type(event) is ApprovalResponse:
             self._responder.approval_resolved(event)
+        for watcher in self._watchers:
+            watcher.send_nowait(event)
         active = self._active
         if active is not None:
             active._on_event(event)

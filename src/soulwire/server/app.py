@@ -47,12 +47,18 @@ class SessionInfo(BaseModel):
     clients: int = 0
     last_seq: int | None = None
     held_elsewhere: bool = False
+    sandbox: dict[str, Any] | None = None
+    """The sandbox chosen for the session (`mode`, `network`), if one was."""
 
 
 class CreateSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
     work_dir: str | None = Field(default=None, description="absolute path; default: the server's work dir")
     title: str | None = Field(default=None, max_length=200)
+    sandbox: Literal["off", "read-only", "workspace-write"] | None = Field(
+        default=None, description="run the session's tools in bubblewrap; default: the config's"
+    )
+    sandbox_network: bool | None = Field(default=None, description="network inside the sandbox (default off)")
 
 
 class RenameSession(BaseModel):
@@ -130,7 +136,7 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
 
     @app.post("/api/sessions", response_model=SessionInfo, status_code=201)
     async def create_session(body: CreateSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        return info(registry().create(body.work_dir, body.title))
+        return info(registry().create(body.work_dir, body.title, body.sandbox, body.sandbox_network))
 
     @app.get("/api/sessions/{session_id}", response_model=SessionInfo)
     async def get_session(session_id: str) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
@@ -202,9 +208,9 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
 
 
 def _attach_from_query(websocket: WebSocket) -> AttachParams | None:
-    """`?since_seq=N&mode=observer&take=1&epoch=E`: attach as the connection opens."""
+    """`?since_seq=N&mode=observer&take=1&epoch=E&client_key=K`: attach as the connection opens."""
     query = websocket.query_params
-    if not any(k in query for k in ("since_seq", "mode", "take", "epoch")):
+    if not any(k in query for k in ("since_seq", "mode", "take", "epoch", "client_key")):
         return None
     raw: dict[str, Any] = {}
     if "since_seq" in query:
@@ -215,6 +221,8 @@ def _attach_from_query(websocket: WebSocket) -> AttachParams | None:
         raw["take"] = query["take"] in ("1", "true", "yes")
     if "epoch" in query:
         raw["epoch"] = query["epoch"]
+    if "client_key" in query:
+        raw["client_key"] = query["client_key"]
     return AttachParams.model_validate(raw)
 
 
@@ -253,8 +261,8 @@ async def _serve_socket(websocket: WebSocket, live: LiveSession, client: Client)
 async def _write_loop(websocket: WebSocket, client: Client) -> None:
     while (batch := await client.next_batch()) is not None:
         try:
-            for line in batch:
-                await websocket.send_text(line.rstrip(b"\n").decode("utf-8", "replace"))
+            for frame in client.frames(batch):
+                await websocket.send_text(frame)
         except Exception:  # the connection is gone; the reader sees the disconnect
             client.close(1006, "")
             return

@@ -44,11 +44,20 @@ class Client:
         """Negotiated the extensions: events carry `seq`, requests deadlines, notices arrive."""
         self.read_only = read_only
         self.max_message_bytes = max_message_bytes
+        self.batch = False
+        self.receipts = True
+        self.key: str | None = None
+        """The client's `client_key` (answers to its requests survive a reconnect)."""
+        self._after_catch_up: list[bytes] = []
+        """With the extensions: `cancel` is answered with a receipt (unless declined)."""
+        """Negotiated `batch`: the writer joins queued messages into frames of up to
+        `max_message_bytes`, newline-separated."""
         self.last_sent = 0
         self.max_queued_bytes = max_queued_bytes
         self._queue: deque[bytes] = deque()
         self._queued = 0
         self._wake = anyio.Event()
+        self._woken = False
         self._ring: Callable[[int, int], list[Entry] | None] | None = None
         """While catching up: where the writer pulls the missed entries from."""
         self.closed = False
@@ -61,6 +70,20 @@ class Client:
         self.last_sent = after
         self._ring = ring
         self._wake.set()
+
+    @property
+    def queued(self) -> bool:
+        """Messages wait for the writer."""
+        return bool(self._queue)
+
+    def deliver_after_catch_up(self, lines: list[bytes]) -> None:
+        """Messages that belong after the events being caught up on (answers to requests
+        whose events are still in the backlog)."""
+        if self._ring is None:
+            for line in lines:
+                self.deliver(line)
+        else:
+            self._after_catch_up.extend(lines)
 
     def send_entry(self, entry: Entry) -> None:
         """A numbered message, in the form this client negotiated."""
@@ -88,7 +111,9 @@ class Client:
         if self._queued > self.max_queued_bytes:
             self.close(TOO_SLOW, "too slow: re-attach from your last seq")
             return
-        self._wake.set()
+        if not self._woken:  # once per writer pass, not once per message
+            self._woken = True
+            self._wake.set()
 
     async def next_batch(self) -> list[bytes] | None:
         """Everything queued (waiting for something); None once the client is closed."""
@@ -100,10 +125,27 @@ class Client:
                 continue
             await self._wake.wait()
             self._wake = anyio.Event()
+            self._woken = False
         batch = list(self._queue)
         self._queue.clear()
         self._queued = 0
         return batch
+
+    def frames(self, batch: list[bytes]) -> list[str]:
+        """The text frames a batch goes out as: one per message, or (negotiated) as few as
+        fit in `max_message_bytes`, each message ending with a newline."""
+        if not self.batch:
+            return [line.rstrip(b"\n").decode("utf-8", "replace") for line in batch]
+        frames: list[str] = []
+        limit = self.max_message_bytes
+        start = size = 0
+        for end, line in enumerate(batch):
+            if size and size + len(line) > limit:
+                frames.append(b"".join(batch[start:end]).decode("utf-8", "replace"))
+                start, size = end, 0
+            size += len(line)
+        frames.append(b"".join(batch[start:]).decode("utf-8", "replace"))
+        return frames
 
     def _pull(self) -> None:
         assert self._ring is not None
@@ -113,6 +155,9 @@ class Client:
             self.close(TOO_SLOW, "the events to catch up on left the ring: re-attach")
         elif not entries:
             self._ring = None  # caught up: live from here
+            later, self._after_catch_up = self._after_catch_up, []
+            for line in later:
+                self.deliver(line)
         else:
             for entry in entries:
                 self._send_entry(entry)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
+from soulwire.engine.rules import RuleError, check_rule
 from soulwire.runtime.builder import Runtime
 from soulwire.server.blobs import preview
 from soulwire.server.client import Client, insert_members
@@ -47,6 +48,7 @@ from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode, error_line, response_line
 
 log = logging.getLogger("soulwire.server")
+MAX_ORPHAN_KEYS = 1024
 
 
 class LiveSession:
@@ -67,9 +69,13 @@ class LiveSession:
         self.ring: deque[Entry] = deque()
         self._ring_bytes = 0
         self.clients: dict[int, Client] = {}
+        self._fanout: tuple[Client, ...] = ()
+        """`clients` as a tuple, rebuilt when one comes or goes (not once per event)."""
         self.controller: Client | None = None
         self.pending: dict[str, Pending] = {}
         self._forwarded: dict[str, Forwarded] = {}
+        self._orphans: dict[str, list[bytes]] = {}
+        """Answers that reached a dropped connection, by its client key, until it re-attaches."""
         self._counter = 0
         self._inbox: deque[bytes] = deque()
         self._inbox_ready = anyio.Event()
@@ -78,10 +84,13 @@ class LiveSession:
         self._group: anyio.abc.TaskGroup | None = None
         self._on_empty = on_empty
         self.closed = False
+        self.signals = False
+        """SIGTERM/SIGINT end the session (a process with one session: stdio)."""
         self.finished = anyio.Event()
         self.loaded: dict[str, Any] = {"session_id": self.id}
         """What opening the session loaded (id, records, content hash): a resume proves it."""
         self.server = WireServer(runtime)
+        self._referencer = self._by_reference  # one bound method, not one per event
 
     # -- the engine's side (MessageStream) --------------------------------------------
     async def receive(self) -> bytes:
@@ -113,7 +122,7 @@ class LiveSession:
                 self._replaying_for.deliver(message)
                 return
             self._publish("event", message)
-            if b'"type":"TurnEnd"' in message[:80]:
+            if message.find(b'"type":"TurnEnd"', 0, 80) >= 0:
                 self._drop_pending("turn_end")
             return
         body = json.loads(message)
@@ -130,7 +139,7 @@ class LiveSession:
         try:
             async with anyio.create_task_group() as group:
                 self._group = group
-                await self.server.serve(self, signals=False)
+                await self.server.serve(self, signals=self.signals)
                 group.cancel_scope.cancel()
         finally:
             self._group = None
@@ -163,7 +172,10 @@ class LiveSession:
         if params.mode is None and is_new:
             mode = "controller" if self.controller is None and not client.read_only else "observer"
         self._set_mode(client, mode, take=params.take)
+        if params.client_key is not None:
+            self._adopt(client, params.client_key)
         self.clients[client.number] = client
+        self._fanout = tuple(self.clients.values())
         client.extended = True
         complete = True
         sent = 0
@@ -181,6 +193,7 @@ class LiveSession:
                 client.catch_up(start, self.entries_after)  # pulled from the ring at its pace
             else:
                 start = client.last_sent = self.seq
+        client.deliver_after_catch_up(self._orphans.pop(client.key, []) if client.key else [])
         resent = self._resend_pending(client, up_to=start) if client.mode == "controller" else []
         return {
             "session_id": self.id,
@@ -193,9 +206,21 @@ class LiveSession:
             "loaded": self.loaded,
         }
 
+    def _adopt(self, client: Client, key: str) -> None:
+        """The connection speaks for a client key: requests sent by an earlier connection
+        with that key are answered here."""
+        client.key = key
+        for forwarded in self._forwarded.values():
+            old = forwarded.client
+            if old is not None and old is not client and old.key == key:
+                forwarded.client = client
+                if self._replaying_for is old:
+                    self._replaying_for = client
+
     def connect(self, client: Client) -> None:
         """A connection without the extensions: today's Wire, live from now, controller if free."""
         self.clients[client.number] = client
+        self._fanout = tuple(self.clients.values())
         client.last_sent = self.seq
         self._set_mode(client, "controller" if self.controller is None else "observer", take=False)
         if client is self.controller:
@@ -220,6 +245,7 @@ class LiveSession:
 
     def detach(self, client: Client) -> None:
         self.clients.pop(client.number, None)
+        self._fanout = tuple(self.clients.values())
         if self._replaying_for is client:
             self._replaying_for = None
         if self.controller is client:
@@ -319,6 +345,8 @@ class LiveSession:
         if method == "replay":
             self._replaying_for = client
         body: dict[str, Any] = {"jsonrpc": "2.0", "id": forwarded_id, "method": method}
+        if method == "cancel" and client.extended and client.receipts and params in (None, {}):
+            params = {"receipt": True}
         if params is not None:
             body["params"] = params
         self._to_engine(line_of(body))
@@ -332,6 +360,8 @@ class LiveSession:
         client.extended = client.extended or options.seq
         if options.max_message_bytes is not None:
             client.max_message_bytes = options.max_message_bytes
+        client.batch = client.batch or options.batch
+        client.receipts = options.receipts
         if options.mode is not None or options.since_seq is not None:
             self.attach(client, AttachParams(since_seq=options.since_seq, mode=options.mode or client.mode))
         if client is self.controller or self.controller is None:
@@ -350,6 +380,8 @@ class LiveSession:
             "on_timeout": self.on_timeout,
             "methods": sorted(HUB_METHODS),
             "max_message_bytes": client.max_message_bytes,
+            "batch": client.batch,
+            "receipts": client.extended and client.receipts,
             "loaded": self.loaded,
         }
 
@@ -458,6 +490,11 @@ class LiveSession:
             if client.extended:
                 body["result"] = {**result, "serve": self.serve_info(client)}
         body["id"] = forwarded.original_id
+        if client.closed and client.key is not None:  # kept for the connection that re-attaches
+            if len(self._orphans) >= MAX_ORPHAN_KEYS and client.key not in self._orphans:
+                self._orphans.pop(next(iter(self._orphans)))
+            self._orphans.setdefault(client.key, []).append(line_of(body))
+            return
         client.deliver(line_of(body))
 
     def _notice(self, method: str, params: dict[str, Any]) -> None:
@@ -473,7 +510,10 @@ class LiveSession:
                 raise RPCError(INVALID_STATE, f"{method} needs the controller role", {"reason": "observer"})
             rule = validated(method, RuleParams, params).rule
             if method == "approvals/rules/add":
-                rules.add(rule)
+                try:
+                    rules.add(check_rule(rule))
+                except RuleError as exc:
+                    raise RPCError(jsonrpc.INVALID_PARAMS, str(exc), {"reason": "bad_rule"}) from None
             elif method == "approvals/rules/remove":
                 rules.discard(rule)
             else:
@@ -510,14 +550,14 @@ class LiveSession:
 
     def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> Entry:
         self.seq += 1
-        entry = Entry(self.seq, kind, line, f'"seq":{self.seq},'.encode() + extra, self._by_reference)
+        entry = Entry(self.seq, kind, line, b'"seq":%d,' % self.seq + extra, self._referencer)
         ring = self.ring
         ring.append(entry)
         self._ring_bytes += len(line)
         settings = self.settings
         while len(ring) > settings.ring_events or self._ring_bytes > settings.ring_bytes:
             self._ring_bytes -= len(ring.popleft().line)
-        for client in tuple(self.clients.values()):
+        for client in self._fanout:
             client.send_entry(entry)
         return entry
 

@@ -97,6 +97,11 @@ class ServeOptions(BaseModel):
     deadline_ms: int | None = Field(default=None, ge=1, le=86_400_000)
     on_timeout: OnTimeout | None = None
     max_message_bytes: int | None = Field(default=None, ge=65_536)
+    receipts: bool = True
+    """`cancel` answers with what it stopped and what it left running (ui/wire/receipt.py)."""
+    batch: bool = False
+    """Several messages per WebSocket text frame, newline-separated as on stdio: one frame
+    (and one send) per event-loop pass instead of one per message."""
 
 
 class BlobReadParams(BaseModel):
@@ -117,6 +122,9 @@ class AttachParams(BaseModel):
     mode: Mode | None = None
     take: bool = False
     epoch: str | None = None
+    client_key: str | None = Field(default=None, min_length=16, max_length=128)
+    """A secret the client keeps across its connections: answers to requests it sent on a
+    connection that dropped reach the connection that re-attaches with the same key."""
 
 
 def line_of(body: dict[str, Any]) -> bytes:

@@ -151,6 +151,9 @@ class SessionRegistry:
         info["clients"] = len(live.clients) if live else 0
         info["last_seq"] = live.seq if live else None
         info["held_elsewhere"] = live is None and is_locked(self.settings.share, found.work_dir, found.id)
+        stored = read_state(found.dir).get("sandbox")
+        if isinstance(stored, dict):
+            info["sandbox"] = stored
         return info
 
     def list(self, work_dir: str | None = None) -> list[dict[str, Any]]:
@@ -165,16 +168,34 @@ class SessionRegistry:
     def _store(self, session_id: str, work_dir: str) -> FileSessionStore:
         return FileSessionStore(self.settings.share, work_dir, session_id, protocol_version=PROTOCOL_VERSION)
 
-    def create(self, work_dir: str | None, title: str | None) -> Located:
+    def create(
+        self,
+        work_dir: str | None,
+        title: str | None,
+        sandbox: str | None = None,
+        sandbox_network: bool | None = None,
+    ) -> Located:
+        """A new session; `sandbox`/`sandbox_network` are recorded in its state, where the
+        runtime finds them whenever the session is opened (here or by the CLI)."""
         path = Path(work_dir).expanduser() if work_dir else self.settings.work_dir
         if not path.is_absolute() or not path.is_dir():
             raise SessionError(422, f"work_dir must be an existing absolute directory: {path}")
+        if sandbox not in (None, "off"):
+            from soulwire.tools.sandbox import bubblewrap_problem
+
+            problem = bubblewrap_problem()
+            if problem is not None:
+                raise SessionError(422, f"cannot sandbox the session: {problem}")
         normal = normalise_work_dir(path)
         session_id = new_session_id()
         store = self._store(session_id, normal)
         state: dict[str, Any] = {WORK_DIR_KEY: normal}
         if title:
             state["custom_title"] = title
+        if sandbox is not None or sandbox_network is not None:
+            from soulwire.runtime.sandbox import STATE_KEY
+
+            state[STATE_KEY] = {"mode": sandbox or "off", "network": bool(sandbox_network)}
         store.save_state(state)
         (store.dir / CONTEXT_FILE).touch(mode=0o600)
         update_work_dir_index(self.settings.share, normal, session_id)

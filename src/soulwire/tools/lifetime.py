@@ -33,6 +33,7 @@ import os
 import subprocess
 import sys
 import threading
+from contextvars import ContextVar
 
 from soulwire.tools.procfs import processes
 
@@ -80,6 +81,11 @@ class _Watchdog:
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
+
+    def ensure_started(self) -> None:
+        with self._lock:
+            if self._fd is None:
+                self._start()
 
     def watching(self, pgid: int) -> bool:
         return pgid in self._groups
@@ -131,9 +137,32 @@ def _group_exists(pgid: int) -> bool:
 _watchdog = _Watchdog() if hasattr(os, "killpg") else None
 
 
+def ready_to_tie() -> None:
+    """Start the watchdog now if it is not running, before a tool process is spawned: then
+    the process is told to it microseconds after it starts, rather than after a Python
+    process has been started for the watchdog (a window in which a SIGKILL of the engine
+    would leave the first tool process behind)."""
+    if _watchdog is not None:
+        _watchdog.ensure_started()
+
+
+_collectors: ContextVar[tuple[set[int], ...]] = ContextVar("soulwire_tool_groups", default=())
+
+
+def collect_groups() -> set[int]:
+    """A set that, from now on in this task and the tasks it starts, receives the id of each
+    process group tied to the engine (and so do the sets of the enclosing tool calls: a
+    sub-agent's commands count for the call that started it). A cancel receipt names them."""
+    mine: set[int] = set()
+    _collectors.set((*_collectors.get(), mine))
+    return mine
+
+
 def tie_to_engine(pgid: int) -> None:
     """Make sure the process group `pgid` (a tool process started with `start_new_session`)
     is SIGKILLed if the engine dies before it ends."""
+    for groups in _collectors.get():
+        groups.add(pgid)
     if _watchdog is not None:
         _watchdog.watch(pgid)
 

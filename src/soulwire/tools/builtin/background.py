@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 
 from soulwire.tools.builtin.process import group_alive, signal_group
-from soulwire.tools.lifetime import tie_to_engine
+from soulwire.tools.lifetime import ready_to_tie, tie_to_engine
 from soulwire.wire.messages import Notification
 from soulwire.wire.types import BackgroundTaskDisplayBlock
 
@@ -240,6 +240,7 @@ class BackgroundTasks:
                 "created_at": task.created_at,
             },
         )
+        ready_to_tie()
         with open(task.output_path, "ab") as output:
             process = subprocess.Popen(
                 argv,

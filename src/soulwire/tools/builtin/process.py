@@ -22,7 +22,7 @@ import anyio
 import anyio.to_thread
 
 from soulwire.tools.builtin.output import OMITTED
-from soulwire.tools.lifetime import tie_to_engine
+from soulwire.tools.lifetime import ready_to_tie, tie_to_engine
 from soulwire.tools.procfs import processes
 
 KILL_GRACE_S = 0.25
@@ -176,6 +176,7 @@ async def run_captured(
 
     Plain `Popen` (vfork + exec) with the pipes and a pidfd watched by the event loop: no
     watcher thread and no transport objects per command, which keeps tool steps cheap."""
+    ready_to_tie()
     process = subprocess.Popen(
         list(argv),
         stdin=stdin if stdin is not None else subprocess.DEVNULL,

@@ -17,6 +17,7 @@ import importlib
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from soulwire.config.loader import ConfigError
@@ -111,8 +112,24 @@ def _cannot_start(error: BaseException, reader: LineReader, *, answered: bool) -
     return code
 
 
-def serve_wire(options: SessionOptions) -> int:
-    """Run `--wire` mode until stdin closes; returns the process exit code."""
+def _asks_for_extensions(line: bytes) -> bool:
+    """The first line is an `initialize` with a `serve` member (the server's extensions)."""
+    if b'"serve"' not in line:
+        return False
+    inbound = jsonrpc.classify(line.decode("utf-8", "replace"))
+    params: Any = inbound.params
+    return (
+        inbound.kind == "request"
+        and inbound.method == "initialize"
+        and isinstance(params, dict)
+        and "serve" in params
+    )
+
+
+def serve_wire(options: SessionOptions, extended: Callable[[Any, LineReader], int] | None = None) -> int:
+    """Run `--wire` mode until stdin closes; returns the process exit code. `extended` serves
+    a client whose `initialize` asks for the server's extensions (given by the CLI, which may
+    use the server package: this layer may not)."""
     try:
         options.session_id = resolve_session_id(options) or FileSessionStore.new_id()
         options.continue_last = False
@@ -128,7 +145,8 @@ def serve_wire(options: SessionOptions) -> int:
     warmup.start()
     reader = LineReader(0)
     first = reader.read_line()
-    early = _early_initialize(first, options) if first is not None else None
+    wants = extended is not None and first is not None and _asks_for_extensions(first)
+    early = _early_initialize(first, options) if first is not None and not wants else None
     if early is not None:
         _write_all(1, early[1])
     elif first is not None:
@@ -138,6 +156,10 @@ def serve_wire(options: SessionOptions) -> int:
     startup_finished()
     if warmup.error is not None:
         return _cannot_start(warmup.error, reader, answered=early is not None)
+    if wants and extended is not None:
+        code = extended(warmup.runtime, reader)
+        sys.stderr.flush()
+        os._exit(code)
     server: Any = sys.modules["soulwire.ui.wire.server"]
     hello = early[0] if early is not None else None
     code: int = server.run_server(warmup.runtime, reader, hello)

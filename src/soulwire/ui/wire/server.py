@@ -68,6 +68,8 @@ class WireServer:
         self._busy = False
         self._prompting = False
         self._scope: anyio.CancelScope | None = None
+        self._idle: anyio.Event | None = None
+        """Set when the running job ends (a new one per job): a cancel receipt waits for it."""
         self._closing = False
         self._blocked: frozenset[type] = frozenset()
         self._blocked_names: frozenset[str] = frozenset()
@@ -186,6 +188,7 @@ class WireServer:
         # The scope exists before the task starts: a cancel in the same write lands.
         scope = anyio.CancelScope()
         self._scope = scope
+        self._idle = anyio.Event()
         self._busy = True
         self._prompting = True  # from now on a steer belongs to this turn
         return self._run_prompt(scope, params.user_input)
@@ -204,12 +207,27 @@ class WireServer:
         """Turn plan mode on or off (the model may only read and plan while it is on)."""
         return {"status": "ok", "plan_mode": self.runtime.set_plan_mode(params.enabled)}
 
-    def _on_cancel(self, _params: Any, _id: str) -> dict[str, Any]:
-        """Cancel the running turn; its prompt request answers with status `cancelled`."""
+    def _on_cancel(self, params: Any, _id: str) -> Any:
+        """Cancel the running turn; its prompt request answers with status `cancelled`. With
+        `{"receipt": true}` the answer waits for the wind-down and says what was stopped."""
         if self._scope is None:
             raise idle_error()
+        if not (isinstance(params, dict) and params.get("receipt") is True):  # pyright: ignore[reportUnknownMemberType]
+            self._scope.cancel()
+            return {}  # today's Wire: answered at once
+        from soulwire.ui.wire import receipt
+
+        before = receipt.snapshot(self.runtime)
         self._scope.cancel()
-        return {}
+        return self._receipt_after(before)
+
+    async def _receipt_after(self, before: Any) -> dict[str, Any]:
+        """The cancel's answer once the job has wound down (ui/wire/receipt.py)."""
+        from soulwire.ui.wire import receipt
+
+        if self._idle is not None:
+            await self._idle.wait()
+        return await receipt.receipt(before, self.runtime)
 
     def _on_replay(self, _params: Any, _id: str) -> Any:
         """Stream the session's recorded events again (for a client that re-attaches), then answer."""
@@ -217,6 +235,7 @@ class WireServer:
             raise busy_error()
         scope = anyio.CancelScope()
         self._scope = scope
+        self._idle = anyio.Event()
         self._busy = True
         return self._run_replay(scope)
 
@@ -236,6 +255,8 @@ class WireServer:
             self._scope = None
             self._busy = False
             self._prompting = False
+            if self._idle is not None:
+                self._idle.set()
 
     async def _run_replay(self, scope: anyio.CancelScope) -> dict[str, Any]:
         counts = ReplayCounts()
@@ -256,6 +277,8 @@ class WireServer:
         finally:
             self._scope = None
             self._busy = False
+            if self._idle is not None:
+                self._idle.set()
 
     # -- lifecycle ----------------------------------------------------------
     async def serve(self, stream: MessageStream, *, signals: bool = True) -> None:
