@@ -37,6 +37,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="TEXT", help="whole configuration as JSON or TOML text")
     parser.add_argument("--model", "-m", metavar="NAME", help="model alias from [models]")
     parser.add_argument("--yolo", action="store_true", help="approve every tool call in every session")
+    # Per-session engine settings, so one server can host a fleet's sessions (docs/fleet.md).
+    parser.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None, help="thinking mode")
+    parser.add_argument("--max-steps-per-turn", type=int, metavar="N", help="model steps per turn")
+    parser.add_argument(
+        "--sandbox", choices=("off", "read-only", "workspace-write"), help="Shell and file tools sandbox"
+    )
+    parser.add_argument("--sandbox-network", choices=("on", "off"), help="network inside the sandbox")
     parser.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME",
         help="another Host name clients use for this server (e.g. behind a proxy); repeatable",
@@ -91,7 +98,10 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def run_serve(argv: list[str]) -> int:
     """Entry point of `soulwire serve`; returns the exit code."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.max_steps_per_turn is not None and args.max_steps_per_turn < 1:
+        parser.error("--max-steps-per-turn must be at least 1")
     from soulwire.config.loader import ConfigError, load_raw_config, share_dir
 
     try:
@@ -133,6 +143,10 @@ def run_serve(argv: list[str]) -> int:
         config_path=config_path,
         model_alias=args.model,
         yolo=args.yolo,
+        thinking=args.thinking,
+        max_steps_per_turn=args.max_steps_per_turn,
+        sandbox=args.sandbox,
+        sandbox_network=None if args.sandbox_network is None else args.sandbox_network == "on",
         idle_timeout_s=args.idle_timeout,
         hub=HubSettings(
             deadline_ms=max(1, round(args.request_timeout * 1000)),
