@@ -12,12 +12,16 @@ only (import-linter enforces it). See docs/fleet.md.
 
 from soulwire.fleet.backend import Backend, EngineSettings
 from soulwire.fleet.local import LocalBackend
+from soulwire.fleet.policy import ApprovalRule, ApprovalRules
 from soulwire.fleet.results import FINISHED, CheckOutcome, TaskResult, Usage, read_results
 from soulwire.fleet.runner import Fleet, default_run_dir, run_all, run_fleet
 from soulwire.fleet.tasks import Task, TaskFileError, load_tasks, parse_tasks
+from soulwire.fleet.warm import WarmBackend
 
 __all__ = [
     "FINISHED",
+    "ApprovalRule",
+    "ApprovalRules",
     "Backend",
     "CheckOutcome",
     "EngineSettings",
@@ -27,6 +31,7 @@ __all__ = [
     "TaskFileError",
     "TaskResult",
     "Usage",
+    "WarmBackend",
     "default_run_dir",
     "load_tasks",
     "parse_tasks",

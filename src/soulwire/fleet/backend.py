@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Protocol
 
 from soulwire.fleet.results import TaskResult
-from soulwire.sdk.pricing import ModelPrice
 from soulwire.fleet.tasks import Task
+from soulwire.sdk.pricing import ModelPrice
 
 
 @dataclass(frozen=True)

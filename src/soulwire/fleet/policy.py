@@ -1,12 +1,12 @@
 """Approval policies of tasks as data: a fixed answer (`yolo`, `approve`, `reject`) or an
 ordered list of rules matched against each approval request, first match wins.
 
-    {"rules": [{"sender": "Shell", "description": "git *", "decision": "approve"},
+    {"rules": [{"sender": "Shell", "description": "Run command `git *", "decision": "approve"},
                {"sender": "WriteFile", "decision": "approve"}],
      "default": "reject"}
 
 A rule's `sender` (the tool asking, e.g. `Shell`), `action` (e.g. `run command`) and
-`description` (e.g. the command line) are shell-style patterns (`fnmatch`, case-sensitive);
+`description` (e.g. ``Run command `git status` ``) are shell-style patterns (`fnmatch`, case-sensitive);
 a field left out matches anything."""
 
 from __future__ import annotations

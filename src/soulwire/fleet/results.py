@@ -157,5 +157,11 @@ __all__ = [
     "FINISHED",
     "CheckOutcome",
     "EngineLostError",
+    "ResultsWriter",
+    "Status",
+    "TaskResult",
+    "Usage",
+    "read_results",
     "task_cost",
-    "task_model_name", "ResultsWriter", "Status", "TaskResult", "Usage", "read_results"]
+    "task_model_name",
+]

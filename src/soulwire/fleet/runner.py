@@ -7,7 +7,7 @@ import math
 import tempfile
 import time
 from collections.abc import AsyncGenerator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -71,7 +71,10 @@ class Fleet:
         send, receive = anyio.create_memory_object_stream[TaskResult](math.inf)
         limiter = anyio.CapacityLimiter(self.concurrency)
         try:
-            async with anyio.create_task_group() as group:
+            async with AsyncExitStack() as stack:
+                if isinstance(self.backend, AbstractAsyncContextManager):  # warm engines, a Ray cluster
+                    await stack.enter_async_context(self.backend)  # pyright: ignore[reportUnknownArgumentType]
+                group = await stack.enter_async_context(anyio.create_task_group())
                 group.start_soon(self._run_all, limiter, writer, send)
                 async with receive:
                     yield receive

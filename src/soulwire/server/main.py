@@ -38,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", "-m", metavar="NAME", help="model alias from [models]")
     parser.add_argument("--yolo", action="store_true", help="approve every tool call in every session")
     # Per-session engine settings, so one server can host a fleet's sessions (docs/fleet.md).
-    parser.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None, help="thinking mode")
+    parser.add_argument(
+        "--thinking", action=argparse.BooleanOptionalAction, default=None, help="thinking mode"
+    )
     parser.add_argument("--max-steps-per-turn", type=int, metavar="N", help="model steps per turn")
     parser.add_argument(
         "--sandbox", choices=("off", "read-only", "workspace-write"), help="Shell and file tools sandbox"
