@@ -46,6 +46,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", metavar="DIR", help="task workspaces (default: RESULTS.run beside --out)")
     run.add_argument("--backend", choices=["local"], default="local", help="where tasks run (local)")
     run.add_argument("--engine", metavar="CMD", help="the engine executable (default: this soulwire)")
+    engines_help = (
+        "warm: sessions on a few long-lived soulwire serve processes (default); fresh: a process per task"
+    )
+    run.add_argument("--engines", choices=["warm", "fresh"], help=engines_help)
+    run.add_argument(
+        "--engines-per-group", type=_positive, metavar="N", help="warm engine processes per settings"
+    )
     run.add_argument("--json", action="store_true", help="progress as JSON lines on stdout")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
     report = commands.add_parser("report", help="summarise a results file")
@@ -70,7 +77,7 @@ def default_out(tasks: Path) -> Path:
 def _run(args: argparse.Namespace) -> int:
     import anyio
 
-    from soulwire.fleet import EngineSettings, Fleet, LocalBackend, TaskFileError, load_tasks
+    from soulwire.fleet import EngineSettings, Fleet, LocalBackend, TaskFileError, WarmBackend, load_tasks
 
     tasks_path = Path(args.tasks)
     try:
@@ -80,7 +87,11 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     out = Path(args.out) if args.out else default_out(tasks_path)
     settings = EngineSettings(executable=args.engine) if args.engine else EngineSettings()
-    backend = LocalBackend(settings)
+    # Warm engines are `soulwire serve` processes: another engine (--engine kimi) runs fresh.
+    warm = args.engines == "warm" or (args.engines is None and not args.engine)
+    backend = (
+        WarmBackend(settings, engines_per_group=args.engines_per_group) if warm else LocalBackend(settings)
+    )
     try:
         fleet = Fleet(tasks, concurrency=args.concurrency, out=out, run_dir=args.run_dir, backend=backend)
     except OSError as exc:  # the results file cannot be read

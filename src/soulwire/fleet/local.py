@@ -15,7 +15,7 @@ from anyio.abc import Process
 import soulwire.sdk as sdk
 from soulwire.fleet.backend import EngineSettings
 from soulwire.fleet.policy import decide
-from soulwire.fleet.results import CheckOutcome, EngineLostError, TaskResult, Usage, task_cost
+from soulwire.fleet.results import CheckOutcome, EngineError, EngineLostError, TaskResult, Usage, task_cost
 from soulwire.fleet.tasks import Task
 from soulwire.fleet.workspace import WorkspaceError, prepare_workspace, workspace_diff
 
@@ -81,7 +81,7 @@ class LocalBackend:
                 result.status, result.reason = "failed", f"EngineLostError: {_one_line(exc)}"
                 if attempt < attempts:
                     continue
-            except sdk.SDKError as exc:
+            except (sdk.SDKError, EngineError) as exc:
                 result.status, result.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
             break
         if task.check is not None and result.status != "cancelled":

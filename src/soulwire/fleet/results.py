@@ -71,6 +71,10 @@ class TaskResult(BaseModel):
         return self.status in FINISHED
 
 
+class EngineError(Exception):
+    """The engine could not run the task (a bad configuration, a refused session): `failed`."""
+
+
 class EngineLostError(Exception):
     """The engine (or the worker hosting it) died under a task: the task may run again."""
 
@@ -156,6 +160,7 @@ def _ends_without_newline(path: Path) -> bool:
 __all__ = [
     "FINISHED",
     "CheckOutcome",
+    "EngineError",
     "EngineLostError",
     "ResultsWriter",
     "Status",

@@ -74,6 +74,9 @@ class Fleet:
             async with AsyncExitStack() as stack:
                 if isinstance(self.backend, AbstractAsyncContextManager):  # warm engines, a Ray cluster
                     await stack.enter_async_context(self.backend)  # pyright: ignore[reportUnknownArgumentType]
+                prepare = getattr(self.backend, "prepare", None)
+                if callable(prepare):  # start engines (or workers) before the first task needs them
+                    prepare(self.pending, self.concurrency)
                 group = await stack.enter_async_context(anyio.create_task_group())
                 group.start_soon(self._run_all, limiter, writer, send)
                 async with receive:
@@ -111,12 +114,20 @@ class Fleet:
                     writer.write(_stopped(record, "cancelled", "the fleet was interrupted"))
                 raise
             except Exception as exc:  # a backend bug must not lose the other tasks' results
-                result = _stopped(record, "failed", f"fleet error: {type(exc).__name__}: {exc}")
+                leaf = _leaf(exc)
+                result = _stopped(record, "failed", f"fleet error: {type(leaf).__name__}: {leaf}")
             self.running.pop(task.id, None)
             self.finished.append(result)
             if writer is not None:
                 writer.write(result)
             send.send_nowait(result)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside nested exception groups (task groups wrap them)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _stopped(record: TaskResult, status: Status, reason: str) -> TaskResult:

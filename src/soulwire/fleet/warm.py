@@ -14,6 +14,8 @@ import secrets
 import signal
 import subprocess
 import tempfile
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from anyio.abc import Process
 from soulwire.fleet.backend import EngineSettings
 from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.policy import decide
-from soulwire.fleet.results import EngineLostError, TaskResult, Usage
+from soulwire.fleet.results import EngineError, EngineLostError, TaskResult, Usage
 from soulwire.fleet.tasks import Task
 from soulwire.sdk.options import resolve_executable
 
@@ -132,10 +134,15 @@ async def start_engine(
     except TimeoutError:
         _kill(process)
         await process.wait()
-        raise EngineLostError(f"soulwire serve did not start in {settings.startup_timeout:g}s") from None
+        raise EngineError(f"soulwire serve did not start in {settings.startup_timeout:g}s") from None
+    except BaseException:  # cancelled while starting: leave no process behind
+        _kill(process)
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+        raise
     if url is None:
         await process.wait()
-        raise EngineLostError(f"soulwire serve exited (code {process.returncode}): {' | '.join(lines[-3:])}")
+        raise EngineError(f"soulwire serve exited (code {process.returncode}): {' | '.join(lines[-3:])}")
     engine = ServeEngine(process=process, url=url, token=token, stderr_tail=lines[-20:])
 
     async def pump() -> None:
@@ -149,6 +156,15 @@ async def start_engine(
     return engine, pump
 
 
+async def stop_engine(engine: ServeEngine, timeout: float) -> None:
+    """SIGTERM (running turns are cancelled, files closed), SIGKILL after `timeout`."""
+    _kill(engine.process, signal.SIGTERM)
+    with anyio.move_on_after(timeout):
+        await engine.process.wait()
+    _kill(engine.process)
+    await engine.process.wait()
+
+
 def _kill(process: Process, sig: int = signal.SIGKILL) -> None:
     try:
         os.killpg(process.pid, sig)
@@ -157,24 +173,76 @@ def _kill(process: Process, sig: int = signal.SIGKILL) -> None:
 
 
 class EngineGroup:
-    """Up to `size` engines with the same settings, started as tasks need them."""
+    """Up to `size` engines with the same settings. They start in the background as tasks
+    ask for them; a task takes the least busy engine that is up, so the first tasks do not
+    wait for every engine of the group to start."""
 
     def __init__(self, backend: WarmBackend, key: GroupKey) -> None:
         self.backend = backend
         self.key = key
         self.engines: list[ServeEngine] = []
-        self._lock = anyio.Lock()
+        self.starting = 0
+        self.busy = 0
+        """Tasks running on or waiting for this group's engines."""
+        self.failure: Exception | None = None
+        self._changed = anyio.Event()
+
+    def fill(self, demand: int = 1) -> None:
+        """Start engines until `demand` (at most the group's size) are alive or starting."""
+        self.engines = [e for e in self.engines if e.alive]
+        wanted = min(self.backend.engines_per_group, max(demand, self.busy))
+        while len(self.engines) + self.starting < wanted:
+            self.starting += 1
+            self.backend.start_soon(self._start_one)
+
+    async def _start_one(self) -> None:
+        try:
+            engine = await self.backend.spawn(self.key)
+        except Exception as exc:  # told to the tasks waiting for an engine
+            self.failure = exc
+        else:
+            self.engines.append(engine)
+            self.failure = None
+        finally:
+            self.starting -= 1
+            self._changed.set()
+            self._changed = anyio.Event()
 
     async def acquire(self) -> ServeEngine:
-        """The least busy live engine, starting one while fewer than `size` are alive."""
-        async with self._lock:
-            self.engines = [e for e in self.engines if e.alive]
-            if len(self.engines) < self.backend.engines_per_group:
-                engine = await self.backend.spawn(self.key)
-                self.engines.append(engine)
-            engine = min(self.engines, key=lambda e: e.sessions)
-            engine.sessions += 1
-            return engine
+        """The least busy live engine (waiting for one to start when none is up); `release`
+        it after the task."""
+        self.busy += 1
+        try:
+            return await self._acquire()
+        except BaseException:
+            self.busy -= 1
+            raise
+
+    def release(self, engine: ServeEngine) -> None:
+        engine.sessions -= 1
+        self.busy -= 1
+        if engine.sessions == 0 and engine.alive:
+            self.backend.start_soon(self._retire_if_idle, engine)
+
+    async def _retire_if_idle(self, engine: ServeEngine) -> None:
+        """Stop an engine nobody used for `idle_s` (the group's tasks are done)."""
+        await anyio.sleep(self.backend.idle_s)
+        if engine.sessions == 0 and engine.alive:
+            self.engines.remove(engine)
+            await stop_engine(engine, self.backend.settings.close_timeout)
+
+    async def _acquire(self) -> ServeEngine:
+        while True:
+            self.fill()
+            live = [e for e in self.engines if e.alive]
+            if live:
+                engine = min(live, key=lambda e: e.sessions)
+                engine.sessions += 1
+                return engine
+            if self.failure is not None and self.starting == 0:
+                failure, self.failure = self.failure, None
+                raise failure
+            await self._changed.wait()
 
 
 class WarmBackend(LocalBackend):
@@ -190,6 +258,8 @@ class WarmBackend(LocalBackend):
     ) -> None:
         super().__init__(settings)
         self.engines_per_group = engines_per_group or max(1, min(4, os.cpu_count() or 1))
+        self.idle_s = 2.0
+        """An engine with no session this long is stopped."""
         self._groups: dict[GroupKey, EngineGroup] = {}
         self._task_group: Any = None
         self._home = Path(tempfile.gettempdir())
@@ -212,20 +282,36 @@ class WarmBackend(LocalBackend):
         """SIGTERM every engine (running turns are cancelled, files closed), then SIGKILL
         what is left after `close_timeout`."""
         engines = [e for g in self._groups.values() for e in g.engines if e.alive]
-        for engine in engines:
-            _kill(engine.process, signal.SIGTERM)
-        with anyio.move_on_after(self.settings.close_timeout):
+        async with anyio.create_task_group() as group:
             for engine in engines:
-                await engine.exited.wait()
-        for engine in engines:
-            _kill(engine.process)
-            await engine.process.wait()
+                group.start_soon(stop_engine, engine, self.settings.close_timeout)
         self._groups.clear()
 
     def engines(self, task: Task) -> list[ServeEngine]:
         """The live engines that host tasks with `task`'s engine settings."""
         group = self._groups.get(GroupKey.of(task))
         return [e for e in group.engines if e.alive] if group is not None else []
+
+    def start_soon(self, func: Any, *args: Any) -> None:
+        if self._task_group is None:
+            raise RuntimeError("WarmBackend is used outside `async with`")
+        self._task_group.start_soon(func, *args)
+
+    def prepare(self, tasks: list[Task], concurrency: int) -> None:
+        """Start the engines the first tasks will need now, while workspaces are copied."""
+        demand: dict[GroupKey, int] = {}
+        for task in tasks[:concurrency]:
+            key = GroupKey.of(task)
+            demand[key] = demand.get(key, 0) + 1
+        for task in tasks[:concurrency]:
+            self._group(task).fill(demand[GroupKey.of(task)])
+
+    def _group(self, task: Task) -> EngineGroup:
+        key = GroupKey.of(task)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = EngineGroup(self, key)
+        return group
 
     async def spawn(self, key: GroupKey) -> ServeEngine:
         if self._task_group is None:
@@ -236,11 +322,7 @@ class WarmBackend(LocalBackend):
         return engine
 
     async def _agent(self, task: Task, work_dir: Path, result: TaskResult) -> None:
-        key = GroupKey.of(task)
-        group = self._groups.get(key)
-        if group is None:
-            group = self._groups[key] = EngineGroup(self, key)
-        engine = await group.acquire()
+        engine = await self._group(task).acquire()
         record = _TurnRecord()
         try:
             async with anyio.create_task_group() as watch:
@@ -253,7 +335,7 @@ class WarmBackend(LocalBackend):
                 await run_remote_turn(engine, task, work_dir, result, record, self.settings.cancel_grace)
                 watch.cancel_scope.cancel()
         finally:
-            engine.sessions -= 1
+            self._group(task).release(engine)
         if not engine.alive and not record.ended:
             raise EngineLostError(engine.describe_exit())
 
@@ -268,7 +350,7 @@ async def _create_session(engine: ServeEngine, work_dir: Path) -> str:
             headers={"Authorization": f"Bearer {engine.token}"},
         )
     if response.status_code != 201:
-        raise EngineLostError(f"creating a session failed: HTTP {response.status_code} {response.text[:200]}")
+        raise EngineError(f"creating a session failed: HTTP {response.status_code} {response.text[:200]}")
     return str(response.json()["id"])
 
 
@@ -342,7 +424,10 @@ async def run_remote_turn(
 
     ws_url = engine.url.replace("http://", "ws://", 1) + f"/ws/sessions/{session_id}"
     try:
-        async with RemoteSession.attach(ws_url, engine.token, on_request=on_request) as session:
+        async with (
+            _attach_errors(),
+            RemoteSession.attach(ws_url, engine.token, on_request=on_request) as session,
+        ):
             with anyio.move_on_after(task.time_limit + cancel_grace):
                 with anyio.move_on_after(task.time_limit) as soft:
                     try:
@@ -370,6 +455,34 @@ async def run_remote_turn(
         record.fill(result)
 
 
+@asynccontextmanager
+async def _attach_errors() -> AsyncGenerator[None]:
+    """A refused WebSocket (the engine could not open the session: a bad configuration, …)
+    as one `EngineError` with the server's reason, instead of a group of network errors."""
+    try:
+        yield
+    except Exception as exc:
+        leaf = _leaf(exc)
+        response = getattr(leaf, "response", None)
+        body = getattr(response, "body", None)
+        if isinstance(body, bytes | bytearray):
+            try:
+                detail = json.loads(body).get("detail", "")
+            except ValueError:
+                detail = body.decode("utf-8", "replace")
+            status = getattr(response, "status_code", "?")
+            raise EngineError(f"the engine refused the session (HTTP {status}): {detail}") from None
+        if leaf is not exc:
+            raise leaf from None
+        raise
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 async def _cancel_quietly(engine: ServeEngine, session_id: str) -> None:
     """`cancel` the session's turn over a fresh connection (best effort)."""
     from soulwire.sdk.remote import RemoteSession
@@ -378,7 +491,7 @@ async def _cancel_quietly(engine: ServeEngine, session_id: str) -> None:
         return
     ws_url = engine.url.replace("http://", "ws://", 1) + f"/ws/sessions/{session_id}"
     try:
-        async with RemoteSession.attach(ws_url, engine.token) as session:
+        async with _attach_errors(), RemoteSession.attach(ws_url, engine.token) as session:
             await session.call("cancel")
     except Exception:
         pass

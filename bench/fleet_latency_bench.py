@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""The issue-18 fleet benchmark: N tasks x K model calls at concurrency C against a fake
+provider with L seconds of latency per call (bench/latency_provider.py, a real HTTP server
+speaking the OpenAI Chat Completions stream). Ideal wall time: ceil(N / C) * K * L.
+
+Runs, each from the command line as a person would, wall clock from spawn to exit:
+
+* `fleet-warm`:  `soulwire fleet run TASKS -j C` (warm `soulwire serve` engines)
+* `fleet-fresh`: the same with `--engines fresh` (a new engine process per task)
+* `fleet-ray`:   `soulwire fleet run --backend ray --address ADDR` on a local Ray cluster
+  started before timing (`--ray`)
+* `xargs-soulwire`: `xargs -P C` running `soulwire --print` once per task
+* `xargs-kimi`: the same with the reference `kimi --print` (`--kimi PATH`)
+
+Peak memory: RSS of every process under the run, sampled every 100 ms from /proc; the
+per-session figure is the peak over C. Also prints the load average before and after.
+
+    .venv/bin/python bench/fleet_latency_bench.py --tasks 200 --calls 3 --concurrency 50 \\
+        --latency 0.5 --kimi /tmp/kimi313/bin/kimi --runs fleet-warm,xargs-soulwire,xargs-kimi
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        parent = int(data[data.rindex(b")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(entry))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class PeakMemory:
+    """Samples the summed RSS of a process tree until stopped."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.peak_kib = 0
+        self.peak_processes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            pids = descendants(self.root)
+            total = sum(rss_kib(p) for p in pids)
+            if total > self.peak_kib:
+                self.peak_kib, self.peak_processes = total, len(pids)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def start_provider(latency: float, calls: int) -> tuple[subprocess.Popen[str], str]:
+    script = ROOT / "bench" / "latency_provider.py"
+    argv = [sys.executable, str(script), "--latency", str(latency), "--calls", str(calls)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def provider_stats(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/stats", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def make_config(root: Path, url: str) -> Path:
+    config = {
+        "default_model": "m",
+        "models": {"m": {"provider": "p", "model": "fake-latency", "max_context_size": 100000}},
+        "providers": {"p": {"type": "openai_legacy", "base_url": url + "/v1", "api_key": "k"}},
+    }
+    path = root / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def make_workspace(root: Path, files: int) -> Path:
+    source = root / "source"
+    for i in range(files):
+        path = source / f"pkg{i % 5}" / f"mod{i}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"def f{j}(x):\n    return x + {j}\n" for j in range(20)))
+    return source
+
+
+def isolated_env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_", "OPENAI_"))}
+    env.update(
+        HOME=str(root / "home"),
+        SOULWIRE_SHARE_DIR=str(root / "share"),
+        KIMI_SHARE_DIR=str(root / "kimi-share"),
+        KIMI_DISABLE_TELEMETRY="1",
+    )
+    (root / "home").mkdir(exist_ok=True)
+    return env
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[float, PeakMemory, int]:
+    started = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        memory = PeakMemory(proc.pid)
+        code = proc.wait()
+    wall = time.perf_counter() - started
+    memory.stop()
+    return wall, memory, code
+
+
+def run_fleet(name: str, args: argparse.Namespace, url: str, extra: list[str]) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix=f"fleetbench-{name}-"))
+    config = make_config(root, url)
+    source = make_workspace(root, args.files)
+    tasks = root / "tasks.jsonl"
+    with tasks.open("w") as handle:
+        for i in range(args.tasks):
+            line = {
+                "id": f"t{i:04d}",
+                "prompt": f"task {i}: write the step files",
+                "workspace": str(source),
+                "config_file": str(config),
+                "approval": "yolo",
+                "time_limit": 300,
+            }
+            handle.write(json.dumps(line) + "\n")
+    argv = [str(VENV_BIN / "soulwire"), "fleet", "run", str(tasks), "-j", str(args.concurrency)]
+    argv += ["--json", *extra]
+    wall, memory, code = timed(argv, isolated_env(root), root, root / "fleet.log")
+    results = [json.loads(line) for line in (root / "tasks.results.jsonl").read_text().splitlines()]
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    steps = sorted(r["steps"] for r in results)
+    record = summary(name, wall, memory, code, args)
+    record.update(statuses=statuses, steps_min=steps[0] if steps else 0, steps_max=steps[-1] if steps else 0)
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return record
+
+
+def run_xargs(name: str, args: argparse.Namespace, url: str, engine: str) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix=f"fleetbench-{name}-"))
+    config = make_config(root, url)
+    source = make_workspace(root, args.files)
+    work = root / "work"
+    work.mkdir()
+    # The naive loop people write: copy the workspace, run the agent once, in parallel.
+    one = (
+        f"cp -r {shlex.quote(str(source))} {shlex.quote(str(work))}/$0 && "
+        f"{shlex.quote(engine)} --print --yolo --config-file {shlex.quote(str(config))} "
+        f'--work-dir {shlex.quote(str(work))}/$0 -p "task $0: write the step files" > {shlex.quote(str(work))}/$0.out 2>&1'
+    )
+    script = f"seq -w 0 {args.tasks - 1} | xargs -P {args.concurrency} -n 1 sh -c {shlex.quote(one)}"
+    wall, memory, code = timed(["sh", "-c", script], isolated_env(root), root, root / "xargs.log")
+    done = sum(
+        1
+        for i in range(args.tasks)
+        if (work / f"{i:0{len(str(args.tasks - 1))}d}" / f"step{args.calls - 2}.txt").exists()
+    )
+    record = summary(name, wall, memory, code, args)
+    record["finished_tasks"] = done
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return record
+
+
+def summary(
+    name: str, wall: float, memory: PeakMemory, code: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    ideal = math.ceil(args.tasks / args.concurrency) * args.calls * args.latency
+    return {
+        "run": name,
+        "exit": code,
+        "wall_s": round(wall, 2),
+        "ideal_s": ideal,
+        "x_ideal": round(wall / ideal, 2),
+        "peak_rss_mib": round(memory.peak_kib / 1024, 1),
+        "peak_processes": memory.peak_processes,
+        "rss_per_session_mib": round(memory.peak_kib / 1024 / args.concurrency, 1),
+        "load_before": os.getloadavg()[0],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--latency", type=float, default=0.5)
+    parser.add_argument("--files", type=int, default=20, help="files in each task's workspace")
+    parser.add_argument("--runs", default="fleet-warm,xargs-soulwire")
+    parser.add_argument("--kimi", help="the reference engine, for xargs-kimi")
+    parser.add_argument("--ray-address", help="a running Ray cluster for fleet-ray")
+    parser.add_argument("--engines-per-group", type=int, help="fleet-warm: serve processes")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
+    parser.add_argument("--json-out", help="append the records here as JSON lines")
+    args = parser.parse_args()
+    provider, url = start_provider(args.latency, args.calls)
+    try:
+        for name in args.runs.split(","):
+            before = provider_stats(url)["requests"]
+            load = os.getloadavg()[0]
+            if name == "fleet-warm":
+                extra = ["--engines-per-group", str(args.engines_per_group)] if args.engines_per_group else []
+                record = run_fleet(name, args, url, extra)
+            elif name == "fleet-fresh":
+                record = run_fleet(name, args, url, ["--engines", "fresh"])
+            elif name == "fleet-ray":
+                if not args.ray_address:
+                    parser.error("fleet-ray needs --ray-address")
+                record = run_fleet(name, args, url, ["--backend", "ray", "--address", args.ray_address])
+            elif name == "xargs-soulwire":
+                record = run_xargs(name, args, url, str(VENV_BIN / "soulwire"))
+            elif name == "xargs-kimi":
+                if not args.kimi:
+                    parser.error("xargs-kimi needs --kimi PATH")
+                record = run_xargs(name, args, url, args.kimi)
+            else:
+                parser.error(f"unknown run {name}")
+            record["load_before"] = load
+            record["load_after"] = os.getloadavg()[0]
+            record["model_calls"] = provider_stats(url)["requests"] - before
+            print(json.dumps(record), flush=True)
+            if args.json_out:
+                with open(args.json_out, "a") as handle:
+                    handle.write(json.dumps(record) + "\n")
+    finally:
+        provider.terminate()
+        provider.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
