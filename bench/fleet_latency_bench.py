@@ -188,10 +188,11 @@ def run_xargs(name: str, args: argparse.Namespace, url: str, engine: str) -> dic
     work = root / "work"
     work.mkdir()
     # The naive loop people write: copy the workspace, run the agent once, in parallel.
+    w = shlex.quote(str(work))
     one = (
-        f"cp -r {shlex.quote(str(source))} {shlex.quote(str(work))}/$0 && "
+        f"cp -r {shlex.quote(str(source))} {w}/$0 && "
         f"{shlex.quote(engine)} --print --yolo --config-file {shlex.quote(str(config))} "
-        f'--work-dir {shlex.quote(str(work))}/$0 -p "task $0: write the step files" > {shlex.quote(str(work))}/$0.out 2>&1'
+        f'--work-dir {w}/$0 -p "task $0: write the step files" > {w}/$0.out 2>&1'
     )
     script = f"seq -w 0 {args.tasks - 1} | xargs -P {args.concurrency} -n 1 sh -c {shlex.quote(one)}"
     wall, memory, code = timed(["sh", "-c", script], isolated_env(root), root, root / "xargs.log")
