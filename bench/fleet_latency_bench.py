@@ -71,6 +71,32 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> tuple[float, str]:
+    """(user + system CPU seconds, a short kind: `soulwire serve`, `soulwire fleet`, …)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+    except OSError:
+        return 0.0, ""
+    if not any(argv):  # a zombie: its CPU was already counted while it ran
+        return 0.0, ""
+    fields = data[data.rindex(b")") + 2 :].split()
+    seconds = (int(fields[11]) + int(fields[12])) / TICKS
+    words = [Path(a.decode(errors="replace")).name for a in argv if a and not a.startswith(b"-")][:3]
+    if "serve" in words:
+        name = "soulwire serve"
+    elif "fleet" in words:
+        name = "soulwire fleet"
+    else:
+        name = next((w for w in words if w not in ("python", "python3", "sh")), words[0] if words else "?")
+    return seconds, name
+
+
 class PeakMemory:
     """Samples the summed RSS of a process tree until stopped."""
 
@@ -78,6 +104,7 @@ class PeakMemory:
         self.root = root
         self.peak_kib = 0
         self.peak_processes = 0
+        self.cpu: dict[tuple[int, str], float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -88,6 +115,17 @@ class PeakMemory:
             total = sum(rss_kib(p) for p in pids)
             if total > self.peak_kib:
                 self.peak_kib, self.peak_processes = total, len(pids)
+            for pid in pids:
+                seconds, name = cpu_seconds(pid)
+                if seconds:
+                    self.cpu[(pid, name)] = seconds
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        """CPU seconds (user + system) by command kind, as last seen alive."""
+        kinds: dict[str, float] = {}
+        for (_, name), seconds in self.cpu.items():
+            kinds[name] = round(kinds.get(name, 0.0) + seconds, 2)
+        return kinds
 
     def stop(self) -> None:
         self._stop.set()
@@ -222,6 +260,7 @@ def summary(
         "peak_processes": memory.peak_processes,
         "rss_per_session_mib": round(memory.peak_kib / 1024 / args.concurrency, 1),
         "load_before": os.getloadavg()[0],
+        "cpu_s": memory.cpu_by_kind(),
     }
 
 

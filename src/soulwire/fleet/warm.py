@@ -75,6 +75,8 @@ class ServeEngine:
     sessions: int = 0
     """Sessions of running tasks on it (the group picks the least busy)."""
     exited: anyio.Event = field(default_factory=anyio.Event)
+    http: Any = None
+    """The engine's HTTP client (httpx2.AsyncClient), made at the first session."""
     stderr_tail: list[str] = field(default_factory=lambda: list[str]())
 
     @property
@@ -158,6 +160,8 @@ async def start_engine(
 
 async def stop_engine(engine: ServeEngine, timeout: float) -> None:
     """SIGTERM (running turns are cancelled, files closed), SIGKILL after `timeout`."""
+    if engine.http is not None:
+        await engine.http.aclose()
     _kill(engine.process, signal.SIGTERM)
     with anyio.move_on_after(timeout):
         await engine.process.wait()
@@ -341,14 +345,13 @@ class WarmBackend(LocalBackend):
 
 
 async def _create_session(engine: ServeEngine, work_dir: Path) -> str:
-    import httpx2
+    if engine.http is None:  # one client per engine: building one (its TLS context) is costly
+        import httpx2
 
-    async with httpx2.AsyncClient(base_url=engine.url, timeout=30.0) as client:
-        response = await client.post(
-            "/api/sessions",
-            json={"work_dir": str(work_dir)},
-            headers={"Authorization": f"Bearer {engine.token}"},
+        engine.http = httpx2.AsyncClient(
+            base_url=engine.url, timeout=30.0, headers={"Authorization": f"Bearer {engine.token}"}
         )
+    response = await engine.http.post("/api/sessions", json={"work_dir": str(work_dir)})
     if response.status_code != 201:
         raise EngineError(f"creating a session failed: HTTP {response.status_code} {response.text[:200]}")
     return str(response.json()["id"])
