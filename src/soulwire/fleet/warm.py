@@ -108,10 +108,11 @@ async def start_engine(
         str(work_dir),
         "--idle-timeout",
         "2",
+        "--exit-with-stdin",  # we hold its stdin: if this process dies, so does the engine
         *flags,
     ]
     process = await anyio.open_process(
-        argv, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+        argv, env=full_env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True
     )
     assert process.stderr is not None
     stderr = process.stderr
@@ -447,6 +448,10 @@ async def run_remote_turn(
                         await session.call("cancel")
                     if hard.cancelled_caught:
                         result.reason += "; the turn did not stop after cancel"
+            # TurnEnd can come before the prompt's answer (which has the status): wait for it.
+            with anyio.move_on_after(cancel_grace):
+                while session.last_result is None and record.ended:
+                    await anyio.sleep(0.005)
             outcome = (session.last_result or {}).get("status")
             if result.status == "done":
                 _judge(result, outcome, record)

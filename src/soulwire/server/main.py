@@ -8,7 +8,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from soulwire.server.security import is_loopback
 
@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
         "--sandbox", choices=("off", "read-only", "workspace-write"), help="Shell and file tools sandbox"
     )
     parser.add_argument("--sandbox-network", choices=("on", "off"), help="network inside the sandbox")
+    parser.add_argument(
+        "--exit-with-stdin", action="store_true", help="shut down when stdin ends (a parent process died)"
+    )
     parser.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME",
         help="another Host name clients use for this server (e.g. behind a proxy); repeatable",
@@ -160,7 +163,7 @@ def run_serve(argv: list[str]) -> int:
         ),
     )
     guard = Guard.for_listen(token, host, port, args.allow_host)
-    return _run_uvicorn(create_app(settings, guard), sock)
+    return _run_uvicorn(create_app(settings, guard), sock, exit_with_stdin=args.exit_with_stdin)
 
 
 def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str, bool]:
@@ -182,7 +185,23 @@ def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str,
     return load_or_create_token(share)
 
 
-def _run_uvicorn(app: object, sock: socket.socket) -> int:
+async def _stop_at_stdin_eof(server: Any) -> None:
+    """Shut down gracefully when stdin ends: the parent that holds the pipe is gone (a fleet
+    worker killed with SIGKILL), so the server does not outlive it."""
+    import anyio.to_thread
+
+    def read() -> bytes:
+        try:
+            return os.read(0, 65536)
+        except OSError:
+            return b""
+
+    while await anyio.to_thread.run_sync(read, abandon_on_cancel=True):
+        pass
+    server.should_exit = True
+
+
+def _run_uvicorn(app: object, sock: socket.socket, *, exit_with_stdin: bool = False) -> int:
     import contextlib
     import logging
     import signal
@@ -223,7 +242,11 @@ def _run_uvicorn(app: object, sock: socket.socket) -> int:
     server = _Server(config)
 
     async def main() -> None:
-        await server.serve(sockets=[sock])
+        async with anyio.create_task_group() as group:
+            if exit_with_stdin:
+                group.start_soon(_stop_at_stdin_eof, server)
+            await server.serve(sockets=[sock])
+            group.cancel_scope.cancel()
 
     anyio.run(main)
     sys.stderr.write("soulwire serve: stopped\n")
