@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
-    from soulwire.fleet import Fleet, TaskResult
+    from soulwire.fleet import Backend, Fleet, TaskResult
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -74,6 +74,21 @@ def default_out(tasks: Path) -> Path:
     return tasks.with_name(tasks.name.removesuffix(".jsonl") + ".results.jsonl")
 
 
+def _ray_backend(args: argparse.Namespace) -> Backend:
+    from soulwire.fleet import EngineSettings
+    from soulwire.fleet.ray_backend import RayBackend
+
+    # Workers resolve the engine on their own node unless --engine names one.
+    settings = EngineSettings(executable=args.engine)
+    return RayBackend(
+        settings,
+        address=args.address,
+        workers=args.ray_workers,
+        engines_per_worker=args.engines_per_group or 1,
+        ship_workspaces=args.ship_workspaces,
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     import anyio
 
@@ -89,9 +104,18 @@ def _run(args: argparse.Namespace) -> int:
     settings = EngineSettings(executable=args.engine) if args.engine else EngineSettings()
     # Warm engines are `soulwire serve` processes: another engine (--engine kimi) runs fresh.
     warm = args.engines == "warm" or (args.engines is None and not args.engine)
-    backend = (
-        WarmBackend(settings, engines_per_group=args.engines_per_group) if warm else LocalBackend(settings)
-    )
+    backend: Backend
+    if args.backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            sys.stderr.write("soulwire fleet: the Ray backend needs Ray: pip install 'soulwire[ray]'\n")
+            return EXIT_USAGE
+        backend = _ray_backend(args)
+    elif warm:
+        backend = WarmBackend(settings, engines_per_group=args.engines_per_group)
+    else:
+        backend = LocalBackend(settings)
     try:
         fleet = Fleet(tasks, concurrency=args.concurrency, out=out, run_dir=args.run_dir, backend=backend)
     except OSError as exc:  # the results file cannot be read
@@ -100,9 +124,9 @@ def _run(args: argparse.Namespace) -> int:
     progress = _Progress(fleet, json_lines=args.json, live=not args.no_progress and sys.stderr.isatty())
     try:
         interrupted = anyio.run(_drive, fleet, progress)
-    except OSError as exc:  # the results file or run dir cannot be written
+    except (OSError, RuntimeError) as exc:  # the results file or run dir, a Ray cluster not reached
         progress.close(False)
-        sys.stderr.write(f"soulwire fleet: {exc}\n")
+        sys.stderr.write(f"soulwire fleet: {' '.join(str(exc).split())[:300]}\n")
         return EXIT_FAILURES
     progress.close(interrupted)
     if interrupted:

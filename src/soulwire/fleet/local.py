@@ -67,8 +67,9 @@ class LocalBackend:
         result.work_dir = str(work_dir)
         mode = task.workspace_mode
         attempts = 1 + max(0, self.settings.retries)
+        earlier = record.attempts - 1  # runs before this call (a Ray worker that died)
         for attempt in range(1, attempts + 1):
-            result.attempts = attempt
+            result.attempts = earlier + attempt
             try:
                 await anyio.to_thread.run_sync(prepare_workspace, task.workspace, work_dir, mode)
             except (WorkspaceError, OSError) as exc:

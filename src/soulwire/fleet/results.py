@@ -59,6 +59,8 @@ class TaskResult(BaseModel):
     """The task's workspace: `soulwire --work-dir WORK_DIR --session SESSION_ID` opens it."""
     cost_usd: float | None = None
     """Usage times the model's price (`soulwire.sdk.pricing`); None for a model without one."""
+    node: str | None = None
+    """The machine that ran the task (Ray backend), else None (this one)."""
     attempts: int = 1
     """Runs of the task: more than 1 when its engine (or Ray worker) died under it."""
     diff: str = ""
