@@ -170,3 +170,37 @@ def test_a_live_status_line_in_a_terminal(lab: FleetLab) -> None:
     text = screen.decode(errors="replace")
     assert "tasks/s" in text and "waiting" in text  # the live line was drawn
     assert "waits: done" in text and "fleet: 1 done, 0 failed" in text
+
+
+def test_a_killed_driver_leaves_no_process_and_the_same_command_resumes(lab: FleetLab) -> None:
+    lab.task("quick", "text: one")
+    lab.task("slow", shell("touch started && sleep 60"), "text: slow")
+    lab.write_tasks()
+    run_dir = lab.root / "out.run"
+    command = [*soulwire_cli(), "fleet", "run", "tasks.jsonl", "-j", "2", "--out", "out.jsonl", "--json"]
+    driver = subprocess.Popen(
+        command, cwd=lab.root, env=lab.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    marker = run_dir / "slow" / "workspace" / "started"
+    deadline = time.monotonic() + 90
+    while not (marker.exists() and "quick" in read_results(lab.root / "out.jsonl")):
+        assert driver.poll() is None, driver.communicate()
+        assert time.monotonic() < deadline, "the tasks never got going"
+        time.sleep(0.1)
+
+    driver.kill()  # SIGKILL: no chance to clean up; the engines notice their stdin closing
+    driver.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while processes_in(run_dir):
+        assert time.monotonic() < deadline, f"left behind: {processes_in(run_dir)}"
+        time.sleep(0.2)
+    assert set(read_results(lab.root / "out.jsonl")) == {"quick"}  # no line for the killed task
+
+    (lab.root / "scripts" / "slow.json").write_text(json.dumps(["text: slow finished"]))
+    again = subprocess.run(command, cwd=lab.root, env=lab.env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    ran = [json.loads(line)["id"] for line in again.stdout.splitlines() if '"task_finished"' in line]
+    assert ran == ["slow"]
+    final = read_results(lab.root / "out.jsonl")
+    assert {k: r.status for k, r in final.items()} == {"quick": "done", "slow": "done"}
+    assert final["slow"].final_message == "slow finished"
