@@ -204,3 +204,19 @@ def test_a_killed_driver_leaves_no_process_and_the_same_command_resumes(lab: Fle
     final = read_results(lab.root / "out.jsonl")
     assert {k: r.status for k, r in final.items()} == {"quick": "done", "slow": "done"}
     assert final["slow"].final_message == "slow finished"
+
+
+def test_json_progress_lines_name_the_slowest_running_task(lab: FleetLab) -> None:
+    lab.task("quick", 'text: one\nusage: {"input_other": 10, "output": 5}')
+    lab.task("slow", shell("sleep 2"), "text: slow")
+    lab.write_tasks()
+    done = fleet_cli(lab, "run", "tasks.jsonl", "-j", "2", "--json", "--progress-interval", "0.2")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    progress = [e for e in events if e["event"] == "progress"]
+    assert progress, done.stdout
+    late = [e for e in progress if e["done"] == 1 and e["running"] == 1]
+    assert late and late[-1]["slowest"][0]["id"] == "slow" and late[-1]["tokens"] >= 15
+    assert {"tasks_per_s", "cost_usd", "pending", "elapsed_s"} <= set(late[-1])
+    finished = {e["id"]: e for e in events if e["event"] == "task_finished"}
+    assert finished["quick"]["tokens"] == 15

@@ -106,3 +106,19 @@ async def test_a_killed_engine_process_its_task_runs_again_once(lab: FleetLab) -
     assert victim.attempts == 2 and victim.status == "timed_out", victim.reason
     assert backend.started_engines == 3  # calm's, the victim's, and its replacement
     assert {r.id for r in results} == {"victim", "calm"}
+
+
+async def test_cost_from_the_usage_and_a_price(lab: FleetLab) -> None:
+    from soulwire.sdk.pricing import ModelPrice
+
+    usage = 'usage: {"input_other": 1000000, "output": 500000}'
+    lab.task("priced", f"text: hello\n{usage}")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    prices = {"scripted_echo": ModelPrice(input=2.0, output=10.0)}
+    for backend in (lab.backend(), lab.warm_backend()):
+        backend.settings = lab.settings(prices=prices)
+        (result,) = await fleet.run_all(tasks, backend=backend, run_dir=lab.root / backend.name)
+        assert result.usage.input_other == 1_000_000 and result.usage.output == 500_000
+        assert result.cost_usd == 7.0  # 1M x $2 + 0.5M x $10
+    (unpriced,) = await fleet.run_all(tasks, backend=lab.warm_backend(), run_dir=lab.root / "unpriced")
+    assert unpriced.cost_usd is None  # no price for this model: unknown, not zero

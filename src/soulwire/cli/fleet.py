@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="progress as JSON lines on stdout")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
+    interval_help = "with --json: seconds between progress lines (default 2)"
+    run.add_argument("--progress-interval", type=float, default=2.0, metavar="S", help=interval_help)
     report = commands.add_parser("report", help="summarise a results file")
     report.add_argument("results", metavar="RESULTS.jsonl")
     report.add_argument("--markdown", action="store_true", help="a Markdown table instead")
@@ -122,6 +124,7 @@ def _run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"soulwire fleet: {exc}\n")
         return EXIT_FAILURES
     progress = _Progress(fleet, json_lines=args.json, live=not args.no_progress and sys.stderr.isatty())
+    progress.json_interval = max(0.05, args.progress_interval)
     try:
         interrupted = anyio.run(_drive, fleet, progress)
     except (OSError, RuntimeError) as exc:  # the results file or run dir, a Ray cluster not reached
@@ -157,9 +160,16 @@ async def _drive(fleet: Fleet, progress: _Progress) -> bool:
                 progress.refresh()
                 await anyio.sleep(0.25)
 
+        async def json_ticker() -> None:
+            while True:
+                await anyio.sleep(progress.json_interval)
+                progress.emit_progress()
+
         group.start_soon(watch_signals)
         if progress.live:
             group.start_soon(ticker)
+        if progress.json_lines:
+            group.start_soon(json_ticker)
         progress.start()
         async with fleet.results() as results:
             async for result in results:
@@ -176,6 +186,8 @@ class _Progress:
         self.json_lines = json_lines
         self.live = live and not json_lines
         self.started = time.monotonic()
+        self.json_interval = 2.0
+        """Seconds between `progress` lines with --json."""
         self._live: Any = None
         self._console: Any = None
 
@@ -226,19 +238,52 @@ class _Progress:
             "elapsed_s": round(time.monotonic() - self.started, 2),
         }
 
+    def _spend(self) -> dict[str, Any]:
+        """Tokens and cost so far: finished tasks, plus the running tasks' tokens as reported."""
+        fleet = self.fleet
+        every = [*fleet.finished, *list(fleet.records.values())]
+        tokens = sum(_tokens(r) for r in every)
+        costs = [r.cost_usd for r in fleet.finished if r.cost_usd is not None]
+        return {"tokens": tokens, "cost_usd": round(sum(costs), 6) if costs else None}
+
+    def _slowest(self, count: int = 3) -> list[dict[str, Any]]:
+        """The running tasks that have run longest, with their steps and tokens so far."""
+        fleet = self.fleet
+        now = time.monotonic()
+        slowest = sorted(fleet.running.items(), key=lambda item: item[1])[:count]
+        found: list[dict[str, Any]] = []
+        for task_id, since in slowest:
+            record = fleet.records.get(task_id)
+            steps = record.steps if record is not None else 0
+            tokens = _tokens(record) if record is not None else 0
+            found.append(
+                {"id": task_id, "running_s": round(now - since, 1), "steps": steps, "tokens": tokens}
+            )
+        return found
+
+    def emit_progress(self) -> None:
+        """One `progress` JSON line (with --json): counts, throughput, spend, slowest tasks."""
+        record: dict[str, Any] = {"event": "progress", **self._counts(), **self._spend()}
+        record["tasks_per_s"] = round(len(self.fleet.finished) / max(record["elapsed_s"], 1e-6), 3)
+        record["slowest"] = self._slowest()
+        sys.stdout.write(json.dumps(record) + "\n")
+        sys.stdout.flush()
+
     def _status(self) -> str:
         counts = self._counts()
         fleet = self.fleet
-        tokens = sum(r.usage.input_other + r.usage.output for r in fleet.finished)
+        spend = self._spend()
         elapsed = max(counts["elapsed_s"], 1e-6)
         rate = len(fleet.finished) / elapsed
-        now = time.monotonic()
-        slowest = sorted(fleet.running.items(), key=lambda item: item[1])[:3]
-        slow = ", ".join(f"{task_id} {now - since:.0f}s" for task_id, since in slowest)
+        slow = ", ".join(
+            f"{s['id']} {s['running_s']:.0f}s ({s['steps']} steps, {s['tokens']} tok)"
+            for s in self._slowest()
+        )
+        cost = f" · ${spend['cost_usd']:.4f}" if spend["cost_usd"] is not None else ""
         return (
             f"{counts['done']} done · {counts['running']} running · {counts['failed']} failed · "
             f"{counts['timed_out']} timed out · {counts['pending']} waiting · {rate:.2f} tasks/s · "
-            f"{tokens} tokens" + (f" · running longest: {slow}" if slow else "")
+            f"{spend['tokens']} tokens{cost}" + (f" · running longest: {slow}" if slow else "")
         )
 
     def refresh(self) -> None:
@@ -267,6 +312,11 @@ class _Progress:
         self.note(summary)
 
 
+def _tokens(result: TaskResult) -> int:
+    usage = result.usage
+    return usage.input_other + usage.output + usage.input_cache_read + usage.input_cache_creation
+
+
 def _brief(result: TaskResult) -> dict[str, Any]:
     return {
         "id": result.id,
@@ -275,6 +325,8 @@ def _brief(result: TaskResult) -> dict[str, Any]:
         "passed": result.passed,
         "duration_s": result.duration_s,
         "steps": result.steps,
+        "tokens": _tokens(result),
+        "cost_usd": result.cost_usd,
         "session_id": result.session_id,
     }
 

@@ -59,6 +59,9 @@ class Fleet:
         self.pending = [t for t in self.tasks if t.id not in skip]
         self.running: dict[str, float] = {}
         """Task id → time.monotonic() when it started."""
+        self.records: dict[str, TaskResult] = {}
+        """Task id → the record of a running task, as far as its backend filled it (steps and
+        tokens so far, for backends that report them live)."""
         self.finished: list[TaskResult] = []
         self.cancelled: list[str] = []
 
@@ -105,10 +108,12 @@ class Fleet:
         async with send, limiter:
             self.running[task.id] = time.monotonic()
             record = TaskResult(id=task.id, status="done", started_at=time.time())
+            self.records[task.id] = record
             try:
                 result = await self.backend.run_task(task, self.run_dir / task.id, record)
             except anyio.get_cancelled_exc_class():
                 self.running.pop(task.id, None)
+                self.records.pop(task.id, None)
                 self.cancelled.append(task.id)
                 if writer is not None:
                     writer.write(_stopped(record, "cancelled", "the fleet was interrupted"))
@@ -117,6 +122,7 @@ class Fleet:
                 leaf = _leaf(exc)
                 result = _stopped(record, "failed", f"fleet error: {type(leaf).__name__}: {leaf}")
             self.running.pop(task.id, None)
+            self.records.pop(task.id, None)
             self.finished.append(result)
             if writer is not None:
                 writer.write(result)

@@ -366,17 +366,27 @@ class _TurnRecord:
     final: str = ""
     ended: bool = False
 
-    def absorb(self, event: dict[str, Any]) -> None:
+    def absorb(self, event: dict[str, Any], live: TaskResult | None = None) -> None:
+        """Take one event in; `live` (the task's record) gets steps and tokens as they come."""
         kind, payload = event.get("type"), event.get("payload") or {}
         if kind == "StepBegin":
             self._close_step()
             self.steps += int(payload.get("n", 0) > 0)
+            if live is not None:
+                live.steps = self.steps
         elif kind == "ContentPart" and payload.get("type") == "text":
             self.step_text.append(str(payload.get("text", "")))
         elif kind == "StatusUpdate" and isinstance(payload.get("token_usage"), dict):
             usage: dict[str, Any] = payload["token_usage"]
             for i, name in enumerate(("input_other", "output", "input_cache_read", "input_cache_creation")):
                 self.usage[i] += int(usage.get(name) or 0)
+            if live is not None:
+                live.usage = Usage(
+                    input_other=self.usage[0],
+                    output=self.usage[1],
+                    input_cache_read=self.usage[2],
+                    input_cache_creation=self.usage[3],
+                )
         elif kind == "TurnEnd":
             self._close_step()
             self.ended = True
@@ -436,7 +446,7 @@ async def run_remote_turn(
                 with anyio.move_on_after(task.time_limit) as soft:
                     try:
                         async for event in session.prompt(task.prompt):
-                            record.absorb(event)
+                            record.absorb(event, result)
                     except RuntimeError as exc:
                         result.status, result.reason = (
                             "failed",
