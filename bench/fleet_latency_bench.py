@@ -100,8 +100,8 @@ def cpu_seconds(pid: int) -> tuple[float, str]:
 class PeakMemory:
     """Samples the summed RSS of a process tree until stopped."""
 
-    def __init__(self, root: int) -> None:
-        self.root = root
+    def __init__(self, root: int, *more: int) -> None:
+        self.roots = [root, *more]
         self.peak_kib = 0
         self.peak_processes = 0
         self.cpu: dict[tuple[int, str], float] = {}
@@ -111,7 +111,7 @@ class PeakMemory:
 
     def _run(self) -> None:
         while not self._stop.wait(0.1):
-            pids = descendants(self.root)
+            pids = [pid for root in self.roots for pid in descendants(root)]
             total = sum(rss_kib(p) for p in pids)
             if total > self.peak_kib:
                 self.peak_kib, self.peak_processes = total, len(pids)
@@ -177,18 +177,23 @@ def isolated_env(root: Path) -> dict[str, str]:
     return env
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[float, PeakMemory, int]:
+def timed(
+    argv: list[str], env: dict[str, str], cwd: Path, log: Path, also: tuple[int, ...] = ()
+) -> tuple[float, PeakMemory, int]:
+    """Wall time of the command; memory and CPU of its process tree (and of `also`'s trees)."""
     started = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
-        memory = PeakMemory(proc.pid)
+        memory = PeakMemory(proc.pid, *also)
         code = proc.wait()
     wall = time.perf_counter() - started
     memory.stop()
     return wall, memory, code
 
 
-def run_fleet(name: str, args: argparse.Namespace, url: str, extra: list[str]) -> dict[str, Any]:
+def run_fleet(
+    name: str, args: argparse.Namespace, url: str, extra: list[str], also: tuple[int, ...] = ()
+) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"fleetbench-{name}-"))
     config = make_config(root, url)
     source = make_workspace(root, args.files)
@@ -206,13 +211,18 @@ def run_fleet(name: str, args: argparse.Namespace, url: str, extra: list[str]) -
             handle.write(json.dumps(line) + "\n")
     argv = [str(VENV_BIN / "soulwire"), "fleet", "run", str(tasks), "-j", str(args.concurrency)]
     argv += ["--json", *extra]
-    wall, memory, code = timed(argv, isolated_env(root), root, root / "fleet.log")
+    wall, memory, code = timed(argv, isolated_env(root), root, root / "fleet.log", also)
     results = [json.loads(line) for line in (root / "tasks.results.jsonl").read_text().splitlines()]
     statuses: dict[str, int] = {}
     for r in results:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     steps = sorted(r["steps"] for r in results)
+    # From the first task's start to the last one's end: the run once the fleet is up (its
+    # engines or Ray workers started), as the issue times the Ray cluster.
+    span = max(r["finished_at"] for r in results) - min(r["started_at"] for r in results)
     record = summary(name, wall, memory, code, args)
+    record["span_s"] = round(span, 2)
+    record["span_x_ideal"] = round(span / record["ideal_s"], 2)
     record.update(statuses=statuses, steps_min=steps[0] if steps else 0, steps_max=steps[-1] if steps else 0)
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
@@ -264,6 +274,52 @@ def summary(
     }
 
 
+def start_ray_head(cpus: int) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """`ray start --head --block` on 127.0.0.1 in its own process group; waits until it is up
+    (the benchmark times the fleet on a running cluster, as the issue asks)."""
+    import socket
+
+    temp = Path(tempfile.mkdtemp(prefix="swray-"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [
+        str(VENV_BIN / "ray"), "start", "--head", "--block", "--port", str(port),
+        "--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus), "--disable-usage-stats",
+        "--include-dashboard", "false", "--temp-dir", str(temp),
+    ]  # fmt: skip
+    head = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if head.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the local Ray cluster did not start") from None
+            time.sleep(0.5)
+    time.sleep(5)  # the raylet registers after the GCS port opens
+    return head, f"127.0.0.1:{port}", temp
+
+
+def stop_ray_head(head: subprocess.Popen[bytes], temp: Path) -> None:
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(head.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            head.wait(timeout=15)
+            time.sleep(1)
+        except subprocess.TimeoutExpired:
+            continue
+    shutil.rmtree(temp, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -275,7 +331,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=20, help="files in each task's workspace")
     parser.add_argument("--runs", default="fleet-warm,xargs-soulwire")
     parser.add_argument("--kimi", help="the reference engine, for xargs-kimi")
-    parser.add_argument("--ray-address", help="a running Ray cluster for fleet-ray")
+    parser.add_argument("--ray-address", help="a running Ray cluster for fleet-ray (default: start one)")
     parser.add_argument("--engines-per-group", type=int, help="fleet-warm: serve processes")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
     parser.add_argument("--json-out", help="append the records here as JSON lines")
@@ -291,9 +347,16 @@ def main() -> int:
             elif name == "fleet-fresh":
                 record = run_fleet(name, args, url, ["--engines", "fresh"])
             elif name == "fleet-ray":
-                if not args.ray_address:
-                    parser.error("fleet-ray needs --ray-address")
-                record = run_fleet(name, args, url, ["--backend", "ray", "--address", args.ray_address])
+                head = None
+                address = args.ray_address
+                if address is None:
+                    head, address, temp = start_ray_head(os.cpu_count() or 2)
+                try:
+                    also = (head.pid,) if head is not None else ()
+                    record = run_fleet(name, args, url, ["--backend", "ray", "--address", address], also)
+                finally:
+                    if head is not None:
+                        stop_ray_head(head, temp)
             elif name == "xargs-soulwire":
                 record = run_xargs(name, args, url, str(VENV_BIN / "soulwire"))
             elif name == "xargs-kimi":

@@ -44,7 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     out_help = "results file (default: TASKS.results.jsonl beside the tasks)"
     run.add_argument("--out", "-o", metavar="RESULTS.jsonl", help=out_help)
     run.add_argument("--run-dir", metavar="DIR", help="task workspaces (default: RESULTS.run beside --out)")
-    run.add_argument("--backend", choices=["local"], default="local", help="where tasks run (local)")
+    run.add_argument("--backend", choices=["local", "ray"], default="local", help="where tasks run")
+    address_help = "ray: the cluster (HOST:PORT, ray://…, auto; default: a local one in this process)"
+    run.add_argument("--address", metavar="ADDR", help=address_help)
+    run.add_argument(
+        "--ray-workers", type=_positive, metavar="N", help="ray: worker actors (default: its CPUs)"
+    )
+    run.add_argument("--ship-workspaces", action="store_true", help="ray: send workspaces to the workers")
     run.add_argument("--engine", metavar="CMD", help="the engine executable (default: this soulwire)")
     engines_help = (
         "warm: sessions on a few long-lived soulwire serve processes (default); fresh: a process per task"
