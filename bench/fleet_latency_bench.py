@@ -274,6 +274,58 @@ def summary(
     }
 
 
+def overhead(args: argparse.Namespace, url: str, repeat: int = 30) -> dict[str, Any]:
+    """The fleet's own costs per task, in-process (milliseconds, medians): starting a warm
+    engine (once per engine, not per task), opening a session on it (HTTP create, WebSocket
+    attach, `initialize`), and the workspace copy, diff and fsynced result line."""
+    import statistics
+
+    import anyio
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT))
+    from fleet_bench import fleet_own_costs  # pyright: ignore[reportMissingImports]
+
+    from soulwire.fleet import EngineSettings, Task
+    from soulwire.fleet.warm import GroupKey, WarmBackend, _create_session, start_engine
+    from soulwire.sdk.remote import RemoteSession
+
+    root = Path(tempfile.mkdtemp(prefix="fleetbench-overhead-"))
+    config = make_config(root, url)
+    source = make_workspace(root, args.files)
+    os.environ.update(isolated_env(root))
+    task = Task(id="x", prompt="p", config_file=config, approval="yolo")
+    record: dict[str, Any] = {"run": "overhead"}
+
+    async def measure() -> None:
+        settings = EngineSettings()
+        async with WarmBackend(settings) as backend:
+            t0 = time.perf_counter()
+            engine, pump = await start_engine(settings, GroupKey.of(task).flags, {}, work_dir=root)
+            record["engine_start_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+            backend.start_soon(pump)
+            opens: list[float] = []
+            for i in range(repeat):
+                work = root / "open" / str(i)
+                work.mkdir(parents=True)
+                t0 = time.perf_counter()
+                session_id = await _create_session(engine, work)
+                ws = engine.url.replace("http://", "ws://") + f"/ws/sessions/{session_id}"
+                async with RemoteSession.attach(ws, engine.token) as session:
+                    await session.call("requests/pending")  # answered after `initialize`
+                    opens.append(time.perf_counter() - t0)
+            record["session_open_ms"] = round(statistics.median(opens) * 1000, 1)
+            from soulwire.fleet.warm import stop_engine
+
+            await stop_engine(engine, 5)
+
+    anyio.run(measure)
+    own = fleet_own_costs(root, source)
+    record.update({f"{name}_ms": round(value, 1) for name, value in own.items()})
+    shutil.rmtree(root, ignore_errors=True)
+    return record
+
+
 def start_ray_head(cpus: int) -> tuple[subprocess.Popen[bytes], str, Path]:
     """`ray start --head --block` on 127.0.0.1 in its own process group; waits until it is up
     (the benchmark times the fleet on a running cluster, as the issue asks)."""
@@ -357,6 +409,8 @@ def main() -> int:
                 finally:
                     if head is not None:
                         stop_ray_head(head, temp)
+            elif name == "overhead":
+                record = overhead(args, url)
             elif name == "xargs-soulwire":
                 record = run_xargs(name, args, url, str(VENV_BIN / "soulwire"))
             elif name == "xargs-kimi":

@@ -129,3 +129,21 @@ async def test_shipped_workspaces(lab: FleetLab, ray_address: str) -> None:
     (result,) = await fleet.run_all(tasks, backend=backend(lab, ray_address, ship_workspaces=True))
     assert result.status == "done" and result.passed is True, (result.reason, result.check)
     assert "shipped" not in (result.work_dir or "")
+
+
+def test_the_cli_on_a_ray_cluster(lab: FleetLab, ray_address: str) -> None:
+    lab.task("one", write_file("a.txt", "1\n"), "text: one", check="test -f a.txt")
+    lab.task("two", "text: two")
+    lab.write_tasks()
+    command = [
+        sys.executable, "-m", "soulwire", "fleet", "run", "tasks.jsonl", "-j", "2", "--json",
+        "--backend", "ray", "--address", ray_address, "--ray-workers", "1",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=lab.root, env=lab.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = fleet.read_results(lab.root / "tasks.results.jsonl")
+    assert {k: (r.status, r.passed) for k, r in results.items()} == {
+        "one": ("done", True),
+        "two": ("done", None),
+    }
+    assert all(r.node for r in results.values())
