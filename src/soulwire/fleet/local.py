@@ -8,18 +8,27 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import Process
+from pydantic import BaseModel, ConfigDict
 
 import soulwire.sdk as sdk
 from soulwire.fleet.backend import EngineSettings
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import CheckOutcome, EngineError, EngineLostError, TaskResult, Usage, task_cost
 from soulwire.fleet.tasks import Task
+from soulwire.fleet.tools import ExternalTool, run_external_tool
 from soulwire.fleet.workspace import WorkspaceError, prepare_workspace, workspace_diff
 
 OUTPUT_TAIL_CHARS = 4000
+
+
+class _AnyArguments(BaseModel):
+    """External tools' arguments as the model sent them (the engine checked the schema)."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 class LocalBackend:
@@ -51,6 +60,7 @@ class LocalBackend:
             share_dir=s.share_dir,
             env={**s.env, **task.env},
             inherit_env=s.inherit_env,
+            tools=self.external_tools(task, work_dir),
             sandbox=task.sandbox,
             sandbox_network=task.sandbox_network,
             on_approval=on_approval,
@@ -59,6 +69,30 @@ class LocalBackend:
             close_timeout=s.close_timeout,
             client_name="soulwire-fleet",
         )
+
+    def tool_env(self, task: Task) -> dict[str, str]:
+        """The environment of the task's check and external tools."""
+        base = dict(os.environ) if self.settings.inherit_env else {}
+        return {**base, **self.settings.env, **task.env}
+
+    def external_tools(self, task: Task, work_dir: Path) -> list[sdk.Tool]:
+        """The task's external tools as SDK tools (the SDK answers their calls)."""
+        env = self.tool_env(task)
+
+        def make(spec: ExternalTool) -> sdk.Tool:
+            async def handler(arguments: _AnyArguments) -> Any:
+                return await run_external_tool(spec, arguments.model_dump_json(), work_dir, env)
+
+            return sdk.Tool(
+                handler,
+                name=spec.name,
+                description=spec.description,
+                arguments_model=_AnyArguments,
+                single_model=True,
+                parameters=spec.parameters,
+            )
+
+        return [make(spec) for spec in task.tools]
 
     async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult:
         started = record.started_at or time.time()
@@ -86,9 +120,7 @@ class LocalBackend:
                 result.status, result.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
             break
         if task.check is not None and result.status != "cancelled":
-            base = dict(os.environ) if self.settings.inherit_env else {}
-            env = {**base, **self.settings.env, **task.env}
-            result.check = await run_check(task.check, work_dir, env, task.check_time_limit)
+            result.check = await run_check(task.check, work_dir, self.tool_env(task), task.check_time_limit)
             result.passed = result.status == "done" and result.check.passed
         try:
             diff = await anyio.to_thread.run_sync(workspace_diff, task.workspace, work_dir, mode)

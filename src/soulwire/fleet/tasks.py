@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from soulwire.fleet.policy import ApprovalRules
+from soulwire.fleet.tools import ExternalTool
 
 Approval = Literal["yolo", "approve", "reject"]
 """`yolo`: the engine runs tools without asking; `approve`/`reject`: every request gets that answer."""
@@ -50,6 +51,8 @@ class Task(BaseModel):
     check: str | None = None
     """A shell command run in the workspace after the turn; exit code 0 passes."""
     check_time_limit: float = Field(default=600.0, gt=0)
+    tools: list[ExternalTool] = Field(default_factory=lambda: list[ExternalTool]())
+    """External tools the model may call: commands run in the workspace (`fleet.tools`)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Variables added to the engine's (and the check's) environment."""
 

@@ -28,7 +28,9 @@ from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import EngineError, EngineLostError, TaskResult, Usage
 from soulwire.fleet.tasks import Task
+from soulwire.fleet.tools import run_external_tool, tool_answer
 from soulwire.sdk.options import resolve_executable
+from soulwire.wire.types import tool_error
 
 _LISTENING = "listening on "
 
@@ -337,7 +339,9 @@ class WarmBackend(LocalBackend):
                     watch.cancel_scope.cancel()
 
                 watch.start_soon(lost)
-                await run_remote_turn(engine, task, work_dir, result, record, self.settings.cancel_grace)
+                await run_remote_turn(
+                    engine, task, work_dir, result, record, self.settings.cancel_grace, self.tool_env(task)
+                )
                 watch.cancel_scope.cancel()
         finally:
             self._group(task).release(engine)
@@ -416,6 +420,7 @@ async def run_remote_turn(
     result: TaskResult,
     record: _TurnRecord,
     cancel_grace: float,
+    tool_env: dict[str, str],
 ) -> None:
     """One session on `engine` for `task`: its prompt to the end (or its time limit), the
     approvals answered by the task's policy, `result` filled as events arrive."""
@@ -425,9 +430,19 @@ async def run_remote_turn(
     result.session_id = session_id
     policy = task.approval
 
+    async def call_tool(payload: dict[str, Any]) -> Any:
+        tool, call_id, arguments = tool_answer(task.tools, payload)
+        if tool is None:
+            value = tool_error(f"no external tool {payload.get('name')!r} in this task", brief="Unknown tool")
+        else:
+            value = await run_external_tool(tool, arguments, work_dir, tool_env)
+        return {"tool_call_id": call_id, "return_value": value.model_dump(mode="json")}
+
     def on_request(kind: str, payload: dict[str, Any]) -> Any:
+        if kind == "ToolCallRequest":
+            return call_tool(payload)
         if kind != "ApprovalRequest":
-            return None  # questions and tool calls: the request's deadline answers
+            return None  # questions: the request's deadline answers
         decision = decide(
             policy,
             str(payload.get("sender", "")),
@@ -440,7 +455,9 @@ async def run_remote_turn(
     try:
         async with (
             _attach_errors(),
-            RemoteSession.attach(ws_url, engine.token, on_request=on_request) as session,
+            RemoteSession.attach(
+                ws_url, engine.token, on_request=on_request, external_tools=[t.spec() for t in task.tools]
+            ) as session,
         ):
             with anyio.move_on_after(task.time_limit + cancel_grace):
                 with anyio.move_on_after(task.time_limit) as soft:
