@@ -122,3 +122,28 @@ async def test_cost_from_the_usage_and_a_price(lab: FleetLab) -> None:
         assert result.cost_usd == 7.0  # 1M x $2 + 0.5M x $10
     (unpriced,) = await fleet.run_all(tasks, backend=lab.warm_backend(), run_dir=lab.root / "unpriced")
     assert unpriced.cost_usd is None  # no price for this model: unknown, not zero
+
+
+async def test_external_tools_run_in_the_workspace(lab: FleetLab) -> None:
+    from tests.fleet.conftest import call
+
+    tool = {
+        "name": "count_lines",
+        "description": "Count the lines of a file of the workspace",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        "command": 'python3 -c "import json,sys; print(len(open(json.load(sys.stdin)[\'path\']).readlines()))"',
+    }
+    source = lab.workspace("lines", {"three.txt": "a\nb\nc\n"})
+    lab.task(
+        "tooled",
+        call("t1", "count_lines", {"path": "three.txt"}),
+        "text: counted",
+        workspace=str(source),
+        tools=[tool],
+    )
+    tasks = fleet.load_tasks(lab.write_tasks())
+    for backend in (lab.backend(), lab.warm_backend()):
+        (result,) = await fleet.run_all(tasks, backend=backend, run_dir=lab.root / backend.name)
+        assert result.status == "done" and result.steps == 2, result.reason
+        shares = list(lab.share.glob(f"sessions/*/{result.session_id}/wire.jsonl"))
+        assert shares and '"output":"3\\n"' in shares[0].read_text().replace(" ", ""), backend.name
