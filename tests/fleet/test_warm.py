@@ -131,7 +131,7 @@ async def test_external_tools_run_in_the_workspace(lab: FleetLab) -> None:
         "name": "count_lines",
         "description": "Count the lines of a file of the workspace",
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-        "command": 'python3 -c "import json,sys; print(len(open(json.load(sys.stdin)[\'path\']).readlines()))"',
+        "command": "python3 -c \"import json,sys; print(len(open(json.load(sys.stdin)['path']).readlines()))\"",
     }
     source = lab.workspace("lines", {"three.txt": "a\nb\nc\n"})
     lab.task(
