@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -147,3 +148,19 @@ async def test_external_tools_run_in_the_workspace(lab: FleetLab) -> None:
         assert result.status == "done" and result.steps == 2, result.reason
         shares = list(lab.share.glob(f"sessions/*/{result.session_id}/wire.jsonl"))
         assert shares and '"output":"3\\n"' in shares[0].read_text().replace(" ", ""), backend.name
+
+
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
+)
+async def test_a_read_only_sandbox_per_task(lab: FleetLab) -> None:
+    lab.task("confined", shell("echo x > out.txt"), "text: tried", sandbox="read-only", sandbox_network=False)
+    lab.task("free", shell("echo x > out.txt"), "text: wrote")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    for backend in (lab.backend(), lab.warm_backend()):
+        results = {
+            r.id: r for r in await fleet.run_all(tasks, backend=backend, run_dir=lab.root / backend.name)
+        }
+        assert {r.status for r in results.values()} == {"done"}, [r.reason for r in results.values()]
+        assert not Path(results["confined"].work_dir or "", "out.txt").exists(), backend.name
+        assert Path(results["free"].work_dir or "", "out.txt").read_text() == "x\n"
