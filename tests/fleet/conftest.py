@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from soulwire.fleet import EngineSettings, LocalBackend
+from soulwire.fleet import EngineSettings, LocalBackend, WarmBackend
 from tests.wire_client import scripted_config
 
 
@@ -62,8 +62,15 @@ class FleetLab:
         )
         return env
 
+    def settings(self, **fields: Any) -> EngineSettings:
+        return EngineSettings(share_dir=self.share, env=self.env, inherit_env=False, **fields)
+
     def backend(self) -> LocalBackend:
-        return LocalBackend(EngineSettings(share_dir=self.share, env=self.env, inherit_env=False))
+        return LocalBackend(self.settings())
+
+    def warm_backend(self, engines: int = 1, **fields: Any) -> WarmBackend:
+        """Warm `soulwire serve` engines, `engines` per set of engine settings."""
+        return WarmBackend(self.settings(**fields), engines_per_group=engines)
 
     def workspace(self, name: str, files: dict[str, str]) -> Path:
         path = self.root / "sources" / name
@@ -73,9 +80,10 @@ class FleetLab:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def task(self, task_id: str, *scripts: str, **fields: Any) -> dict[str, Any]:
-        """A task line whose model plays `scripts`, one per model call."""
-        scripts_file = self.root / "scripts" / f"{task_id}.json"
+    def task(self, task_id: str, *scripts: str, shared: str | None = None, **fields: Any) -> dict[str, Any]:
+        """A task line whose model plays `scripts`, one per model call. Tasks with the same
+        `shared` name have the same configuration (so warm engines host them together)."""
+        scripts_file = self.root / "scripts" / f"{shared or task_id}.json"
         scripts_file.parent.mkdir(parents=True, exist_ok=True)
         scripts_file.write_text(json.dumps(list(scripts)))
         line: dict[str, Any] = {

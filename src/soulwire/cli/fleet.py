@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:
-    from soulwire.fleet import Fleet, TaskResult
+    from soulwire.fleet import Backend, Fleet, TaskResult
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -47,10 +47,25 @@ def _parser() -> argparse.ArgumentParser:
     out_help = "results file (default: TASKS.results.jsonl beside the tasks)"
     run.add_argument("--out", "-o", metavar="RESULTS.jsonl", help=out_help)
     run.add_argument("--run-dir", metavar="DIR", help="task workspaces (default: RESULTS.run beside --out)")
-    run.add_argument("--backend", choices=["local"], default="local", help="where tasks run (local)")
+    run.add_argument("--backend", choices=["local", "ray"], default="local", help="where tasks run")
+    address_help = "ray: the cluster (HOST:PORT, ray://…, auto; default: a local one in this process)"
+    run.add_argument("--address", metavar="ADDR", help=address_help)
+    run.add_argument(
+        "--ray-workers", type=_positive, metavar="N", help="ray: worker actors (default: its CPUs)"
+    )
+    run.add_argument("--ship-workspaces", action="store_true", help="ray: send workspaces to the workers")
     run.add_argument("--engine", metavar="CMD", help="the engine executable (default: this soulwire)")
+    engines_help = (
+        "warm: sessions on a few long-lived soulwire serve processes (default); fresh: a process per task"
+    )
+    run.add_argument("--engines", choices=["warm", "fresh"], help=engines_help)
+    run.add_argument(
+        "--engines-per-group", type=_positive, metavar="N", help="warm engine processes per settings"
+    )
     run.add_argument("--json", action="store_true", help="progress as JSON lines on stdout")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
+    interval_help = "with --json: seconds between progress lines (default 2)"
+    run.add_argument("--progress-interval", type=float, default=2.0, metavar="S", help=interval_help)
     report = commands.add_parser("report", help="summarise a results file")
     report.add_argument("results", metavar="RESULTS.jsonl")
     report.add_argument("--markdown", action="store_true", help="a Markdown table instead")
@@ -70,10 +85,25 @@ def default_out(tasks: Path) -> Path:
     return tasks.with_name(tasks.name.removesuffix(".jsonl") + ".results.jsonl")
 
 
+def _ray_backend(args: argparse.Namespace) -> Backend:
+    from soulwire.fleet import EngineSettings
+    from soulwire.fleet.ray_backend import RayBackend
+
+    # Workers resolve the engine on their own node unless --engine names one.
+    settings = EngineSettings(executable=args.engine)
+    return RayBackend(
+        settings,
+        address=args.address,
+        workers=args.ray_workers,
+        engines_per_worker=args.engines_per_group or 1,
+        ship_workspaces=args.ship_workspaces,
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     import anyio
 
-    from soulwire.fleet import EngineSettings, Fleet, LocalBackend, TaskFileError, load_tasks
+    from soulwire.fleet import EngineSettings, Fleet, LocalBackend, TaskFileError, WarmBackend, load_tasks
 
     tasks_path = Path(args.tasks)
     try:
@@ -83,18 +113,32 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     out = Path(args.out) if args.out else default_out(tasks_path)
     settings = EngineSettings(executable=args.engine) if args.engine else EngineSettings()
-    backend = LocalBackend(settings)
+    # Warm engines are `soulwire serve` processes: another engine (--engine kimi) runs fresh.
+    warm = args.engines == "warm" or (args.engines is None and not args.engine)
+    backend: Backend
+    if args.backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            sys.stderr.write("soulwire fleet: the Ray backend needs Ray: pip install 'soulwire[ray]'\n")
+            return EXIT_USAGE
+        backend = _ray_backend(args)
+    elif warm:
+        backend = WarmBackend(settings, engines_per_group=args.engines_per_group)
+    else:
+        backend = LocalBackend(settings)
     try:
         fleet = Fleet(tasks, concurrency=args.concurrency, out=out, run_dir=args.run_dir, backend=backend)
     except OSError as exc:  # the results file cannot be read
         sys.stderr.write(f"soulwire fleet: {exc}\n")
         return EXIT_FAILURES
     progress = _Progress(fleet, json_lines=args.json, live=not args.no_progress and sys.stderr.isatty())
+    progress.json_interval = max(0.05, args.progress_interval)
     try:
         interrupted = anyio.run(_drive, fleet, progress)
-    except OSError as exc:  # the results file or run dir cannot be written
+    except (OSError, RuntimeError) as exc:  # the results file or run dir, a Ray cluster not reached
         progress.close(False)
-        sys.stderr.write(f"soulwire fleet: {exc}\n")
+        sys.stderr.write(f"soulwire fleet: {' '.join(str(exc).split())[:300]}\n")
         return EXIT_FAILURES
     progress.close(interrupted)
     if interrupted:
@@ -125,9 +169,16 @@ async def _drive(fleet: Fleet, progress: _Progress) -> bool:
                 progress.refresh()
                 await anyio.sleep(0.25)
 
+        async def json_ticker() -> None:
+            while True:
+                await anyio.sleep(progress.json_interval)
+                progress.emit_progress()
+
         group.start_soon(watch_signals)
         if progress.live:
             group.start_soon(ticker)
+        if progress.json_lines:
+            group.start_soon(json_ticker)
         progress.start()
         async with fleet.results() as results:
             async for result in results:
@@ -144,6 +195,8 @@ class _Progress:
         self.json_lines = json_lines
         self.live = live and not json_lines
         self.started = time.monotonic()
+        self.json_interval = 2.0
+        """Seconds between `progress` lines with --json."""
         self._live: Any = None
         self._console: Any = None
 
@@ -194,19 +247,52 @@ class _Progress:
             "elapsed_s": round(time.monotonic() - self.started, 2),
         }
 
+    def _spend(self) -> dict[str, Any]:
+        """Tokens and cost so far: finished tasks, plus the running tasks' tokens as reported."""
+        fleet = self.fleet
+        every = [*fleet.finished, *list(fleet.records.values())]
+        tokens = sum(_tokens(r) for r in every)
+        costs = [r.cost_usd for r in fleet.finished if r.cost_usd is not None]
+        return {"tokens": tokens, "cost_usd": round(sum(costs), 6) if costs else None}
+
+    def _slowest(self, count: int = 3) -> list[dict[str, Any]]:
+        """The running tasks that have run longest, with their steps and tokens so far."""
+        fleet = self.fleet
+        now = time.monotonic()
+        slowest = sorted(fleet.running.items(), key=lambda item: item[1])[:count]
+        found: list[dict[str, Any]] = []
+        for task_id, since in slowest:
+            record = fleet.records.get(task_id)
+            steps = record.steps if record is not None else 0
+            tokens = _tokens(record) if record is not None else 0
+            found.append(
+                {"id": task_id, "running_s": round(now - since, 1), "steps": steps, "tokens": tokens}
+            )
+        return found
+
+    def emit_progress(self) -> None:
+        """One `progress` JSON line (with --json): counts, throughput, spend, slowest tasks."""
+        record: dict[str, Any] = {"event": "progress", **self._counts(), **self._spend()}
+        record["tasks_per_s"] = round(len(self.fleet.finished) / max(record["elapsed_s"], 1e-6), 3)
+        record["slowest"] = self._slowest()
+        sys.stdout.write(json.dumps(record) + "\n")
+        sys.stdout.flush()
+
     def _status(self) -> str:
         counts = self._counts()
         fleet = self.fleet
-        tokens = sum(r.usage.input_other + r.usage.output for r in fleet.finished)
+        spend = self._spend()
         elapsed = max(counts["elapsed_s"], 1e-6)
         rate = len(fleet.finished) / elapsed
-        now = time.monotonic()
-        slowest = sorted(fleet.running.items(), key=lambda item: item[1])[:3]
-        slow = ", ".join(f"{task_id} {now - since:.0f}s" for task_id, since in slowest)
+        slow = ", ".join(
+            f"{s['id']} {s['running_s']:.0f}s ({s['steps']} steps, {s['tokens']} tok)"
+            for s in self._slowest()
+        )
+        cost = f" · ${spend['cost_usd']:.4f}" if spend["cost_usd"] is not None else ""
         return (
             f"{counts['done']} done · {counts['running']} running · {counts['failed']} failed · "
             f"{counts['timed_out']} timed out · {counts['pending']} waiting · {rate:.2f} tasks/s · "
-            f"{tokens} tokens" + (f" · running longest: {slow}" if slow else "")
+            f"{spend['tokens']} tokens{cost}" + (f" · running longest: {slow}" if slow else "")
         )
 
     def refresh(self) -> None:
@@ -235,6 +321,11 @@ class _Progress:
         self.note(summary)
 
 
+def _tokens(result: TaskResult) -> int:
+    usage = result.usage
+    return usage.input_other + usage.output + usage.input_cache_read + usage.input_cache_creation
+
+
 def _brief(result: TaskResult) -> dict[str, Any]:
     return {
         "id": result.id,
@@ -243,6 +334,8 @@ def _brief(result: TaskResult) -> dict[str, Any]:
         "passed": result.passed,
         "duration_s": result.duration_s,
         "steps": result.steps,
+        "tokens": _tokens(result),
+        "cost_usd": result.cost_usd,
         "session_id": result.session_id,
     }
 

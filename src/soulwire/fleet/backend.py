@@ -15,6 +15,7 @@ from typing import Protocol
 
 from soulwire.fleet.results import TaskResult
 from soulwire.fleet.tasks import Task
+from soulwire.sdk.pricing import ModelPrice
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class EngineSettings:
     startup_timeout: float = 60.0
     close_timeout: float = 5.0
     cancel_grace: float = 10.0
+    retries: int = 1
+    """Runs more of a task whose engine died under it (a fresh workspace and session each)."""
+    prices: Mapping[str, ModelPrice] | None = None
+    """Prices over `soulwire.sdk.pricing.DEFAULT_PRICES`, for the results' `cost_usd`."""
     """Seconds a turn past its time limit gets to end after `cancel` before the engine is killed."""
 
 

@@ -12,14 +12,23 @@ from typing import Any
 
 import anyio
 from anyio.abc import Process
+from pydantic import BaseModel, ConfigDict
 
 import soulwire.sdk as sdk
 from soulwire.fleet.backend import EngineSettings
-from soulwire.fleet.results import CheckOutcome, TaskResult, Usage
+from soulwire.fleet.policy import decide
+from soulwire.fleet.results import CheckOutcome, EngineError, EngineLostError, TaskResult, Usage, task_cost
 from soulwire.fleet.tasks import Task
+from soulwire.fleet.tools import ExternalTool, run_external_tool
 from soulwire.fleet.workspace import WorkspaceError, prepare_workspace, workspace_diff
 
 OUTPUT_TAIL_CHARS = 4000
+
+
+class _AnyArguments(BaseModel):
+    """External tools' arguments as the model sent them (the engine checked the schema)."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 class LocalBackend:
@@ -33,7 +42,12 @@ class LocalBackend:
     def options(self, task: Task, work_dir: Path) -> sdk.Options:
         """The SDK options of a task's session."""
         s = self.settings
-        approval: Any = "reject" if task.approval == "yolo" else task.approval
+        policy = task.approval
+
+        def on_approval(approval: sdk.Approval) -> str:
+            request = approval.request
+            return decide(policy, request.sender, request.action, request.description)
+
         return sdk.Options(
             executable=s.executable,
             work_dir=work_dir,
@@ -46,12 +60,39 @@ class LocalBackend:
             share_dir=s.share_dir,
             env={**s.env, **task.env},
             inherit_env=s.inherit_env,
-            on_approval=lambda _approval: approval,  # pyright: ignore[reportUnknownLambdaType]
-            approval_default=approval,
+            tools=self.external_tools(task, work_dir),
+            sandbox=task.sandbox,
+            sandbox_network=task.sandbox_network,
+            on_approval=on_approval,
+            approval_default="reject",
             startup_timeout=s.startup_timeout,
             close_timeout=s.close_timeout,
             client_name="soulwire-fleet",
         )
+
+    def tool_env(self, task: Task) -> dict[str, str]:
+        """The environment of the task's check and external tools."""
+        base = dict(os.environ) if self.settings.inherit_env else {}
+        return {**base, **self.settings.env, **task.env}
+
+    def external_tools(self, task: Task, work_dir: Path) -> list[sdk.Tool]:
+        """The task's external tools as SDK tools (the SDK answers their calls)."""
+        env = self.tool_env(task)
+
+        def make(spec: ExternalTool) -> sdk.Tool:
+            async def handler(arguments: _AnyArguments) -> Any:
+                return await run_external_tool(spec, arguments.model_dump_json(), work_dir, env)
+
+            return sdk.Tool(
+                handler,
+                name=spec.name,
+                description=spec.description,
+                arguments_model=_AnyArguments,
+                single_model=True,
+                parameters=spec.parameters,
+            )
+
+        return [make(spec) for spec in task.tools]
 
     async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult:
         started = record.started_at or time.time()
@@ -59,30 +100,35 @@ class LocalBackend:
         result = record
         result.work_dir = str(work_dir)
         mode = task.workspace_mode
-        try:
-            await anyio.to_thread.run_sync(prepare_workspace, task.workspace, work_dir, mode)
-        except (WorkspaceError, OSError) as exc:
-            result.status, result.reason = "failed", f"workspace: {_one_line(exc)}"
-            result.finished_at = time.time()
-            result.duration_s = round(result.finished_at - started, 3)
-            return result
-        try:
-            await self._agent(task, work_dir, result)
-        except sdk.SDKError as exc:
-            result.status, result.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
+        attempts = 1 + max(0, self.settings.retries)
+        earlier = record.attempts - 1  # runs before this call (a Ray worker that died)
+        for attempt in range(1, attempts + 1):
+            result.attempts = earlier + attempt
+            try:
+                await anyio.to_thread.run_sync(prepare_workspace, task.workspace, work_dir, mode)
+            except (WorkspaceError, OSError) as exc:
+                result.status, result.reason = "failed", f"workspace: {_one_line(exc)}"
+                return _finish(result, started)
+            result.status, result.reason, result.session_id = "done", None, None
+            try:
+                await self._agent(task, work_dir, result)
+            except EngineLostError as exc:  # the engine died under the task: run it again
+                result.status, result.reason = "failed", f"EngineLostError: {_one_line(exc)}"
+                if attempt < attempts:
+                    continue
+            except (sdk.SDKError, EngineError) as exc:
+                result.status, result.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
+            break
         if task.check is not None and result.status != "cancelled":
-            base = dict(os.environ) if self.settings.inherit_env else {}
-            env = {**base, **self.settings.env, **task.env}
-            result.check = await run_check(task.check, work_dir, env, task.check_time_limit)
+            result.check = await run_check(task.check, work_dir, self.tool_env(task), task.check_time_limit)
             result.passed = result.status == "done" and result.check.passed
         try:
             diff = await anyio.to_thread.run_sync(workspace_diff, task.workspace, work_dir, mode)
             result.diff, result.diff_truncated = diff
         except WorkspaceError as exc:
             result.diff = f"[no diff: {_one_line(exc)}]"
-        result.finished_at = time.time()
-        result.duration_s = round(result.finished_at - started, 3)
-        return result
+        result.cost_usd = task_cost(task, result.usage, self.settings.prices)
+        return _finish(result, started)
 
     async def _agent(self, task: Task, work_dir: Path, result: TaskResult) -> None:
         """The session and its one turn, filling `result` (status, message, usage, steps)."""
@@ -105,6 +151,14 @@ class LocalBackend:
                     result.reason = f"time limit {task.time_limit:g}s; the engine did not stop and was killed"
             finally:  # also when the fleet is interrupted: the cancelled line keeps the steps
                 _record_turn(turn, result)
+            if result.status == "failed" and isinstance(turn.error, sdk.EngineExitedError):
+                raise EngineLostError(str(turn.error))
+
+
+def _finish(result: TaskResult, started: float) -> TaskResult:
+    result.finished_at = time.time()
+    result.duration_s = round(result.finished_at - started, 3)
+    return result
 
 
 def _record_turn(turn: sdk.Turn, result: TaskResult) -> None:

@@ -4,10 +4,15 @@ the results file, which is also what a later run reads to skip the tasks already
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soulwire.fleet.tasks import Task
+from soulwire.sdk.pricing import ModelPrice, price_for
+from soulwire.wire.types import TokenUsage
 
 Status = Literal["done", "failed", "timed_out", "cancelled"]
 FINISHED: frozenset[str] = frozenset({"done", "failed", "timed_out"})
@@ -52,6 +57,12 @@ class TaskResult(BaseModel):
     session_id: str | None = None
     work_dir: str | None = None
     """The task's workspace: `soulwire --work-dir WORK_DIR --session SESSION_ID` opens it."""
+    cost_usd: float | None = None
+    """Usage times the model's price (`soulwire.sdk.pricing`); None for a model without one."""
+    node: str | None = None
+    """The machine that ran the task (Ray backend), else None (this one)."""
+    attempts: int = 1
+    """Runs of the task: more than 1 when its engine (or Ray worker) died under it."""
     diff: str = ""
     diff_truncated: bool = False
     started_at: float | None = None
@@ -60,6 +71,39 @@ class TaskResult(BaseModel):
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+
+class EngineError(Exception):
+    """The engine could not run the task (a bad configuration, a refused session): `failed`."""
+
+
+class EngineLostError(Exception):
+    """The engine (or the worker hosting it) died under a task: the task may run again."""
+
+
+def task_model_name(task: Task) -> str | None:
+    """The provider's name of the task's model (what prices are listed by), else its alias."""
+    config = task.config or {}
+    alias = task.model or config.get("default_model")
+    models = config.get("models")
+    entry = models.get(alias) if isinstance(models, dict) and isinstance(alias, str) else None
+    if isinstance(entry, dict) and isinstance(entry.get("model"), str):
+        return entry["model"]
+    return alias if isinstance(alias, str) else None
+
+
+def task_cost(task: Task, usage: Usage, prices: Mapping[str, ModelPrice] | None = None) -> float | None:
+    """What the task's tokens cost in USD, or None when its model has no price."""
+    price = price_for(task_model_name(task), prices)
+    if price is None:
+        return None
+    tokens = TokenUsage(
+        input_other=usage.input_other,
+        output=usage.output,
+        input_cache_read=usage.input_cache_read,
+        input_cache_creation=usage.input_cache_creation,
+    )
+    return round(price.cost(tokens), 6)
 
 
 def read_results(path: Path) -> dict[str, TaskResult]:
@@ -115,4 +159,16 @@ def _ends_without_newline(path: Path) -> bool:
         return False
 
 
-__all__ = ["FINISHED", "CheckOutcome", "ResultsWriter", "Status", "TaskResult", "Usage", "read_results"]
+__all__ = [
+    "FINISHED",
+    "CheckOutcome",
+    "EngineError",
+    "EngineLostError",
+    "ResultsWriter",
+    "Status",
+    "TaskResult",
+    "Usage",
+    "read_results",
+    "task_cost",
+    "task_model_name",
+]

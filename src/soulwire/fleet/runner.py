@@ -7,7 +7,7 @@ import math
 import tempfile
 import time
 from collections.abc import AsyncGenerator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -59,6 +59,9 @@ class Fleet:
         self.pending = [t for t in self.tasks if t.id not in skip]
         self.running: dict[str, float] = {}
         """Task id → time.monotonic() when it started."""
+        self.records: dict[str, TaskResult] = {}
+        """Task id → the record of a running task, as far as its backend filled it (steps and
+        tokens so far, for backends that report them live)."""
         self.finished: list[TaskResult] = []
         self.cancelled: list[str] = []
 
@@ -71,7 +74,13 @@ class Fleet:
         send, receive = anyio.create_memory_object_stream[TaskResult](math.inf)
         limiter = anyio.CapacityLimiter(self.concurrency)
         try:
-            async with anyio.create_task_group() as group:
+            async with AsyncExitStack() as stack:
+                if isinstance(self.backend, AbstractAsyncContextManager):  # warm engines, a Ray cluster
+                    await stack.enter_async_context(self.backend)  # pyright: ignore[reportUnknownArgumentType]
+                prepare = getattr(self.backend, "prepare", None)
+                if callable(prepare):  # start engines (or workers) before the first task needs them
+                    prepare(self.pending, self.concurrency)
+                group = await stack.enter_async_context(anyio.create_task_group())
                 group.start_soon(self._run_all, limiter, writer, send)
                 async with receive:
                     yield receive
@@ -99,21 +108,32 @@ class Fleet:
         async with send, limiter:
             self.running[task.id] = time.monotonic()
             record = TaskResult(id=task.id, status="done", started_at=time.time())
+            self.records[task.id] = record
             try:
                 result = await self.backend.run_task(task, self.run_dir / task.id, record)
             except anyio.get_cancelled_exc_class():
                 self.running.pop(task.id, None)
+                self.records.pop(task.id, None)
                 self.cancelled.append(task.id)
                 if writer is not None:
                     writer.write(_stopped(record, "cancelled", "the fleet was interrupted"))
                 raise
             except Exception as exc:  # a backend bug must not lose the other tasks' results
-                result = _stopped(record, "failed", f"fleet error: {type(exc).__name__}: {exc}")
+                leaf = _leaf(exc)
+                result = _stopped(record, "failed", f"fleet error: {type(leaf).__name__}: {leaf}")
             self.running.pop(task.id, None)
+            self.records.pop(task.id, None)
             self.finished.append(result)
             if writer is not None:
                 writer.write(result)
             send.send_nowait(result)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside nested exception groups (task groups wrap them)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _stopped(record: TaskResult, status: Status, reason: str) -> TaskResult:

@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from soulwire.fleet.policy import ApprovalRules
+from soulwire.fleet.tools import ExternalTool
+
 Approval = Literal["yolo", "approve", "reject"]
 """`yolo`: the engine runs tools without asking; `approve`/`reject`: every request gets that answer."""
 
@@ -35,7 +38,12 @@ class Task(BaseModel):
     config: dict[str, Any] | None = None
     """A whole engine configuration (kimi's format) instead of the engine's config.toml."""
     config_file: Path | None = None
-    approval: Approval = "reject"
+    approval: Approval | ApprovalRules = "reject"
+    """A fixed answer to every approval request, or rules as data (see `fleet.policy`)."""
+    sandbox: Literal["off", "read-only", "workspace-write"] | None = None
+    """`--sandbox` of the task's engine: Shell and file tools confined (None: the config's)."""
+    sandbox_network: bool | None = None
+    """`--sandbox-network`: network inside the sandbox (None: the config's, default off)."""
     thinking: bool | None = None
     max_steps: int | None = Field(default=None, ge=1)
     time_limit: float = Field(default=1800.0, gt=0)
@@ -43,6 +51,8 @@ class Task(BaseModel):
     check: str | None = None
     """A shell command run in the workspace after the turn; exit code 0 passes."""
     check_time_limit: float = Field(default=600.0, gt=0)
+    tools: list[ExternalTool] = Field(default_factory=lambda: list[ExternalTool]())
+    """External tools the model may call: commands run in the workspace (`fleet.tools`)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Variables added to the engine's (and the check's) environment."""
 
@@ -64,9 +74,15 @@ class Task(BaseModel):
         return self.model_copy(update=updates) if updates else self
 
 
+def _union_tag(part: str) -> bool:
+    return "[" in part or part[:1].isupper()
+
+
 def _first_error(exc: ValidationError) -> str:
     error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"])
+    # A union's member tags (`literal['yolo',…]`, `ApprovalRules`) are not field names.
+    parts = [str(part) for part in error["loc"]]
+    where = ".".join(part for i, part in enumerate(parts) if i == 0 or not _union_tag(part))
     message = error["msg"]
     return f"{where}: {message}" if where else message
 

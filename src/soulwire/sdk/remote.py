@@ -43,6 +43,7 @@ class RemoteSession:
         on_request: OnRequest | None = None,
         serve_options: dict[str, Any] | None = None,
         reconnect_delay_s: float = 0.2,
+        external_tools: list[dict[str, Any]] | None = None,
     ) -> None:
         self.url = url
         self.mode = mode
@@ -56,6 +57,9 @@ class RemoteSession:
         self._on_request = on_request
         self._serve = {"seq": True, **(serve_options or {})}
         self._delay = reconnect_delay_s
+        self._external_tools = external_tools
+        """`{name, description, parameters}` entries registered in `initialize`; their
+        `ToolCallRequest`s go to `on_request` like any request."""
         self._peer: Peer | None = None
         self._connected = anyio.Event()
         self._closing = False
@@ -118,12 +122,15 @@ class RemoteSession:
                 await anyio.sleep(self._delay)
 
     def _initialize_params(self) -> dict[str, Any]:
-        return {
+        params: dict[str, Any] = {
             "protocol_version": "1.10",
             "client": {"name": "soulwire-sdk-remote", "version": "1"},
             "capabilities": {"supports_question": self._on_request is not None},
             "serve": self._serve,
         }
+        if self._external_tools:
+            params["external_tools"] = self._external_tools
+        return params
 
     def _seen(self, params: Any) -> bool:
         """Record the message's seq; False for one already seen (never delivered twice)."""

@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from soulwire.server.security import is_loopback
 from soulwire.usage import CommandParser
@@ -36,6 +37,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="TEXT", help="whole configuration as JSON or TOML text")
     parser.add_argument("--model", "-m", metavar="NAME", help="model alias from [models]")
     parser.add_argument("--yolo", action="store_true", help="approve every tool call in every session")
+    # Per-session engine settings, so one server can host a fleet's sessions (docs/fleet.md).
+    parser.add_argument(
+        "--thinking", action=argparse.BooleanOptionalAction, default=None, help="thinking mode"
+    )
+    parser.add_argument("--max-steps-per-turn", type=int, metavar="N", help="model steps per turn")
+    parser.add_argument(
+        "--sandbox", choices=("off", "read-only", "workspace-write"), help="Shell and file tools sandbox"
+    )
+    parser.add_argument("--sandbox-network", choices=("on", "off"), help="network inside the sandbox")
+    parser.add_argument(
+        "--exit-with-stdin", action="store_true", help="shut down when stdin ends (a parent process died)"
+    )
     parser.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME",
         help="another Host name clients use for this server (e.g. behind a proxy); repeatable",
@@ -90,7 +103,10 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def run_serve(argv: list[str]) -> int:
     """Entry point of `soulwire serve`; returns the exit code."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.max_steps_per_turn is not None and args.max_steps_per_turn < 1:
+        parser.error("--max-steps-per-turn must be at least 1")
     from soulwire.config.loader import ConfigError, load_raw_config, share_dir
 
     try:
@@ -138,6 +154,10 @@ def run_serve(argv: list[str]) -> int:
         config_path=config_path,
         model_alias=args.model,
         yolo=args.yolo,
+        thinking=args.thinking,
+        max_steps_per_turn=args.max_steps_per_turn,
+        sandbox=args.sandbox,
+        sandbox_network=None if args.sandbox_network is None else args.sandbox_network == "on",
         idle_timeout_s=args.idle_timeout,
         hub=HubSettings(
             deadline_ms=max(1, round(args.request_timeout * 1000)),
@@ -149,7 +169,7 @@ def run_serve(argv: list[str]) -> int:
         ),
     )
     guard = Guard.for_listen(token, host, port, args.allow_host)
-    return _run_uvicorn(create_app(settings, guard), sock)
+    return _run_uvicorn(create_app(settings, guard), sock, exit_with_stdin=args.exit_with_stdin)
 
 
 def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str, bool]:
@@ -171,7 +191,23 @@ def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str,
     return load_or_create_token(share)
 
 
-def _run_uvicorn(app: object, sock: socket.socket) -> int:
+async def _stop_at_stdin_eof(server: Any) -> None:
+    """Shut down gracefully when stdin ends: the parent that holds the pipe is gone (a fleet
+    worker killed with SIGKILL), so the server does not outlive it."""
+    import anyio.to_thread
+
+    def read() -> bytes:
+        try:
+            return os.read(0, 65536)
+        except OSError:
+            return b""
+
+    while await anyio.to_thread.run_sync(read, abandon_on_cancel=True):
+        pass
+    server.should_exit = True
+
+
+def _run_uvicorn(app: object, sock: socket.socket, *, exit_with_stdin: bool = False) -> int:
     import contextlib
     import logging
     import signal
@@ -213,7 +249,11 @@ def _run_uvicorn(app: object, sock: socket.socket) -> int:
     _tune_gc()
 
     async def main() -> None:
-        await server.serve(sockets=[sock])
+        async with anyio.create_task_group() as group:
+            if exit_with_stdin:
+                group.start_soon(_stop_at_stdin_eof, server)
+            await server.serve(sockets=[sock])
+            group.cancel_scope.cancel()
 
     anyio.run(main)
     sys.stderr.write("soulwire serve: stopped\n")

@@ -59,6 +59,10 @@ class ServeSettings:
     config_path: Path | None = None
     model_alias: str | None = None
     yolo: bool = False
+    thinking: bool | None = None
+    max_steps_per_turn: int | None = None
+    sandbox: str | None = None
+    sandbox_network: bool | None = None
     idle_timeout_s: float = 300.0
     hub: HubSettings = field(default_factory=HubSettings)
 
@@ -284,6 +288,10 @@ class SessionRegistry:
                 config_path=settings.config_path,
                 model_alias=settings.model_alias,
                 yolo=settings.yolo,
+                thinking=settings.thinking,
+                max_steps_per_turn=settings.max_steps_per_turn,
+                sandbox=settings.sandbox,
+                sandbox_network=settings.sandbox_network,
                 session_id=session_id,
                 keep_empty_session=True,
             )

@@ -1,0 +1,218 @@
+"""The Ray backend (`pip install 'soulwire[ray]'`; Ray is imported here only).
+
+Ray places a number of `FleetWorker` actors on the cluster's nodes by their declared
+resources (`num_cpus` each, plus any custom resources), and each task of the fleet is one
+method call on a worker: the worker runs it with warm engines on its node (a `WarmBackend`:
+a few `soulwire serve` processes, many sessions each) and returns the result. Ray's fault
+tolerance does the recovering: a worker process that dies is restarted (`max_restarts`) and
+the calls it had in flight are retried on it (`max_task_retries`), wherever Ray puts it. The
+driver awaits one result per task, so a retried task still gives exactly one result line.
+
+Workspaces: by default a task's `workspace` path is read on the worker (a shared file
+system, or the same machine). With `ship_workspaces` the driver packs each workspace once
+into Ray's object store and the worker unpacks it into the task's directory on its node."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import io
+import os
+import sys
+import tarfile
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from soulwire.fleet.backend import EngineSettings
+from soulwire.fleet.results import TaskResult
+from soulwire.fleet.tasks import Task
+
+
+def _ray() -> Any:
+    """The `ray` module (the optional extra), untyped: this module is all that uses it."""
+    try:
+        return importlib.import_module("ray")
+    except ImportError:
+        raise RuntimeError("the Ray backend needs Ray: pip install 'soulwire[ray]'") from None
+
+
+def pack_workspace(source: Path) -> bytes:
+    """A gzip tarball of `source` (paths relative to it)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(source, arcname=".")
+    return buffer.getvalue()
+
+
+def unpack_workspace(data: bytes, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        archive.extractall(dest, filter="data")
+
+
+class FleetWorker:
+    """A Ray actor (async, many calls at once) that runs tasks with warm engines."""
+
+    def __init__(self, settings: EngineSettings, engines: int, run_root: str | None) -> None:
+        from soulwire.fleet.warm import WarmBackend
+
+        if settings.executable is None:  # this node's Python, not the driver's
+            settings = replace(settings, executable=[sys.executable, "-m", "soulwire"])
+        self.backend = WarmBackend(settings, engines_per_group=engines)
+        self.run_root = Path(run_root) if run_root else None
+        self._ready: asyncio.Event | None = None
+        self._host: asyncio.Task[None] | None = None
+
+    async def _hold(self, ready: asyncio.Event) -> None:
+        # The warm backend's task group lives in one long-lived task of the actor's event
+        # loop (anyio needs it entered and left by the same task); calls come and go.
+        async with self.backend:
+            ready.set()
+            await asyncio.Event().wait()
+
+    async def _started(self) -> None:
+        if self._ready is None:
+            self._ready = asyncio.Event()
+            self._host = asyncio.get_running_loop().create_task(self._hold(self._ready))
+        await self._ready.wait()
+
+    async def run(self, task: Task, task_dir: str, record: TaskResult, workspace: Any = None) -> TaskResult:
+        """Run one task here; `workspace` is a packed workspace (bytes) when shipped."""
+        await self._started()
+        directory = Path(task_dir)
+        if workspace is not None:  # shipped: unpack beside the task dir and copy from there
+            source = directory / "source"
+            await asyncio.to_thread(unpack_workspace, workspace, source)
+            task = task.model_copy(update={"workspace": source, "workspace_mode": "copy"})
+        record.node = os.uname().nodename
+        # A call Ray retries after this worker died starts here again: count the runs.
+        counter = directory / "attempts"
+        directory.mkdir(parents=True, exist_ok=True)
+        runs = int(counter.read_text() or 0) + 1 if counter.exists() else 1
+        counter.write_text(str(runs))
+        record.attempts = runs
+        return await self.backend.run_task(task, directory, record)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RayBackend:
+    """Runs tasks on a Ray cluster (see the module doc). Use `async with` (the driver does).
+
+    `address`: a cluster to join (`ray://…`, `HOST:PORT`, or `auto`); None starts a local
+    one in this process bound to 127.0.0.1. `workers`: actors (default: the cluster's CPUs
+    divided by `worker_cpus`); `resources`: custom resources each worker declares."""
+
+    name = "ray"
+
+    def __init__(
+        self,
+        settings: EngineSettings | None = None,
+        *,
+        address: str | None = None,
+        workers: int | None = None,
+        worker_cpus: float = 1.0,
+        resources: Mapping[str, float] | None = None,
+        engines_per_worker: int = 1,
+        max_retries: int = 3,
+        ship_workspaces: bool = False,
+        runtime_env: Mapping[str, Any] | None = None,
+        num_cpus: int | None = None,
+    ) -> None:
+        self.settings = settings or EngineSettings(executable=None)
+        self.address = address
+        self.workers = workers
+        self.worker_cpus = worker_cpus
+        self.resources = dict(resources or {})
+        self.engines_per_worker = engines_per_worker
+        self.max_retries = max_retries
+        self.ship_workspaces = ship_workspaces
+        self.runtime_env = dict(runtime_env) if runtime_env else None
+        self.num_cpus = num_cpus
+        self.actors: list[Any] = []
+        self._in_flight: list[int] = []
+        self._owns_ray = False
+        self._shipped: dict[Path, Any] = {}
+
+    async def __aenter__(self) -> RayBackend:
+        ray = _ray()
+
+        if not ray.is_initialized():
+            options: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
+            if self.runtime_env:
+                options["runtime_env"] = self.runtime_env
+            if self.address is None:  # a local cluster of this process, on loopback only
+                options.update(_node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=self.num_cpus)
+            else:
+                options["address"] = self.address
+            await asyncio.to_thread(lambda: ray.init(**options))
+            self._owns_ray = True
+        count = self.workers
+        if count is None:
+            cpus = float(ray.cluster_resources().get("CPU", 1.0))
+            count = max(1, int(cpus // self.worker_cpus)) if self.worker_cpus > 0 else 1
+        worker_class = ray.remote(FleetWorker).options(
+            num_cpus=self.worker_cpus,
+            resources=self.resources or None,
+            max_restarts=-1,  # a killed worker comes back (on any node with room)
+            max_task_retries=self.max_retries,  # and its calls in flight run again
+            max_concurrency=10_000,  # async actor: its tasks interleave on its event loop
+        )
+        self.actors = [
+            worker_class.remote(self.settings, self.engines_per_worker, None) for _ in range(count)
+        ]
+        self._in_flight = [0] * count
+        await asyncio.gather(*(actor.pid.remote() for actor in self.actors))  # up before timing
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        ray = _ray()
+
+        for actor in self.actors:  # their engines die with them (they hold the engines' stdin)
+            ray.kill(actor, no_restart=True)
+        self.actors = []
+        if self._owns_ray:
+            await asyncio.to_thread(ray.shutdown)
+            self._owns_ray = False
+
+    def _workspace_ref(self, task: Task) -> Any:
+        ray = _ray()
+
+        if not self.ship_workspaces or task.workspace is None:
+            return None
+        ref = self._shipped.get(task.workspace)
+        if ref is None:
+            ref = self._shipped[task.workspace] = ray.put(pack_workspace(task.workspace))
+        return ref
+
+    async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult:
+        ray = _ray()
+        RayError = importlib.import_module("ray.exceptions").RayError
+
+        # Spread the calls: the worker with the fewest tasks in flight gets the next one.
+        index = min(range(len(self.actors)), key=self._in_flight.__getitem__)
+        self._in_flight[index] += 1
+        ref = self.actors[index].run.remote(task, str(task_dir), record, self._workspace_ref(task))
+        try:
+            result: TaskResult = await ref
+        except asyncio.CancelledError:
+            ray.cancel(ref)
+            raise
+        except RayError as exc:
+            cause = " ".join(str(exc).split())[:500]
+            result = record.model_copy(
+                update={"status": "failed", "reason": f"ray: {type(exc).__name__}: {cause}"}
+            )
+        finally:
+            self._in_flight[index] -= 1
+        return result
+
+    async def worker_pids(self) -> list[int]:
+        """The process ids of the workers (tests kill one)."""
+        return list(await asyncio.gather(*(actor.pid.remote() for actor in self.actors)))
+
+
+__all__ = ["FleetWorker", "RayBackend", "pack_workspace", "unpack_workspace"]

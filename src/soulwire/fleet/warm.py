@@ -1,0 +1,548 @@
+"""Warm engines: a few long-lived `soulwire serve` processes host the sessions of many tasks,
+so the interpreter, the engine and the provider SDK start once per process instead of once
+per task. Tasks with the same engine settings (model, configuration, yolo, thinking, step
+limit, sandbox, environment) share a group of processes; each task is one session on the
+least busy of them, created over HTTP and driven over its WebSocket with the SDK's
+`RemoteSession`. A process that dies takes its tasks with it: they fail with
+`EngineLostError`, the backend runs them again, and the group starts a replacement."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import tempfile
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+from soulwire.fleet.backend import EngineSettings
+from soulwire.fleet.local import LocalBackend
+from soulwire.fleet.policy import decide
+from soulwire.fleet.results import EngineError, EngineLostError, TaskResult, Usage
+from soulwire.fleet.tasks import Task
+from soulwire.fleet.tools import run_external_tool, tool_answer
+from soulwire.sdk.options import resolve_executable
+from soulwire.wire.types import tool_error
+
+_LISTENING = "listening on "
+
+
+def engine_flags(task: Task) -> tuple[str, ...]:
+    """The `soulwire serve` options that carry a task's engine settings."""
+    flags: list[str] = []
+    if task.config is not None:
+        flags += ["--config", json.dumps(task.config, sort_keys=True)]
+    if task.config_file is not None:
+        flags += ["--config-file", str(task.config_file)]
+    if task.model is not None:
+        flags += ["--model", task.model]
+    if task.approval == "yolo":
+        flags.append("--yolo")
+    if task.thinking is not None:
+        flags.append("--thinking" if task.thinking else "--no-thinking")
+    if task.max_steps is not None:
+        flags += ["--max-steps-per-turn", str(task.max_steps)]
+    if task.sandbox is not None:
+        flags += ["--sandbox", task.sandbox]
+    if task.sandbox_network is not None:
+        flags += ["--sandbox-network", "on" if task.sandbox_network else "off"]
+    return tuple(flags)
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    flags: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, task: Task) -> GroupKey:
+        return cls(engine_flags(task), tuple(sorted(task.env.items())))
+
+
+@dataclass
+class ServeEngine:
+    """One `soulwire serve` process on 127.0.0.1 with a token of its own."""
+
+    process: Process
+    url: str
+    token: str
+    sessions: int = 0
+    """Sessions of running tasks on it (the group picks the least busy)."""
+    exited: anyio.Event = field(default_factory=anyio.Event)
+    http: Any = None
+    """The engine's HTTP client (httpx2.AsyncClient), made at the first session."""
+    stderr_tail: list[str] = field(default_factory=lambda: list[str]())
+
+    @property
+    def alive(self) -> bool:
+        return not self.exited.is_set()
+
+    def describe_exit(self) -> str:
+        code = self.process.returncode
+        tail = " | ".join(self.stderr_tail[-3:])
+        return f"the engine process {self.process.pid} exited (code {code}){': ' + tail if tail else ''}"
+
+
+async def start_engine(
+    settings: EngineSettings, flags: tuple[str, ...], env: dict[str, str], *, work_dir: Path
+) -> tuple[ServeEngine, Any]:
+    """Spawn `soulwire serve --listen 127.0.0.1:0` and wait for its address. Returns the
+    engine and a coroutine function that pumps its stderr until it exits (to run in a task)."""
+    token = secrets.token_urlsafe(24)
+    base = dict(os.environ) if settings.inherit_env else {}
+    full_env = {**base, **settings.env, **env, "SOULWIRE_SERVER_TOKEN": token}
+    if settings.share_dir is not None:
+        full_env["SOULWIRE_SHARE_DIR"] = str(settings.share_dir)
+    argv = [
+        *resolve_executable(settings.executable),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--work-dir",
+        str(work_dir),
+        "--idle-timeout",
+        "2",
+        "--exit-with-stdin",  # we hold its stdin: if this process dies, so does the engine
+        *flags,
+    ]
+    process = await anyio.open_process(
+        argv, env=full_env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    assert process.stderr is not None
+    stderr = process.stderr
+    lines: list[str] = []
+    pending = b""
+    url: str | None = None
+    try:
+        with anyio.fail_after(settings.startup_timeout):
+            while url is None:
+                try:
+                    chunk = await stderr.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    break
+                pending += chunk
+                *complete, pending_rest = pending.split(b"\n")
+                pending = pending_rest
+                for raw in complete:
+                    line = raw.decode("utf-8", errors="replace")
+                    lines.append(line)
+                    if _LISTENING in line:
+                        url = line.split(_LISTENING, 1)[1].split()[0]
+    except TimeoutError:
+        _kill(process)
+        await process.wait()
+        raise EngineError(f"soulwire serve did not start in {settings.startup_timeout:g}s") from None
+    except BaseException:  # cancelled while starting: leave no process behind
+        _kill(process)
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+        raise
+    if url is None:
+        await process.wait()
+        raise EngineError(f"soulwire serve exited (code {process.returncode}): {' | '.join(lines[-3:])}")
+    engine = ServeEngine(process=process, url=url, token=token, stderr_tail=lines[-20:])
+
+    async def pump() -> None:
+        async for chunk in stderr:
+            text = chunk.decode("utf-8", errors="replace")
+            engine.stderr_tail.extend(text.splitlines())
+            del engine.stderr_tail[:-20]
+        await process.wait()
+        engine.exited.set()
+
+    return engine, pump
+
+
+async def stop_engine(engine: ServeEngine, timeout: float) -> None:
+    """SIGTERM (running turns are cancelled, files closed), SIGKILL after `timeout`."""
+    if engine.http is not None:
+        await engine.http.aclose()
+    _kill(engine.process, signal.SIGTERM)
+    with anyio.move_on_after(timeout):
+        await engine.process.wait()
+    _kill(engine.process)
+    await engine.process.wait()
+
+
+def _kill(process: Process, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class EngineGroup:
+    """Up to `size` engines with the same settings. They start in the background as tasks
+    ask for them; a task takes the least busy engine that is up, so the first tasks do not
+    wait for every engine of the group to start."""
+
+    def __init__(self, backend: WarmBackend, key: GroupKey) -> None:
+        self.backend = backend
+        self.key = key
+        self.engines: list[ServeEngine] = []
+        self.starting = 0
+        self.busy = 0
+        """Tasks running on or waiting for this group's engines."""
+        self.failure: Exception | None = None
+        self._changed = anyio.Event()
+
+    def fill(self, demand: int = 1) -> None:
+        """Start engines until `demand` (at most the group's size) are alive or starting."""
+        self.engines = [e for e in self.engines if e.alive]
+        wanted = min(self.backend.engines_per_group, max(demand, self.busy))
+        while len(self.engines) + self.starting < wanted:
+            self.starting += 1
+            self.backend.start_soon(self._start_one)
+
+    async def _start_one(self) -> None:
+        try:
+            engine = await self.backend.spawn(self.key)
+        except Exception as exc:  # told to the tasks waiting for an engine
+            self.failure = exc
+        else:
+            self.engines.append(engine)
+            self.failure = None
+        finally:
+            self.starting -= 1
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def acquire(self) -> ServeEngine:
+        """The least busy live engine (waiting for one to start when none is up); `release`
+        it after the task."""
+        self.busy += 1
+        try:
+            return await self._acquire()
+        except BaseException:
+            self.busy -= 1
+            raise
+
+    def release(self, engine: ServeEngine) -> None:
+        engine.sessions -= 1
+        self.busy -= 1
+        if engine.sessions == 0 and engine.alive:
+            self.backend.start_soon(self._retire_if_idle, engine)
+
+    async def _retire_if_idle(self, engine: ServeEngine) -> None:
+        """Stop an engine nobody used for `idle_s` (the group's tasks are done)."""
+        await anyio.sleep(self.backend.idle_s)
+        if engine.sessions == 0 and engine.alive:
+            self.engines.remove(engine)
+            await stop_engine(engine, self.backend.settings.close_timeout)
+
+    async def _acquire(self) -> ServeEngine:
+        while True:
+            self.fill()
+            live = [e for e in self.engines if e.alive]
+            if live:
+                engine = min(live, key=lambda e: e.sessions)
+                engine.sessions += 1
+                return engine
+            if self.failure is not None and self.starting == 0:
+                failure, self.failure = self.failure, None
+                raise failure
+            await self._changed.wait()
+
+
+class WarmBackend(LocalBackend):
+    """Runs each task as a session on a warm `soulwire serve` process (see the module doc).
+
+    Use it as an async context manager (the fleet driver does), which stops the engines at
+    the end; `engines_per_group` processes serve each distinct set of engine settings."""
+
+    name = "warm"
+
+    def __init__(
+        self, settings: EngineSettings | None = None, *, engines_per_group: int | None = None
+    ) -> None:
+        super().__init__(settings)
+        self.engines_per_group = engines_per_group or max(1, min(4, os.cpu_count() or 1))
+        self.idle_s = 2.0
+        """An engine with no session this long is stopped."""
+        self._groups: dict[GroupKey, EngineGroup] = {}
+        self._task_group: Any = None
+        self._home = Path(tempfile.gettempdir())
+        self.started_engines = 0
+
+    async def __aenter__(self) -> WarmBackend:
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.stop_engines()
+        group, self._task_group = self._task_group, None
+        if group is not None:
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
+
+    async def stop_engines(self) -> None:
+        """SIGTERM every engine (running turns are cancelled, files closed), then SIGKILL
+        what is left after `close_timeout`."""
+        engines = [e for g in self._groups.values() for e in g.engines if e.alive]
+        async with anyio.create_task_group() as group:
+            for engine in engines:
+                group.start_soon(stop_engine, engine, self.settings.close_timeout)
+        self._groups.clear()
+
+    def engines(self, task: Task) -> list[ServeEngine]:
+        """The live engines that host tasks with `task`'s engine settings."""
+        group = self._groups.get(GroupKey.of(task))
+        return [e for e in group.engines if e.alive] if group is not None else []
+
+    def start_soon(self, func: Any, *args: Any) -> None:
+        if self._task_group is None:
+            raise RuntimeError("WarmBackend is used outside `async with`")
+        self._task_group.start_soon(func, *args)
+
+    def prepare(self, tasks: list[Task], concurrency: int) -> None:
+        """Start the engines the first tasks will need now, while workspaces are copied."""
+        demand: dict[GroupKey, int] = {}
+        for task in tasks[:concurrency]:
+            key = GroupKey.of(task)
+            demand[key] = demand.get(key, 0) + 1
+        for task in tasks[:concurrency]:
+            self._group(task).fill(demand[GroupKey.of(task)])
+
+    def _group(self, task: Task) -> EngineGroup:
+        key = GroupKey.of(task)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = EngineGroup(self, key)
+        return group
+
+    async def spawn(self, key: GroupKey) -> ServeEngine:
+        if self._task_group is None:
+            raise RuntimeError("WarmBackend is used outside `async with`")
+        engine, pump = await start_engine(self.settings, key.flags, dict(key.env), work_dir=self._home)
+        self._task_group.start_soon(pump)
+        self.started_engines += 1
+        return engine
+
+    async def _agent(self, task: Task, work_dir: Path, result: TaskResult) -> None:
+        engine = await self._group(task).acquire()
+        record = _TurnRecord()
+        try:
+            async with anyio.create_task_group() as watch:
+
+                async def lost() -> None:
+                    await engine.exited.wait()
+                    watch.cancel_scope.cancel()
+
+                watch.start_soon(lost)
+                await run_remote_turn(
+                    engine, task, work_dir, result, record, self.settings.cancel_grace, self.tool_env(task)
+                )
+                watch.cancel_scope.cancel()
+        finally:
+            self._group(task).release(engine)
+        if not engine.alive and not record.ended:
+            raise EngineLostError(engine.describe_exit())
+
+
+async def _create_session(engine: ServeEngine, work_dir: Path) -> str:
+    if engine.http is None:  # one client per engine: building one (its TLS context) is costly
+        import httpx2
+
+        engine.http = httpx2.AsyncClient(
+            base_url=engine.url, timeout=30.0, headers={"Authorization": f"Bearer {engine.token}"}
+        )
+    response = await engine.http.post("/api/sessions", json={"work_dir": str(work_dir)})
+    if response.status_code != 201:
+        raise EngineError(f"creating a session failed: HTTP {response.status_code} {response.text[:200]}")
+    return str(response.json()["id"])
+
+
+@dataclass
+class _TurnRecord:
+    steps: int = 0
+    usage: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    step_text: list[str] = field(default_factory=lambda: list[str]())
+    final: str = ""
+    ended: bool = False
+
+    def absorb(self, event: dict[str, Any], live: TaskResult | None = None) -> None:
+        """Take one event in; `live` (the task's record) gets steps and tokens as they come."""
+        kind, payload = event.get("type"), event.get("payload") or {}
+        if kind == "StepBegin":
+            self._close_step()
+            self.steps += int(payload.get("n", 0) > 0)
+            if live is not None:
+                live.steps = self.steps
+        elif kind == "ContentPart" and payload.get("type") == "text":
+            self.step_text.append(str(payload.get("text", "")))
+        elif kind == "StatusUpdate" and isinstance(payload.get("token_usage"), dict):
+            usage: dict[str, Any] = payload["token_usage"]
+            for i, name in enumerate(("input_other", "output", "input_cache_read", "input_cache_creation")):
+                self.usage[i] += int(usage.get(name) or 0)
+            if live is not None:
+                live.usage = Usage(
+                    input_other=self.usage[0],
+                    output=self.usage[1],
+                    input_cache_read=self.usage[2],
+                    input_cache_creation=self.usage[3],
+                )
+        elif kind == "TurnEnd":
+            self._close_step()
+            self.ended = True
+
+    def _close_step(self) -> None:
+        text = "".join(self.step_text)
+        if text:
+            self.final = text
+        self.step_text.clear()
+
+    def fill(self, result: TaskResult) -> None:
+        self._close_step()
+        result.steps = self.steps
+        result.final_message = self.final
+        result.usage = Usage(
+            input_other=self.usage[0],
+            output=self.usage[1],
+            input_cache_read=self.usage[2],
+            input_cache_creation=self.usage[3],
+        )
+
+
+async def run_remote_turn(
+    engine: ServeEngine,
+    task: Task,
+    work_dir: Path,
+    result: TaskResult,
+    record: _TurnRecord,
+    cancel_grace: float,
+    tool_env: dict[str, str],
+) -> None:
+    """One session on `engine` for `task`: its prompt to the end (or its time limit), the
+    approvals answered by the task's policy, `result` filled as events arrive."""
+    from soulwire.sdk.remote import RemoteSession
+
+    session_id = await _create_session(engine, work_dir)
+    result.session_id = session_id
+    policy = task.approval
+
+    async def call_tool(payload: dict[str, Any]) -> Any:
+        tool, call_id, arguments = tool_answer(task.tools, payload)
+        if tool is None:
+            value = tool_error(f"no external tool {payload.get('name')!r} in this task", brief="Unknown tool")
+        else:
+            value = await run_external_tool(tool, arguments, work_dir, tool_env)
+        return {"tool_call_id": call_id, "return_value": value.model_dump(mode="json")}
+
+    def on_request(kind: str, payload: dict[str, Any]) -> Any:
+        if kind == "ToolCallRequest":
+            return call_tool(payload)
+        if kind != "ApprovalRequest":
+            return None  # questions: the request's deadline answers
+        decision = decide(
+            policy,
+            str(payload.get("sender", "")),
+            str(payload.get("action", "")),
+            str(payload.get("description", "")),
+        )
+        return {"request_id": payload.get("id"), "response": decision}
+
+    ws_url = engine.url.replace("http://", "ws://", 1) + f"/ws/sessions/{session_id}"
+    try:
+        async with (
+            _attach_errors(),
+            RemoteSession.attach(
+                ws_url, engine.token, on_request=on_request, external_tools=[t.spec() for t in task.tools]
+            ) as session,
+        ):
+            with anyio.move_on_after(task.time_limit + cancel_grace):
+                with anyio.move_on_after(task.time_limit) as soft:
+                    try:
+                        async for event in session.prompt(task.prompt):
+                            record.absorb(event, result)
+                    except RuntimeError as exc:
+                        result.status, result.reason = (
+                            "failed",
+                            f"engine_error: {' '.join(str(exc).split())[:500]}",
+                        )
+                if soft.cancelled_caught:
+                    result.status, result.reason = "timed_out", f"time limit {task.time_limit:g}s"
+                    with anyio.move_on_after(cancel_grace) as hard:
+                        await session.call("cancel")
+                    if hard.cancelled_caught:
+                        result.reason += "; the turn did not stop after cancel"
+            # TurnEnd can come before the prompt's answer (which has the status): wait for it.
+            with anyio.move_on_after(cancel_grace):
+                while session.last_result is None and record.ended:
+                    await anyio.sleep(0.005)
+            outcome = (session.last_result or {}).get("status")
+            if result.status == "done":
+                _judge(result, outcome, record)
+    except anyio.get_cancelled_exc_class():
+        with anyio.move_on_after(2, shield=True):  # the fleet stops: stop the turn on the server
+            await _cancel_quietly(engine, session_id)
+        raise
+    finally:
+        record.fill(result)
+
+
+@asynccontextmanager
+async def _attach_errors() -> AsyncGenerator[None]:
+    """A refused WebSocket (the engine could not open the session: a bad configuration, …)
+    as one `EngineError` with the server's reason, instead of a group of network errors."""
+    try:
+        yield
+    except Exception as exc:
+        leaf = _leaf(exc)
+        response = getattr(leaf, "response", None)
+        body = getattr(response, "body", None)
+        if isinstance(body, bytes | bytearray):
+            try:
+                detail = json.loads(body).get("detail", "")
+            except ValueError:
+                detail = body.decode("utf-8", "replace")
+            status = getattr(response, "status_code", "?")
+            raise EngineError(f"the engine refused the session (HTTP {status}): {detail}") from None
+        if leaf is not exc:
+            raise leaf from None
+        raise
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _cancel_quietly(engine: ServeEngine, session_id: str) -> None:
+    """`cancel` the session's turn over a fresh connection (best effort)."""
+    from soulwire.sdk.remote import RemoteSession
+
+    if not engine.alive:
+        return
+    ws_url = engine.url.replace("http://", "ws://", 1) + f"/ws/sessions/{session_id}"
+    try:
+        async with _attach_errors(), RemoteSession.attach(ws_url, engine.token) as session:
+            await session.call("cancel")
+    except Exception:
+        pass
+
+
+def _judge(result: TaskResult, outcome: Any, record: _TurnRecord) -> None:
+    if outcome == "finished":
+        return
+    if outcome == "max_steps_reached":
+        result.status, result.reason = "failed", "max_steps_reached"
+    elif outcome == "cancelled":
+        result.status, result.reason = "cancelled", "the turn was cancelled"
+    elif outcome is None and not record.ended:
+        result.status, result.reason = "failed", "the turn ended without an answer"
+    elif outcome is not None:
+        result.status, result.reason = "failed", f"turn ended: {outcome}"
+
+
+__all__ = ["EngineGroup", "GroupKey", "ServeEngine", "WarmBackend", "engine_flags", "start_engine"]

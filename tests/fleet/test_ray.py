@@ -1,0 +1,149 @@
+"""The Ray backend on a real local Ray cluster (`ray start --head` on 127.0.0.1, started here):
+tasks as calls on worker actors with warm engines, a killed worker's task retried with one
+result line, workspaces shipped through the object store. Marked `ray` (a separate CI step)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from soulwire import fleet
+from tests.fleet.conftest import FleetLab, shell, write_file
+
+pytestmark = [pytest.mark.ray, pytest.mark.anyio]
+ray = pytest.importorskip("ray", reason="the Ray extra is not installed: pip install 'soulwire[ray]'")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    """A local Ray cluster: `ray start --head --block` in its own process group, killed after."""
+    temp = Path(tempfile.mkdtemp(prefix="swray-"))  # short: Ray's socket paths have a limit
+    port = _free_port()
+    ray_cli = Path(sys.executable).with_name("ray")
+    argv = [
+        str(ray_cli), "start", "--head", "--block", "--port", str(port),
+        "--node-ip-address", "127.0.0.1", "--num-cpus", "2", "--disable-usage-stats",
+        "--include-dashboard", "false", "--temp-dir", str(temp),
+    ]  # fmt: skip
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    head = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if head.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the local Ray cluster did not start")
+                time.sleep(0.5)
+        yield address
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(head.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                head.wait(timeout=15)
+                time.sleep(1)  # let the group's other processes go too
+            except subprocess.TimeoutExpired:
+                continue
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def backend(lab: FleetLab, address: str, **options: object) -> fleet.RayBackend:
+    settings = lab.settings(executable=None)
+    return fleet.RayBackend(settings, address=address, workers=2, worker_cpus=0.5, **options)  # type: ignore[arg-type]
+
+
+async def test_tasks_run_on_ray_workers_each_in_its_own_workspace(lab: FleetLab, ray_address: str) -> None:
+    source = lab.workspace("repo", {"README.md": "hello\n"})
+    for name in ("a", "b", "c"):
+        lab.task(
+            name,
+            write_file("same.txt", f"{name}\n"),
+            "text: ok",
+            workspace=str(source),
+            check="test -f same.txt",
+        )
+    tasks = fleet.load_tasks(lab.write_tasks())
+    out = lab.root / "results.jsonl"
+    results = await fleet.run_all(tasks, concurrency=3, out=out, backend=backend(lab, ray_address))
+
+    assert {r.id: r.status for r in results} == {"a": "done", "b": "done", "c": "done"}, [
+        r.reason for r in results
+    ]
+    for result in results:
+        assert result.passed is True and result.node and result.attempts == 1
+        assert Path(result.work_dir or "", "same.txt").read_text() == f"{result.id}\n"
+    assert len(out.read_text().splitlines()) == 3
+
+
+async def test_a_killed_worker_its_task_is_retried_with_one_result(lab: FleetLab, ray_address: str) -> None:
+    marker = lab.root / "running"
+    lab.task("victim", shell(f"touch {marker}; sleep 30"), "text: never", time_limit=5)
+    tasks = fleet.load_tasks(lab.write_tasks())
+    out = lab.root / "results.jsonl"
+    ray_backend = backend(lab, ray_address)
+
+    async def kill_a_worker_when_the_command_runs() -> None:
+        while not marker.exists():
+            await anyio.sleep(0.1)
+        marker.unlink()
+        for pid in await ray_backend.worker_pids():
+            os.kill(pid, signal.SIGKILL)  # both: whichever ran it
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(kill_a_worker_when_the_command_runs)
+        (result,) = await fleet.run_all(tasks, out=out, backend=ray_backend)
+    assert len(out.read_text().splitlines()) == 1
+    # Ray restarted the worker and ran the call again; this time it hit its time limit.
+    assert result.attempts == 2 and result.status == "timed_out", result.reason
+
+
+async def test_shipped_workspaces(lab: FleetLab, ray_address: str) -> None:
+    source = lab.workspace("shipped", {"data/input.txt": "42\n"})
+    lab.task("reads", "text: ok", workspace=str(source), check="grep -q 42 data/input.txt")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    (result,) = await fleet.run_all(tasks, backend=backend(lab, ray_address, ship_workspaces=True))
+    assert result.status == "done" and result.passed is True, (result.reason, result.check)
+    assert "shipped" not in (result.work_dir or "")
+
+
+def test_the_cli_on_a_ray_cluster(lab: FleetLab, ray_address: str) -> None:
+    lab.task("one", write_file("a.txt", "1\n"), "text: one", check="test -f a.txt")
+    lab.task("two", "text: two")
+    lab.write_tasks()
+    command = [
+        sys.executable, "-m", "soulwire", "fleet", "run", "tasks.jsonl", "-j", "2", "--json",
+        "--backend", "ray", "--address", ray_address, "--ray-workers", "1",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=lab.root, env=lab.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = fleet.read_results(lab.root / "tasks.results.jsonl")
+    assert {k: (r.status, r.passed) for k, r in results.items()} == {
+        "one": ("done", True),
+        "two": ("done", None),
+    }
+    assert all(r.node for r in results.values())

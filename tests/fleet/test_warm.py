@@ -1,0 +1,166 @@
+"""Warm engines: many tasks' sessions on a few long-lived `soulwire serve` processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+
+from soulwire import fleet
+from tests.fleet.conftest import FleetLab, shell, write_file
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_four_tasks_share_one_warm_engine_each_in_its_own_workspace(lab: FleetLab) -> None:
+    source = lab.workspace("repo", {"README.md": "hello\n"})
+    for name in ("a", "b", "c", "d"):
+        lab.task(
+            name,
+            write_file("notes.txt", "same name\n"),
+            "text: wrote it",
+            shared="one",
+            workspace=str(source),
+            check="grep -q 'same name' notes.txt",
+        )
+    tasks = fleet.load_tasks(lab.write_tasks())
+    out = lab.root / "results.jsonl"
+    backend = lab.warm_backend(engines=1)
+    results = await fleet.run_all(tasks, concurrency=4, out=out, backend=backend)
+
+    assert {r.id: r.status for r in results} == {t.id: "done" for t in tasks}, [r.reason for r in results]
+    assert backend.started_engines == 1  # four sessions, one engine process
+    assert len({r.session_id for r in results}) == 4
+    assert len({r.work_dir for r in results}) == 4
+    for result in results:
+        assert result.passed is True and result.steps == 2 and result.final_message == "wrote it"
+        assert Path(result.work_dir or "", "notes.txt").read_text() == "same name\n"
+        assert "+same name" in result.diff
+    assert not (source / "notes.txt").exists()
+    # The session is on disk where `soulwire --session` finds it.
+    assert list(lab.share.glob(f"sessions/*/{results[0].session_id}"))
+
+
+async def test_warm_time_limit_failing_check_and_step_limit(lab: FleetLab) -> None:
+    lab.task("hangs", shell("sleep 60"), "text: never", time_limit=1.5)
+    lab.task("bad-check", "text: ok", check="echo nope; exit 4")
+    lab.task("steps", write_file("a.txt", "x"), write_file("b.txt", "y"), "text: end", max_steps=1)
+    tasks = fleet.load_tasks(lab.write_tasks())
+    results = {r.id: r for r in await fleet.run_all(tasks, concurrency=3, backend=lab.warm_backend())}
+
+    hangs = results["hangs"]
+    assert hangs.status == "timed_out" and hangs.reason is not None and "time limit 1.5s" in hangs.reason
+    bad = results["bad-check"]
+    assert bad.status == "done" and bad.passed is False
+    assert bad.check is not None and bad.check.exit_code == 4 and "nope" in bad.check.output_tail
+    steps = results["steps"]
+    assert steps.status == "failed" and steps.reason == "max_steps_reached"
+
+
+async def test_approval_rules_answer_each_request(lab: FleetLab) -> None:
+    rules = {
+        "rules": [{"sender": "Shell", "description": "Run command `echo allowed*", "decision": "approve"}],
+        "default": "reject",
+    }
+    lab.task(
+        "rules",
+        shell("echo allowed > ok.txt", "s1"),
+        shell("echo denied > no.txt", "s2"),
+        "text: done",
+        approval=rules,
+    )
+    tasks = fleet.load_tasks(lab.write_tasks())
+    for backend in (lab.backend(), lab.warm_backend()):
+        (result,) = await fleet.run_all(tasks, backend=backend, run_dir=lab.root / backend.name)
+        assert result.status == "done", result.reason
+        work = Path(result.work_dir or "")
+        assert (work / "ok.txt").read_text() == "allowed\n"
+        assert not (work / "no.txt").exists()
+
+
+async def test_a_killed_engine_process_its_task_runs_again_once(lab: FleetLab) -> None:
+    marker = lab.root / "started"
+    lab.task("victim", shell(f"touch {marker}; sleep 30"), "text: never", time_limit=4)
+    lab.task("calm", "text: fine")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    out = lab.root / "results.jsonl"
+    backend = lab.warm_backend(engines=1, retries=1)
+
+    async def kill_the_engine_when_the_command_runs() -> None:
+        while not marker.exists():
+            await anyio.sleep(0.05)
+        marker.unlink()
+        (engine,) = backend.engines(tasks[0])
+        os.killpg(engine.process.pid, signal.SIGKILL)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kill_the_engine_when_the_command_runs)
+        results = await fleet.run_all(tasks, concurrency=2, out=out, backend=backend)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2  # one line per task: the retried task is not written twice
+    victim = fleet.read_results(out)["victim"]
+    # The retry plays the same script on a new engine, and (not killed this time) hits its limit.
+    assert victim.attempts == 2 and victim.status == "timed_out", victim.reason
+    assert backend.started_engines == 3  # calm's, the victim's, and its replacement
+    assert {r.id for r in results} == {"victim", "calm"}
+
+
+async def test_cost_from_the_usage_and_a_price(lab: FleetLab) -> None:
+    from soulwire.sdk.pricing import ModelPrice
+
+    usage = 'usage: {"input_other": 1000000, "output": 500000}'
+    lab.task("priced", f"text: hello\n{usage}")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    prices = {"scripted_echo": ModelPrice(input=2.0, output=10.0)}
+    for backend in (lab.backend(), lab.warm_backend()):
+        backend.settings = lab.settings(prices=prices)
+        (result,) = await fleet.run_all(tasks, backend=backend, run_dir=lab.root / backend.name)
+        assert result.usage.input_other == 1_000_000 and result.usage.output == 500_000
+        assert result.cost_usd == 7.0  # 1M x $2 + 0.5M x $10
+    (unpriced,) = await fleet.run_all(tasks, backend=lab.warm_backend(), run_dir=lab.root / "unpriced")
+    assert unpriced.cost_usd is None  # no price for this model: unknown, not zero
+
+
+async def test_external_tools_run_in_the_workspace(lab: FleetLab) -> None:
+    from tests.fleet.conftest import call
+
+    tool = {
+        "name": "count_lines",
+        "description": "Count the lines of a file of the workspace",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        "command": "python3 -c \"import json,sys; print(len(open(json.load(sys.stdin)['path']).readlines()))\"",
+    }
+    source = lab.workspace("lines", {"three.txt": "a\nb\nc\n"})
+    lab.task(
+        "tooled",
+        call("t1", "count_lines", {"path": "three.txt"}),
+        "text: counted",
+        workspace=str(source),
+        tools=[tool],
+    )
+    tasks = fleet.load_tasks(lab.write_tasks())
+    for backend in (lab.backend(), lab.warm_backend()):
+        (result,) = await fleet.run_all(tasks, backend=backend, run_dir=lab.root / backend.name)
+        assert result.status == "done" and result.steps == 2, result.reason
+        shares = list(lab.share.glob(f"sessions/*/{result.session_id}/wire.jsonl"))
+        assert shares and '"output":"3\\n"' in shares[0].read_text().replace(" ", ""), backend.name
+
+
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
+)
+async def test_a_read_only_sandbox_per_task(lab: FleetLab) -> None:
+    lab.task("confined", shell("echo x > out.txt"), "text: tried", sandbox="read-only", sandbox_network=False)
+    lab.task("free", shell("echo x > out.txt"), "text: wrote")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    for backend in (lab.backend(), lab.warm_backend()):
+        results = {
+            r.id: r for r in await fleet.run_all(tasks, backend=backend, run_dir=lab.root / backend.name)
+        }
+        assert {r.status for r in results.values()} == {"done"}, [r.reason for r in results.values()]
+        assert not Path(results["confined"].work_dir or "", "out.txt").exists(), backend.name
+        assert Path(results["free"].work_dir or "", "out.txt").read_text() == "x\n"
