@@ -85,7 +85,8 @@ class Guard:
         return None
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+def header(scope: Scope, name: bytes) -> str | None:
+    """A request header's value (latin-1, as ASGI gives bytes), or None."""
     for key, value in scope.get("headers") or ():
         if key == name:
             return value.decode("latin-1")
@@ -94,13 +95,13 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 def offered_token(scope: Scope) -> str | None:
     """The token a request carries: Authorization header, `token` query, or subprotocol."""
-    auth = _header(scope, b"authorization")
+    auth = header(scope, b"authorization")
     if auth and auth[:7].lower() == "bearer ":
         return auth[7:].strip()
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     if query.get("token"):
         return query["token"][0]
-    for proto in (_header(scope, b"sec-websocket-protocol") or "").split(","):
+    for proto in (header(scope, b"sec-websocket-protocol") or "").split(","):
         proto = proto.strip()
         if proto.startswith(TOKEN_SUBPROTOCOL_PREFIX):
             return proto[len(TOKEN_SUBPROTOCOL_PREFIX) :]
@@ -120,11 +121,11 @@ class GuardMiddleware:
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        host = _header(scope, b"host")
+        host = header(scope, b"host")
         if host is None or host.lower() not in self.guard.hosts:
             await _refuse(scope, receive, send, 403, "this server does not answer to that Host")
             return
-        origin = _header(scope, b"origin")
+        origin = header(scope, b"origin")
         if origin is not None and origin.lower().rstrip("/") not in self.guard.origins:
             await _refuse(scope, receive, send, 403, "cross-origin requests are refused")
             return

@@ -15,7 +15,7 @@ from http.cookies import SimpleCookie
 from importlib import resources
 from urllib.parse import parse_qs, quote
 
-from soulwire.server.security import ASGIApp, Guard, Receive, Scope, Send
+from soulwire.server.security import ASGIApp, Guard, Receive, Scope, Send, header
 
 COOKIE = "soulwire_token"
 WEB_PREFIX = "/web/"
@@ -42,15 +42,8 @@ def content_security_policy(host: str) -> str:
     )
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers") or ():
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 def _cookie_token(scope: Scope) -> str | None:
-    raw = _header(scope, b"cookie")
+    raw = header(scope, b"cookie")
     if not raw:
         return None
     jar: SimpleCookie = SimpleCookie()
@@ -97,17 +90,17 @@ class WebMiddleware:
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        host = (_header(scope, b"host") or "").lower()
+        host = (header(scope, b"host") or "").lower()
         path: str = scope.get("path", "")
         if kind == "http" and host in self.guard.hosts and scope.get("method") in ("GET", "HEAD"):
             if path == LOGIN_PATH or (path == "/" and self._browser_login(scope)):
                 await self._login(scope, send, host)
                 return
             if path == "/web" or path.startswith(WEB_PREFIX):
-                await self._static(path, send, host, _header(scope, b"if-none-match"))
+                await self._static(path, send, host, header(scope, b"if-none-match"))
                 return
         cookie = _cookie_token(scope)
-        if cookie is not None and _header(scope, b"authorization") is None:
+        if cookie is not None and header(scope, b"authorization") is None:
             headers: list[tuple[bytes, bytes]] = list(scope.get("headers") or ())
             headers.append((b"authorization", f"Bearer {cookie}".encode("latin-1")))
             scope = {**scope, "headers": headers}
@@ -128,7 +121,7 @@ class WebMiddleware:
     def _browser_login(scope: Scope) -> bool:
         """A browser opening the URL `soulwire serve` printed (`/?token=…`), or coming back with
         its cookie; API clients (a bearer header, no HTML wanted) still get the JSON index."""
-        if "text/html" not in (_header(scope, b"accept") or "") or _header(scope, b"authorization"):
+        if "text/html" not in (header(scope, b"accept") or "") or header(scope, b"authorization"):
             return False
         return b"token=" in scope.get("query_string", b"") or _cookie_token(scope) is not None
 

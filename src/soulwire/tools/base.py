@@ -254,6 +254,23 @@ def invalid_arguments(kind: str, detail: str) -> ToolReturnValue:
     return tool_error(f"Error {kind} JSON arguments: {detail}", brief="Invalid arguments")
 
 
+async def approved_object_arguments(
+    arguments: str | None, ctx: ToolContext, *, action: str, description: str
+) -> dict[str, Any] | ToolReturnValue:
+    """What a tool that runs something outside the engine (a plugin command, an MCP server)
+    does first: its arguments decoded as a JSON object, then the user's approval asked. The
+    object, or the error or refusal to return as the tool's result."""
+    try:
+        value = parse_arguments(arguments)
+    except ValueError as exc:
+        return invalid_arguments("parsing", str(exc))
+    if not isinstance(value, dict):
+        return invalid_arguments("validating", "the arguments must be a JSON object")
+    name = action.split(":", 1)[-1]
+    refusal = await refused(ctx, sender=name, action=action, description=description)
+    return value if refusal is None else refusal  # pyright: ignore[reportUnknownVariableType]
+
+
 class ToolParams(BaseModel):
     """Base of the models that describe a tool's arguments. Their validators and schemas are
     built at first use: most sessions call few of the tools they offer."""

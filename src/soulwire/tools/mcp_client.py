@@ -19,9 +19,7 @@ from soulwire.tools.base import (
     DescribedTool,
     ToolContext,
     Toolset,
-    invalid_arguments,
-    parse_arguments,
-    refused,
+    approved_object_arguments,
 )
 from soulwire.tools.external import ExternalTool
 from soulwire.tools.lifetime import tie_new_children
@@ -239,17 +237,11 @@ class MCPTool(DescribedTool):
         self._server = server
 
     async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
-        try:
-            value = parse_arguments(arguments)
-        except ValueError as exc:
-            return invalid_arguments("parsing", str(exc))
-        if not isinstance(value, dict):
-            return invalid_arguments("validating", "the arguments must be a JSON object")
-        refusal = await refused(
-            ctx, sender=self._name, action=f"mcp:{self._name}", description=f"Call MCP tool `{self._name}`."
+        value = await approved_object_arguments(
+            arguments, ctx, action=f"mcp:{self._name}", description=f"Call MCP tool `{self._name}`."
         )
-        if refusal is not None:
-            return refusal
+        if isinstance(value, ToolReturnValue):
+            return value
         return await self._manager.call(self._server, self._name, value)  # pyright: ignore[reportUnknownArgumentType]
 
 

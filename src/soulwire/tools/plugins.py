@@ -22,9 +22,7 @@ from soulwire.config.model import Config
 from soulwire.tools.base import (
     DescribedTool,
     ToolContext,
-    invalid_arguments,
-    parse_arguments,
-    refused,
+    approved_object_arguments,
 )
 from soulwire.wire.types import ToolReturnValue, tool_error, tool_ok
 
@@ -108,17 +106,11 @@ class PluginTool(DescribedTool):
         self._env = {target: host[source] for target, source in inject.items() if source in host}
 
     async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
-        try:
-            value = parse_arguments(arguments)
-        except ValueError as exc:
-            return invalid_arguments("parsing", str(exc))
-        if not isinstance(value, dict):
-            return invalid_arguments("validating", "the arguments must be a JSON object")
-        refusal = await refused(
-            ctx, sender=self.name, action=f"plugin:{self.name}", description=f"Run plugin tool `{self.name}`."
+        value = await approved_object_arguments(
+            arguments, ctx, action=f"plugin:{self.name}", description=f"Run plugin tool `{self.name}`."
         )
-        if refusal is not None:
-            return refusal
+        if isinstance(value, ToolReturnValue):
+            return value
         env = {**os.environ, **self._env}
         try:
             with anyio.fail_after(CALL_TIMEOUT_S):
