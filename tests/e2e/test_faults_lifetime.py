@@ -222,6 +222,9 @@ def test_a_killed_watchdog_is_replaced_at_the_next_tool_process(engine, sandbox)
     with pytest.raises(TimeoutError):  # the turn is still running when the engine is killed
         wire.until_response(prompt, answer=answer, timeout=3)
     assert wait_for(lambda: started.exists() and bool(processes_with(tag)))
-    assert wait_for(lambda: len(watchdogs()) == 1)  # a new one
+    assert wait_for(lambda: len(watchdogs()) == 1), (  # a new one; else say what there is
+        wire.proc.poll(),
+        [(p, Path(f"/proc/{p}/cmdline").read_bytes()[:80]) for p in children_of(wire.proc.pid)],
+    )
     kill_engine(wire, whole_group=False)
     assert_nothing_survives(tag, [marker])
