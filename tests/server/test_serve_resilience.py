@@ -105,7 +105,10 @@ def test_a_stalled_client_blocks_no_one_and_catches_up_after_being_dropped(serve
 
     chunks = 80_000  # ~20 MB of events: far more than the socket buffers of a stalled reader hold
     script = "\n".join(f"text: tok{i} {'x' * 150}" for i in range(chunks))
-    server = serve(script, args=("--client-buffer", "65536", "--ring-events", "100000"))
+    # 2 MiB of slack per client: the stalled reader (whose socket buffers hold a few MB at most)
+    # still overflows it, while the controller — a Python client decoding every event — keeps
+    # within it even on a loaded machine (with 64 KiB it was itself dropped as too slow).
+    server = serve(script, args=("--client-buffer", str(2 << 20), "--ring-events", "100000"))
     session = server.create_session()
     raw = socket.create_connection(("127.0.0.1", server.port))
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
