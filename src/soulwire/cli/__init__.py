@@ -13,19 +13,11 @@ from soulwire import __version__
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
 
-# Subcommands routed by table: name → (module, function taking argv and returning the exit code).
-ROUTED_SUBCOMMANDS = {
-    "login": ("soulwire.cli.login", "run_login"),
-    "logout": ("soulwire.cli.login", "run_logout"),
-    "mcp": ("soulwire.cli.mcp", "run_mcp"),
-    "export": ("soulwire.cli.export", "run_export"),
-    "import": ("soulwire.cli.export", "run_import"),
-    "plugin": ("soulwire.cli.plugin", "run_plugin"),
-}
 SUBCOMMANDS = (
-    "info", "schema", "demo", "sessions", "doctor", "serve", "fleet", "web", "vis", *ROUTED_SUBCOMMANDS,
-    "completion", "__complete",
+    "info", "schema", "demo", "sessions", "doctor", "serve", "fleet", "web", "vis",
+    "login", "logout", "mcp", "export", "import", "plugin", "completion", "__complete",
 )  # fmt: skip
+"""Dispatched by `_subcommand` (each imported there, at first use, where import-linter sees it)."""
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C program killed by it reports
 NOT_PROVIDED = {
     "term": "kimi's Toad front end has no counterpart; use the terminal UI (`soulwire`) or `soulwire acp`",
@@ -127,11 +119,6 @@ def _main(argv: list[str]) -> int:
     if argv and argv[0] == "acp":  # `soulwire acp [flags]`, the form editors are configured with
         argv = ["--acp", *argv[1:]]
     command = [a for a in argv if a != "--debug"]  # `soulwire --debug doctor`, `soulwire doctor --debug`
-    if command and command[0] in ROUTED_SUBCOMMANDS:
-        import importlib
-
-        module, function = ROUTED_SUBCOMMANDS[command[0]]
-        return getattr(importlib.import_module(module), function)(command[1:])
     if command and command[0] in SUBCOMMANDS:
         return _subcommand(command[0], command[1:])
     if command and command[0] in NOT_PROVIDED:  # kimi's, refused with the reason, not a usage error
@@ -298,6 +285,22 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from soulwire.cli.web import run_web
 
         return run_web(name, argv)
+    if name in ("login", "logout"):
+        from soulwire.cli.login import run_login, run_logout
+
+        return run_login(argv) if name == "login" else run_logout(argv)
+    if name == "mcp":
+        from soulwire.cli.mcp import run_mcp
+
+        return run_mcp(argv)
+    if name in ("export", "import"):
+        from soulwire.cli.export import run_export, run_import
+
+        return run_export(argv) if name == "export" else run_import(argv)
+    if name == "plugin":
+        from soulwire.cli.plugin import run_plugin
+
+        return run_plugin(argv)
     from soulwire.cli.sessions import run_sessions
 
     return run_sessions(argv)

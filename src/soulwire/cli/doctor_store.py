@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from soulwire.sessions.lock import LOCKS_DIR
+from soulwire.sessions.lock import session_dir_locked
 from soulwire.sessions.paths import CONTEXT_FILE, STATE_FILE, WIRE_FILE
 
 JSONL_FILES = (CONTEXT_FILE, WIRE_FILE)
@@ -73,31 +73,12 @@ def scan(share: Path) -> StoreReport:
     return report
 
 
-def _busy(share: Path, session_dir: Path) -> bool:
-    """Whether a live process holds this session (its lock file is flocked)."""
-    import fcntl
-
-    lock = share / LOCKS_DIR / f"{session_dir.parent.name}-{session_dir.name}.lock"
-    if not lock.is_file():
-        return False
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
 def repair(share: Path, report: StoreReport) -> None:
     """Rewrite each damaged file with its good lines only (a damaged state file is moved
     aside, the session then starts from a fresh state); the original stays as `.damaged`."""
     for damage in report.damaged:
         path = damage.path
-        if _busy(share, path.parent):
+        if session_dir_locked(share, path.parent):
             report.skipped_busy.append(path)
             continue
         aside = path.with_name(path.name + ".damaged")

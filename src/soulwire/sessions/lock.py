@@ -66,7 +66,16 @@ class SessionLock:
 
 def is_locked(share: Path, work_dir: str | Path, session_id: str) -> bool:
     """Whether some process (this one included) holds the session now."""
-    path = lock_path(share, work_dir, session_id)
+    return lock_file_held(lock_path(share, work_dir, session_id))
+
+
+def session_dir_locked(share: Path, session_dir: Path) -> bool:
+    """`is_locked` for a session known by its directory (`sessions/<work dir hash>/<id>`)."""
+    return lock_file_held(share / LOCKS_DIR / f"{session_dir.parent.name}-{session_dir.name}.lock")
+
+
+def lock_file_held(path: Path) -> bool:
+    """Whether some process (this one included) holds the lock file `path` now."""
     if not path.exists():
         return False
     fd = os.open(path, os.O_RDONLY)
