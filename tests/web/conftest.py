@@ -1,33 +1,17 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.server.serve_client import ServeProcess
-from tests.wire_client import Sandbox
+from tests.server.conftest import serve  # the same `serve` fixture as the server suite
+
+__all__ = ["serve"]
 
 CHROMIUM = "/usr/bin/chromium"
-
-
-@pytest.fixture
-def serve(sandbox: Sandbox) -> Iterator[Callable[..., ServeProcess]]:
-    """Start the real `soulwire serve` in the sandbox: `serve(*scripts, args=(...))`."""
-    started: list[ServeProcess] = []
-
-    def start(*scripts: str, args: tuple[str, ...] = ()) -> ServeProcess:
-        if scripts:
-            sandbox.scripts = list(scripts)
-        server = ServeProcess(sandbox, *args)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.close()
 
 
 @pytest.fixture(scope="module")
