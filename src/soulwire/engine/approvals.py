@@ -27,7 +27,6 @@ these exact strings a rule can be a tool pattern, `Shell(git status*)` (engine/r
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,7 +36,7 @@ from pydantic import ValidationError
 
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ClientRequestError
-from soulwire.engine.rules import RuleError, parse_pattern
+from soulwire.ids import uuid4, uuid4_hex
 from soulwire.tools.base import ApprovalOutcome
 from soulwire.wire.messages import ApprovalAnswer, ApprovalRequest, ApprovalResponse
 
@@ -91,7 +90,7 @@ class ApprovalBroker:
         self.scope: Scope = scope
         self.mode: ApprovalMode = mode
         self.rules: set[str] = set(rules)
-        self.source_id = uuid.uuid4().hex
+        self.source_id = uuid4_hex()
         self._pending: dict[str, _Pending] = {}
 
     @property
@@ -108,8 +107,10 @@ class ApprovalBroker:
             scope_key is not None and f"{action}{RULE_SEPARATOR}{scope_key}" in self.rules
         ):
             return True
-        if sender is None or crossing is not None:
+        if sender is None or crossing is not None or not self.rules:
             return False
+        from soulwire.engine.rules import RuleError, parse_pattern  # only once rules exist
+
         for rule in self.rules:
             try:
                 pattern = parse_pattern(rule)
@@ -143,7 +144,7 @@ class ApprovalBroker:
         elif self.bypassed or (confined and self.mode == "on-escape"):
             return ApprovalOutcome(approved=True)
         request = ApprovalRequest(
-            id=str(uuid.uuid4()),
+            id=uuid4(),
             tool_call_id=tool_call_id,
             sender=sender,
             action=action,

@@ -14,8 +14,7 @@ import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import anyio
 
@@ -47,8 +46,7 @@ CommandRunner = Callable[[str, bytes, float, str], Awaitable[CommandOutcome]]
 runtime gives the hook engine the tools layer's runner: the engine starts no process itself."""
 
 
-@dataclass(frozen=True)
-class HookDecision:
+class HookDecision(NamedTuple):
     action: Action = "allow"
     reason: str = ""
     updated_input: dict[str, Any] | None = None
@@ -60,8 +58,7 @@ class HookDecision:
         return self.action == "block"
 
 
-@dataclass(frozen=True)
-class Hook:
+class Hook(NamedTuple):
     """One hook: a shell `command`, or a client `subscription_id`."""
 
     event: str

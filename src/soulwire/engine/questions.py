@@ -10,7 +10,6 @@ afk mode nobody is there to answer, so questions are dismissed without asking.""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ClientRequestError
+from soulwire.ids import uuid4
 from soulwire.tools.base import ToolContext, ToolParams, TypedTool
 from soulwire.wire.messages import QuestionRequest, QuestionResponse
 from soulwire.wire.types import (
@@ -61,7 +61,7 @@ class QuestionAsker:
             return Answers(afk=True)
         if self.channel is None or not self.supported:
             return Answers(unsupported=True)
-        request = QuestionRequest(id=str(uuid.uuid4()), tool_call_id=tool_call_id, questions=list(questions))
+        request = QuestionRequest(id=uuid4(), tool_call_id=tool_call_id, questions=list(questions))
         self._bus.record(request)  # part of the turn's history (spec §3.6)
         try:
             raw = await self.channel.request(request)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from soulwire.engine.agents_md import write_agents_md
 from soulwire.engine.catalog import BUILTIN_SLASH_COMMANDS
@@ -20,8 +20,7 @@ from soulwire.wire.types import TextPart, UserInput, user_input_text
 _COMMAND = re.compile(r"^/([A-Za-z0-9_-]+(?::[A-Za-z0-9_-]+)*)(?:\s+(.*))?$", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class SlashInvocation:
+class SlashInvocation(NamedTuple):
     name: str
     args: str
 

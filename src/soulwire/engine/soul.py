@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import anyio
 
@@ -147,8 +147,7 @@ def required_capabilities(user_input: UserInput) -> list[str]:
     return needed
 
 
-@dataclass(frozen=True, slots=True)
-class RunningCall:
+class RunningCall(NamedTuple):
     """A tool call in progress: its tool's name and the process groups it has started."""
 
     name: str

@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from soulwire.engine.approvals import ApprovalBroker
 from soulwire.engine.slash import parse_slash
 from soulwire.sessions.jsonl import warn_stderr
@@ -53,57 +51,20 @@ def default_state() -> dict[str, Any]:
     }
 
 
-class _Checked(BaseModel):
-    # strict: no coercion ("no", 1 and [] are not booleans); extra keys (the reference's
-    # bookkeeping) are kept as they are.
-    # Schemas are built at the first resume (a new session has nothing to check).
-    model_config = ConfigDict(strict=True, extra="allow", defer_build=True)
-
-
-class _ApprovalFields(_Checked):
-    yolo: bool = False
-    afk: bool = False
-    auto_approve_actions: list[str] = Field(default_factory=list[str])
-
-
-class _StateFields(_Checked):
-    """The fields the engine acts on, with their types; each one that grants something is
-    off or empty by default."""
-
-    approval: _ApprovalFields = Field(default_factory=_ApprovalFields)
-    additional_dirs: list[str] = Field(default_factory=list[str])
-    custom_title: str | None = None
-    plan_mode: bool = False
-    plan_session_id: str | None = None
-    plan_slug: str | None = None
-    todos: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]])
-
-
-def _field_of(loc: tuple[int | str, ...]) -> tuple[str, ...]:
-    """The field an error is about: `approval.yolo` rather than a list index inside it."""
-    head, *rest = loc
-    if head == "approval" and rest and rest[0] in _ApprovalFields.model_fields:
-        return ("approval", str(rest[0]))
-    return (str(head),)
+CHECKED_FIELDS = (
+    "approval", "additional_dirs", "custom_title", "plan_mode", "plan_session_id", "plan_slug", "todos",
+)  # fmt: skip
+"""The fields the engine acts on (engine/state_check.py types them)."""
 
 
 def checked_state(loaded: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """`loaded` with every mistyped field set to its default, and the names of those fields."""
-    if not loaded:  # a new session: nothing to check
+    if not loaded:  # a new session: nothing to check (and no schema to build at start-up)
         defaults = default_state()
-        return {name: defaults[name] for name in _StateFields.model_fields}, []
-    raw = copy.deepcopy(loaded)
-    try:
-        return _StateFields.model_validate(raw).model_dump(), []
-    except ValidationError as exc:
-        bad = sorted({_field_of(error["loc"]) for error in exc.errors() if error["loc"]})
-    for path in bad:
-        holder = raw
-        for key in path[:-1]:
-            holder = holder.get(key) if isinstance(holder, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if isinstance(holder, dict):
-            holder.pop(path[-1], None)  # pyright: ignore[reportUnknownMemberType]
-    return _StateFields.model_validate(raw).model_dump(), [".".join(path) for path in bad]
+        return {name: defaults[name] for name in CHECKED_FIELDS}, []
+    from soulwire.engine.state_check import validated_state
+
+    return validated_state(loaded)
 
 
 def title_from(user_input: Any) -> str | None:

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 from pydantic import Field
 
 from soulwire.engine.bus import EventBus
 from soulwire.engine.context import Context
+from soulwire.ids import uuid4_hex
 from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
 from soulwire.sessions.store import FileSessionStore
 from soulwire.tools.base import (
@@ -97,8 +97,7 @@ def system_prompt(subagent_type: str, work_dir: Path) -> str:
     )
 
 
-@dataclass(frozen=True)
-class SubagentKind:
+class SubagentKind(NamedTuple):
     """A sub-agent type an agent file declares (`subagents:`): its system prompt and the
     tools it may use (None: all of the parent's that a sub-agent may have)."""
 
@@ -271,7 +270,7 @@ class AgentTool(TypedTool[AgentParams]):
                 f"Unknown subagent_type `{params.subagent_type}`: use one of {', '.join(self._types())}."
             )
             return tool_error(message, brief="Unknown sub-agent type")
-        agent_id = "a" + uuid.uuid4().hex[:8]
+        agent_id = "a" + uuid4_hex()[:8]
         return _Instance(agent_id, params.subagent_type, self._root / agent_id, False)
 
     def _toolset(self, subagent_type: str) -> Toolset:

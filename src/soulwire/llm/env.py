@@ -15,8 +15,8 @@ Precedence, highest first:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from soulwire.config.model import ModelConfig, ProviderConfig
 
@@ -35,8 +35,7 @@ DEFAULT_BASE_URLS = {
 }
 
 
-@dataclass(frozen=True)
-class EnvDefault:
+class EnvDefault(NamedTuple):
     """The model used when only an API key is in the environment."""
 
     model: str

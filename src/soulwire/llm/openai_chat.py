@@ -4,12 +4,12 @@ OpenAI-compatible endpoint). The `openai` SDK is imported at the first request."
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from soulwire.config.model import ModelConfig, ProviderConfig
+from soulwire.ids import uuid4_hex
 from soulwire.llm.convert import openai_chat_messages, openai_chat_tools
 from soulwire.llm.errors import MalformedResponseError
 from soulwire.llm.provider import ChatRequest, StreamResult
@@ -123,7 +123,7 @@ class _ToolCalls:
         if not slot["name"]:
             return []  # the name comes first in every known server; wait for it
         del self.pending[index]
-        call_id = slot["id"] or f"call_{uuid.uuid4().hex[:24]}"
+        call_id = slot["id"] or f"call_{uuid4_hex()[:24]}"
         self.started[index] = call_id
         self.current = index
         extras = {"extra_content": slot["extra"]} if isinstance(slot["extra"], dict) else None

@@ -9,12 +9,12 @@ import os
 import re
 import shutil
 import sys
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from soulwire.ids import uuid4
 from soulwire.sdk.errors import ConfigurationError, EngineNotFoundError
 
 DEFAULT_EXECUTABLE = "soulwire"
@@ -90,7 +90,7 @@ class LaunchOptions:
         if self.session_id is None and not self.continue_session:
             # Always name the session, so its id is known even when the engine's initialize
             # result does not report it (the reference's does not).
-            self._generated_id = str(uuid.uuid4())
+            self._generated_id = uuid4()
 
     @property
     def requested_session_id(self) -> str | None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
+import importlib
 import os
 from pathlib import Path
+from typing import Any
 
 from soulwire.sessions.jsonl import ensure_private_dir
 
@@ -14,6 +15,11 @@ STATE_FILE = "state.json"
 LEGACY_METADATA_FILE = "metadata.json"
 INDEX_FILE = "kimi.json"
 
+try:  # the builtin module: hashlib would load OpenSSL (~2 ms) on every engine's start-up path
+    _md5: Any = importlib.import_module("_md5").md5
+except ImportError:  # a Python built without it
+    _md5 = importlib.import_module("hashlib").md5
+
 
 def normalise_work_dir(work_dir: str | Path) -> str:
     """Absolute, `.`/`..` resolved, symlinks kept, no trailing slash: the hashed form."""
@@ -21,7 +27,7 @@ def normalise_work_dir(work_dir: str | Path) -> str:
 
 
 def work_dir_hash(work_dir: str | Path) -> str:
-    return hashlib.md5(normalise_work_dir(work_dir).encode("utf-8")).hexdigest()
+    return _md5(normalise_work_dir(work_dir).encode("utf-8")).hexdigest()
 
 
 def sessions_root(share: Path, work_dir: str | Path) -> Path:

@@ -10,11 +10,11 @@ import json
 import os
 import shutil
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from soulwire.ids import uuid4
 from soulwire.sessions.jsonl import (
     Decoder,
     JsonlAppender,
@@ -104,7 +104,7 @@ class SessionStore(Protocol):
 
 
 def new_session_id() -> str:
-    return str(uuid.uuid4())
+    return uuid4()
 
 
 def _message_of(record: dict[str, Any]) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -34,8 +34,7 @@ PLAN_FILE_KEY = "plan_file"
 """Set in a sub-agent's tool state: a rejection there does not stop its turn (spec §4.11)."""
 
 
-@dataclass(frozen=True)
-class ApprovalOutcome:
+class ApprovalOutcome(NamedTuple):
     approved: bool
     feedback: str = ""
     refusal: str = ""

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from soulwire.config.process_env import child_environ
 from soulwire.tools.builtin.process import Capture, run_captured
@@ -16,8 +16,7 @@ from soulwire.tools.builtin.process import Capture, run_captured
 OUTPUT_CAP = 10_000
 
 
-@dataclass(frozen=True)
-class CommandOutcome:
+class CommandOutcome(NamedTuple):
     """How a command ended: its exit code (None if it had to be killed) and the head of its
     output streams."""
 

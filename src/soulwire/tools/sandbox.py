@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 SandboxMode = Literal["off", "read-only", "workspace-write"]
 SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
@@ -94,8 +94,7 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
-@dataclass(frozen=True)
-class _Mount:
+class _Mount(NamedTuple):
     """One bwrap mount, ordered by the depth of its target."""
 
     target: Path

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
+from pydantic import AliasChoices, Field, ValidationError
 
 from soulwire.wire.types import (
     CONTENT_PART_TYPES,
@@ -58,6 +58,10 @@ class CompactionEnd(WireModel):
     pass
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
 class StatusUpdate(WireModel):
     """Null fields mean "unchanged or unknown": clients merge the non-null ones."""
 
@@ -68,16 +72,9 @@ class StatusUpdate(WireModel):
     message_id: str | None = None
     plan_mode: bool | None = None
     mcp_status: MCPStatusSnapshot | None = None
-    sandbox: SandboxStatus | None = None
+    sandbox: SandboxStatus | None = Field(default=None, exclude_if=_is_none)
     """Soulwire's addition, present only while a sandbox is on: absent, the stream is exactly
     what clients knew before."""
-
-    @model_serializer(mode="wrap")
-    def _omit_absent_sandbox(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if data.get("sandbox", ...) is None:
-            del data["sandbox"]
-        return data
 
 
 class ToolResult(WireModel):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from soulwire.wire.messages import ApprovalAnswer, ApprovalKind, ToolResultAnswer
+from soulwire.wire.params import PromptParams
 from soulwire.wire.types import UserInput, WireModel, content_part_adapter, user_input_adapter
 
 
@@ -60,10 +61,6 @@ class RejectedTool(WireModel):
 class ExternalToolsResult(WireModel):
     accepted: list[str] = Field(default_factory=list)
     rejected: list[RejectedTool] = Field(default_factory=list)
-
-
-class PromptParams(WireModel):
-    user_input: UserInput
 
 
 class PromptResult(WireModel):

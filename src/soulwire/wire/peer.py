@@ -55,15 +55,28 @@ class PeerClosedError(WireError):
 class Method:
     """One entry of a method table. `handler(params, request_id)` returns the result, an
     awaitable of it (run in the peer's task group), or DEFERRED; it raises RPCError to
-    answer with an error. `params` is the model params are validated against (strictly);
-    without one the handler gets them raw. (A plain class: a dataclass costs a thousand
-    calls at import, on every engine's start-up path.)"""
+    answer with an error. `params` is the model params are validated against (strictly),
+    or a function that imports and returns it at the first call (a rarely used method's
+    models then cost nothing at start-up); without one the handler gets them raw. (A plain
+    class: a dataclass costs a thousand calls at import, on every engine's start-up path.)"""
 
-    __slots__ = ("handler", "params")
+    __slots__ = ("_params", "handler")
 
-    def __init__(self, handler: Callable[[Any, str], Any], params: type[BaseModel] | None = None) -> None:
+    def __init__(
+        self,
+        handler: Callable[[Any, str], Any],
+        params: type[BaseModel] | Callable[[], type[BaseModel]] | None = None,
+    ) -> None:
         self.handler = handler
-        self.params = params
+        self._params = params
+
+    @property
+    def params(self) -> type[BaseModel] | None:
+        """The params model (loaded now if it was given as a function)."""
+        params = self._params
+        if params is not None and not isinstance(params, type):
+            params = self._params = params()
+        return params
 
 
 def validation_error(method: str, exc: ValidationError) -> RPCError:
@@ -202,9 +215,10 @@ class Peer:
             self.respond_error(request_id, RPCError(METHOD_NOT_FOUND, f"Unexpected method received: {name}"))
             return
         try:
-            if method.params is not None:
+            model = method.params
+            if model is not None:
                 try:
-                    params = method.params.model_validate({} if params is None else params, strict=True)
+                    params = model.model_validate({} if params is None else params, strict=True)
                 except ValidationError as exc:
                     raise validation_error(name, exc) from None
             result = method.handler(params, request_id)

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.abc
@@ -46,8 +46,7 @@ _POLL_S = 0.02
 _WATCH_POLL_MAX_S = 0.1
 
 
-@dataclass(frozen=True)
-class BackgroundLimits:
+class BackgroundLimits(NamedTuple):
     """`[background]` settings that shape what the tools return (spec §8.2)."""
 
     max_running_tasks: int = 4
@@ -152,8 +151,7 @@ class BackgroundTask:
         }
 
 
-@dataclass(frozen=True)
-class TaskNotice:
+class TaskNotice(NamedTuple):
     """A finished task, told to the model (`text`) and to the client (`event`)."""
 
     text: str

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import codecs
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
 import anyio
@@ -62,8 +61,7 @@ class FetchURLParams(ToolParams):
     url: str = Field(description="The http or https URL to fetch.")
 
 
-@dataclass(frozen=True)
-class _Page:
+class _Page(NamedTuple):
     url: str
     """Where the page was found, after redirects."""
     status: int

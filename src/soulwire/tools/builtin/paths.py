@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import NamedTuple
 
 from soulwire.tools.base import PLAN_FILE_KEY, ToolContext, refused
 from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error
@@ -74,8 +74,7 @@ def is_sensitive(path: PurePath | str) -> bool:
     return "legacy_credentials" in path.parts  # gcloud
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A path named by the model, judged against the workspace."""
 
     path: Path

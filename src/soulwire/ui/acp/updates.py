@@ -7,7 +7,6 @@ completed / failed (its result, or the end of the turn for one that never got a 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring  # the C encoder of a JSON string
@@ -17,6 +16,7 @@ from typing import Any
 from acp.schema import AgentPlanUpdate, TerminalToolCallContent, ToolCallProgress, ToolCallStart
 from pydantic import BaseModel
 
+from soulwire.ids import uuid4_hex
 from soulwire.ui.acp.tooling import NEVER_ASK, describe_call, plan_entries, result_content, text_content
 from soulwire.wire.messages import StatusUpdate, SteerInput, StepRetry, ToolResult, TurnBegin
 from soulwire.wire.types import (
@@ -109,11 +109,11 @@ class UpdateMapper:
     on_plan_mode: Callable[[bool], None] = lambda _enabled: None
     usage: TurnUsage = field(default_factory=TurnUsage)
     _calls: dict[str, _Call] = field(default_factory=dict[str, _Call])
-    _turn: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    _turn: str = field(default_factory=lambda: uuid4_hex()[:8])
 
     def begin_turn(self) -> None:
         """A new turn: its tool call ids get a new prefix."""
-        self._turn = uuid.uuid4().hex[:8]
+        self._turn = uuid4_hex()[:8]
 
     def acp_id(self, call_id: str) -> str:
         """The tool call's id for the editor. Models reuse ids across turns (kimi numbers them

@@ -13,7 +13,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -42,13 +42,24 @@ from soulwire.wire.messages import (
     legacy_subagent_envelope,
     type_name,
 )
-from soulwire.wire.methods import InitializeParams, PromptParams, SetPlanModeParams, SteerParams
+from soulwire.wire.params import PromptParams
 from soulwire.wire.peer import Method, Peer, PeerClosedError
 from soulwire.wire.serde import event_line
 from soulwire.wire.streams import FdStream, MessageStream
 from soulwire.wire.types import WireModel
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from soulwire.wire.methods import InitializeParams, SetPlanModeParams, SteerParams
+
 SHUTDOWN_GRACE_S = 2.0
+
+
+def _methods() -> ModuleType:
+    """The models of the methods besides `prompt`, imported at their first use: a client
+    whose `initialize` the lean start-up answered may never call them."""
+    return importlib.import_module("soulwire.wire.methods")
 
 
 def session_info(runtime: Runtime) -> dict[str, Any]:
@@ -84,10 +95,10 @@ class WireServer:
     def methods(self) -> dict[str, Method]:
         """The client → server method table (params validated strictly by their models)."""
         return {
-            "initialize": Method(self._on_initialize, InitializeParams),
+            "initialize": Method(self._on_initialize, lambda: _methods().InitializeParams),
             "prompt": Method(self._on_prompt, PromptParams),
-            "steer": Method(self._on_steer, SteerParams),
-            "set_plan_mode": Method(self._on_set_plan_mode, SetPlanModeParams),
+            "steer": Method(self._on_steer, lambda: _methods().SteerParams),
+            "set_plan_mode": Method(self._on_set_plan_mode, lambda: _methods().SetPlanModeParams),
             "cancel": Method(self._on_cancel),
             "replay": Method(self._on_replay),
         }
