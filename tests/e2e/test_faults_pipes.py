@@ -31,6 +31,18 @@ def wire_types(sandbox: Sandbox, session: str) -> list[str]:
     return [r["message"]["type"] for r in records(wire) if "message" in r]
 
 
+def wait_for_turn_ends(sandbox: Sandbox, session: str, count: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if wire_types(sandbox, session).count("TurnEnd") >= count:
+                return
+        except (FileNotFoundError, ValueError):
+            pass  # not written yet, or a line caught half-written
+        time.sleep(0.05)
+    raise AssertionError(f"the session did not record {count} turn ends in {timeout} s")
+
+
 def user_messages(sandbox: Sandbox, session: str) -> list[Any]:
     context = session_dir(sandbox.share, sandbox.work, session) / "context.jsonl"
     return [r["content"] for r in records(context) if r.get("role") == "user"]
@@ -115,9 +127,11 @@ def test_a_wire_client_that_closes_stdout_leaves_a_complete_session(sandbox):
     assert b'"result"' in proc.stdout.readline()
     proc.stdout.close()  # the client stops listening; the engine goes on working
     send("prompt", {"user_input": "first"})
-    time.sleep(1)
+    # Nothing can be read from the engine now: the session's records say when a turn is over
+    # (a prompt sent while the first turn runs would be refused as busy).
+    wait_for_turn_ends(sandbox, "deaf", 1)
     send("prompt", {"user_input": "second"})
-    time.sleep(0.5)
+    wait_for_turn_ends(sandbox, "deaf", 2)
     proc.stdin.close()
     code, stderr = finish(proc)
     assert code == 0

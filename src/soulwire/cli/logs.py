@@ -13,17 +13,12 @@ import logging
 import os
 import re
 import sys
+from functools import cache
 from pathlib import Path
 
 MAX_BYTES = 1 << 20
 BACKUPS = 3
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
-# Key-shaped strings: provider keys (sk-…, sk-ant-…), bearer tokens, `api_key=…`/`token: …` pairs.
-_SECRET_PATTERNS = (
-    re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,})"),
-    re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._\-]{8,})"),
-    re.compile(r"(?i)\b((?:api[_-]?key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)([^\s\"',}]{4,})"),
-)
 REDACTED = "[redacted]"
 FILE_ONLY = "soulwire_file_only"
 """A record with this attribute set (`extra={FILE_ONLY: True}`) goes to the log file only."""
@@ -35,12 +30,24 @@ def log_path(share: Path) -> Path:
     return log_file(share)
 
 
+@cache
+def _secret_patterns() -> tuple[re.Pattern[str], ...]:
+    """Key-shaped strings: provider keys (sk-…, sk-ant-…), bearer tokens, `api_key=…`/`token: …`
+    pairs. Compiled at the first record, not at every start (a record is rare)."""
+    return (
+        re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,})"),
+        re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._\-]{8,})"),
+        re.compile(r"(?i)\b((?:api[_-]?key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)([^\s\"',}]{4,})"),
+    )
+
+
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     """`text` with every known secret value and key-shaped string replaced."""
     for secret in secrets:
         text = text.replace(secret, REDACTED)
-    text = _SECRET_PATTERNS[0].sub(REDACTED, text)
-    for pattern in _SECRET_PATTERNS[1:]:
+    first, *others = _secret_patterns()
+    text = first.sub(REDACTED, text)
+    for pattern in others:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 

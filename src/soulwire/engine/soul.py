@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -80,8 +79,7 @@ RETRY_JITTER_S = 0.5
 RETRY_AFTER_CAP_S = 60.0
 
 
-@dataclass
-class TurnOutcome:
+class TurnOutcome(NamedTuple):
     status: TurnStatus
     steps: int | None = None
 

@@ -147,7 +147,7 @@ class _TaggedApprover:
         )
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity (and cheaper to define)
 class _Instance:
     agent_id: str
     subagent_type: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from soulwire.llm.message import Message
 from soulwire.wire.types import TokenUsage, WireModel
@@ -36,8 +36,7 @@ class ToolSpec:
         return f"ToolSpec(name={self.name!r})"
 
 
-@dataclass
-class ChatRequest:
+class ChatRequest(NamedTuple):
     system_prompt: str
     history: Sequence[Message]
     tools: Sequence[ToolSpec] = ()

@@ -6,8 +6,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from soulwire.config.model import Config, ModelConfig, ProviderConfig
 from soulwire.llm.env import apply_env, env_model, missing_key_problem, model_capabilities
@@ -31,8 +30,7 @@ _OFFLINE = frozenset({"_scripted_echo", "_echo"})
 ProviderFactory = Callable[[ProviderConfig, ModelConfig, dict[str, str]], ChatProvider]
 
 
-@dataclass
-class ResolvedModel:
+class ResolvedModel(NamedTuple):
     """The model a session talks to, with what the engine needs to know about it."""
 
     alias: str

@@ -91,7 +91,7 @@ def _workspace_dirs(options: SessionOptions, state: dict[str, Any]) -> list[Path
     return dirs
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity (and cheaper to define)
 class Runtime:
     """One live session: the soul and everything it was built from."""
 

@@ -12,7 +12,7 @@ from soulwire.sessions.paths import is_valid_session_id, normalise_work_dir
 from soulwire.sessions.store import FileSessionStore, new_session_id
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity (and cheaper to define)
 class SessionHandle:
     """One open session on disk, and the share-dir bookkeeping around it."""
 

@@ -11,7 +11,7 @@ from typing import Any
 from soulwire.sessions.store import new_session_id
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity (and cheaper to define)
 class MemorySession:
     """What one session holds; records are stored as JSON text so that a caller mutating
     a dict after writing it cannot change what was stored (as with a file)."""

@@ -124,8 +124,7 @@ class FileAccess(Protocol):
         ...
 
 
-@dataclass
-class CommandResult:
+class CommandResult(NamedTuple):
     """How a command run elsewhere ended, and what it printed."""
 
     output: str
@@ -143,7 +142,7 @@ class CommandRunner(Protocol):
     ) -> CommandResult: ...
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity (and cheaper to define)
 class ToolContext:
     """Everything a tool may use while it runs; passed explicitly, never global."""
 

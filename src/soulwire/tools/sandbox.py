@@ -73,10 +73,10 @@ SECRET_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podma
 SECRET_ENV = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO")
 # Environment variables that look like credentials (API keys of the providers included) are
 # removed from the sandbox's environment.
-SECRET_ENV_NAME = re.compile(
-    r"(^|_)(API_?KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|CREDENTIALS?|ACCESS_KEY|PRIVATE_KEY)(_|$)",
-    re.IGNORECASE,
+SECRET_ENV_NAME = (
+    r"(^|_)(API_?KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|CREDENTIALS?|ACCESS_KEY|PRIVATE_KEY)(_|$)"
 )
+"""Matched case-insensitively (compiled when a sandbox first starts, not at every start)."""
 _PROBE_TIMEOUT_S = 10.0
 
 
@@ -102,7 +102,7 @@ class _Mount(NamedTuple):
     hides: bool = False
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity (and cheaper to define)
 class SandboxPolicy:
     """What a session's commands and file tools may see and change."""
 
@@ -243,7 +243,8 @@ class SandboxPolicy:
         if not self.active or escape == "full":
             return None if env is None else dict(env)
         source = os.environ if env is None else env
-        clean = {k: v for k, v in source.items() if k not in SECRET_ENV and not SECRET_ENV_NAME.search(k)}
+        secret_name = re.compile(SECRET_ENV_NAME, re.IGNORECASE)
+        clean = {k: v for k, v in source.items() if k not in SECRET_ENV and not secret_name.search(k)}
         if self.private_tmp is not None:
             clean["TMPDIR"] = str(self.private_tmp)
         return clean

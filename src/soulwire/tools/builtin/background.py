@@ -56,7 +56,7 @@ class BackgroundLimits(NamedTuple):
     kill_grace_s: float = 2.0
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity (and cheaper to define)
 class BackgroundTask:
     """One background command and what became of it."""
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from difflib import SequenceMatcher
-
 from soulwire.wire.types import DiffDisplayBlock
 
 CONTEXT_LINES = 3
@@ -27,6 +25,8 @@ def diff_blocks(path: str, old: str, new: str) -> list[DiffDisplayBlock]:
             )
         ]
     blocks: list[DiffDisplayBlock] = []
+    from difflib import SequenceMatcher  # at the first edit: not worth its import at every start
+
     matcher = SequenceMatcher(None, a, b, autojunk=False)
     for group in matcher.get_grouped_opcodes(CONTEXT_LINES):
         i1, i2 = group[0][1], group[-1][2]

@@ -14,9 +14,8 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -70,8 +69,7 @@ class Capture:
         return head + marker + tail if self.dropped else head + tail
 
 
-@dataclass
-class Finished:
+class Finished(NamedTuple):
     """How a child process ended."""
 
     returncode: int | None
