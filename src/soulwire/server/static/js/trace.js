@@ -9,6 +9,39 @@ function usageTotal(u) {
   return u ? (u.input_other || 0) + (u.output || 0) + (u.input_cache_read || 0) + (u.input_cache_creation || 0) : 0;
 }
 
+const USAGE_KEYS = ['input_other', 'output', 'input_cache_read', 'input_cache_creation'];
+
+function addUsage(into, u) {
+  for (const key of USAGE_KEYS) into[key] = (into[key] || 0) + (u?.[key] || 0);
+  return into;
+}
+
+/** USD for `usage` at `price` (USD per million tokens, as `GET /api/models` and the session's
+ * info give it from the SDK's price table): the same sum as `ModelPrice.cost`. */
+export function costOf(usage, price) {
+  if (!price || !usage) return null;
+  return ((usage.input_other || 0) * price.input + (usage.output || 0) * price.output
+    + (usage.input_cache_read || 0) * price.cache_read + (usage.input_cache_creation || 0) * price.cache_write) / 1e6;
+}
+
+export function fmtCost(usd) {
+  if (usd === null || usd === undefined) return '';
+  return `$${usd >= 1 ? usd.toFixed(2) : usd >= 0.01 ? usd.toFixed(4) : usd.toFixed(6)}`;
+}
+
+/** Token usage of a node and everything inside it (a turn's sub-agents included). */
+function usageOf(node) {
+  const sum = addUsage({}, node.usageSum);
+  const visit = n => {
+    if (n.kind === 'agent') for (const t of n.turns) addUsage(sum, usageOf(t));
+    else for (const a of n.agents || []) visit(a);
+  };
+  for (const step of node.steps || []) for (const tool of step.tools) visit(tool);
+  for (const tool of node.tools || []) visit(tool);
+  if (node.kind === 'agent') for (const t of node.turns) addUsage(sum, usageOf(t));
+  return sum;
+}
+
 /** Fold `[{ts, message}]` into turns → steps → tool calls (→ sub-agents, folded the same way). */
 export function fold(items) {
   const turns = [];
@@ -65,7 +98,9 @@ export function fold(items) {
         if (payload.token_usage) {
           s.tokens += usageTotal(payload.token_usage);
           s.usage = payload.token_usage;
+          s.usageSum = addUsage(s.usageSum || {}, payload.token_usage);
           turn.tokens += usageTotal(payload.token_usage);
+          turn.usageSum = addUsage(turn.usageSum || {}, payload.token_usage);
         }
         if (typeof payload.context_usage === 'number') s.context = payload.context_usage;
         continue;
@@ -258,10 +293,16 @@ export class TraceView {
     const steps = rows.filter(r => r.node.kind === 'step').length;
     const tools = rows.filter(r => r.node.kind === 'tool').length;
     const agents = rows.filter(r => r.node.kind === 'agent').length;
-    const tokens = this.turns.reduce((n, t) => n + t.tokens, 0);
     const contexts = rows.map(r => r.node.context).filter(c => typeof c === 'number');
+    const price = this.info?.price || null;
+    const total = this.turns.reduce((sum, t) => addUsage(sum, usageOf(t)), {});
+    const tokens = usageTotal(total);  // sub-agents included
+    const model = this.info?.model_name || this.info?.model || 'its model';
+    const cost = price
+      ? el('span', {class: 'trace-cost', title: `${model}: $${price.input} in / $${price.output} out / $${price.cache_read} cached, per million tokens`, text: ` · ${fmtCost(costOf(total, price))} in all`})
+      : el('span', {class: 'cost-unknown', text: ` · cost unknown (no price for ${model})`});
     clear(this.summary).append(`${this.turns.length} turns · ${steps} steps · ${tools} tool calls · ${agents} sub-agents · ${fmtTokens(tokens)} tokens`,
-      contexts.length ? ` · context up to ${(Math.max(...contexts) * 100).toFixed(1)}%` : '', ` · ${fmtDuration(span)} · ${this.records.length} events`);
+      cost, contexts.length ? ` · context up to ${(Math.max(...contexts) * 100).toFixed(1)}%` : '', ` · ${fmtDuration(span)} · ${this.records.length} events`);
     const fragment = document.createDocumentFragment();
     rows.forEach((row, i) => {
       const n = row.node;
@@ -272,6 +313,10 @@ export class TraceView {
       bar.style.width = `${Math.max(0.4, ((end - start) / span) * 100)}%`;
       const facts = [fmtDuration(end - start)];
       if (n.tokens) facts.push(`${fmtTokens(n.tokens)} tok`);
+      if (price && (n.kind === 'step' || n.kind === 'turn' || n.kind === 'agent')) {
+        const usage = n.kind === 'step' ? n.usageSum : usageOf(n);  // a turn's and an agent's include their sub-agents
+        if (usage && usageTotal(usage)) facts.push(fmtCost(costOf(usage, price)));
+      }
       if (typeof n.context === 'number') facts.push(`ctx ${(n.context * 100).toFixed(1)}%`);
       if (n.status && n.status !== 'ok') facts.push(n.status);
       const item = el('div', {class: `trace-row kind-${n.kind} ${n.status ? `is-${n.status}` : ''} ${n.error ? 'is-error' : ''}`, role: 'treeitem', tabindex: i === 0 ? '0' : '-1', 'aria-level': String(row.depth + 1)},
