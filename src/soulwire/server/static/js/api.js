@@ -13,8 +13,9 @@ export function setObserverToken(sessionId, token) {
 
 export class ApiError extends Error {
   constructor(status, detail) {
-    super(typeof detail === 'string' ? detail : JSON.stringify(detail));
+    super(typeof detail === 'string' ? detail : detail?.message || JSON.stringify(detail));
     this.status = status;
+    this.detail = detail;
   }
 }
 
@@ -63,5 +64,7 @@ export const web = {
   workDirs: () => api('GET', '/api/web/work-dirs'),
   config: () => api('GET', '/api/web/config'),
   saveConfig: text => api('PUT', '/api/web/config', {text}),
+  configForm: () => api('GET', '/api/web/config/form'),
+  saveConfigForm: values => api('PUT', '/api/web/config/form', {values}),
   blob: id => api('GET', `/api/blobs/${id}`),
 };

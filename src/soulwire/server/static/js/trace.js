@@ -312,18 +312,19 @@ export class TraceView {
       bar.style.marginLeft = `${((start - t0) / span) * 100}%`;
       bar.style.width = `${Math.max(0.4, ((end - start) / span) * 100)}%`;
       const facts = [fmtDuration(end - start)];
-      if (n.tokens) facts.push(`${fmtTokens(n.tokens)} tok`);
-      if (price && (n.kind === 'step' || n.kind === 'turn' || n.kind === 'agent')) {
-        const usage = n.kind === 'step' ? n.usageSum : usageOf(n);  // a turn's and an agent's include their sub-agents
-        if (usage && usageTotal(usage)) facts.push(fmtCost(costOf(usage, price)));
-      }
+      // A turn's and a sub-agent's tokens and cost include the sub-agents inside them.
+      const usage = n.kind === 'step' ? n.usageSum : n.kind === 'turn' || n.kind === 'agent' ? usageOf(n) : null;
+      const tokensHere = usage ? usageTotal(usage) : n.tokens;
+      if (tokensHere) facts.push(`${fmtTokens(tokensHere)} tok`);
+      const cost = price && usage && usageTotal(usage) ? fmtCost(costOf(usage, price)) : '';
       if (typeof n.context === 'number') facts.push(`ctx ${(n.context * 100).toFixed(1)}%`);
       if (n.status && n.status !== 'ok') facts.push(n.status);
       const item = el('div', {class: `trace-row kind-${n.kind} ${n.status ? `is-${n.status}` : ''} ${n.error ? 'is-error' : ''}`, role: 'treeitem', tabindex: i === 0 ? '0' : '-1', 'aria-level': String(row.depth + 1)},
-        el('span', {class: 'trace-label', text: row.label}),
+        el('span', {class: 'trace-label', text: row.label, title: row.label}),
         el('span', {class: 'trace-facts', text: facts.filter(Boolean).join(' · ')}),
+        el('span', {class: 'trace-cost-cell', text: cost, title: cost ? 'cost at the model\'s list price' : null}),
         el('span', {class: 'trace-track'}, bar));
-      item.style.paddingLeft = `${0.5 + row.depth * 1.1}rem`;
+      item.firstChild.style.paddingLeft = `${row.depth * 1.1}rem`;  // only the label is indented: the columns line up
       item.addEventListener('click', () => this.select(item, n));
       item.addEventListener('keydown', event => this.rowKey(event, item, n));
       fragment.append(item);
