@@ -221,6 +221,9 @@ def test_the_configuration_form(chromium, serve, sandbox, tmp_path):
     error = web.page.locator("#cfg-loop_control_max_steps_per_turn-error")
     error.get_by_text("greater than or equal to 1").wait_for()
     assert sandbox.config_path.read_text() == before
+    web.page.set_viewport_size({"width": 1280, "height": 920})
+    web.page.evaluate("() => document.querySelector('.page h1').scrollIntoView()")
+    shot(web, tmp_path, "web-config-form.png")
     # Valid values, a new model (its display name is text, never markup), saved.
     web.page.fill("#cfg-loop_control_max_steps_per_turn", "25")
     web.page.check("#cfg-default_yolo")
@@ -229,7 +232,6 @@ def test_the_configuration_form(chromium, serve, sandbox, tmp_path):
     entry.locator("input[id$='_alias']").fill("second")
     entry.locator("input[id$='_model']").fill("kimi-k2")
     entry.locator("input[id$='_display_name']").fill(HOSTILE)
-    shot(web, tmp_path, "web-config-form.png")
     web.page.click("#config-save-form")
     web.page.locator(".toast").get_by_text("Configuration saved").wait_for()
     stored = json.loads(sandbox.config_path.read_text())
