@@ -246,3 +246,37 @@ def test_the_configuration_form(chromium, serve, sandbox, tmp_path):
     web.page.wait_for_function("() => !document.getElementById('new-model').disabled")
     assert "second" in web.page.locator("#new-model option").all_inner_texts()[-1]
     assert [e for e in web.errors if "status of 422" not in e] == [] and web.dialogs == []
+
+
+def test_trace_loads_a_large_payload_on_demand(chromium, serve, sandbox):
+    content = "".join(f"line {n}\n" for n in range(12_000)) + "END-OF-BIG\n"  # ~100 KB of arguments
+    server = serve(
+        call("tc1", "WriteFile", {"path": "big.txt", "content": content}),
+        "text: wrote a lot",
+        args=("--yolo",),
+    )
+    session_id = server.create_session()
+    ws = server.ws(session_id)
+    ws.initialize()
+    assert ws.call("prompt", {"user_input": "write a lot"})[1]["result"]["status"] == "finished"
+    ws.close()
+    web = open_page(chromium, server)
+    web.page.goto(f"{server.base}/web/#/trace/{session_id}")
+    web.page.wait_for_selector("body[data-trace-ready]")
+    tool = web.page.locator(".trace-row.kind-tool").first
+    assert "WriteFile" in tool.inner_text()  # its name and id came with the reference
+    tool.click()
+    assert "END-OF-BIG" not in web.page.locator(".trace-json").inner_text()  # not fetched yet
+    load = web.page.locator("button:has-text('Load the whole ToolCall payload')")
+    load.click()
+    web.page.wait_for_function(
+        "() => document.querySelector('.trace-json').textContent.includes('END-OF-BIG')"
+    )
+    assert load.count() == 0
+    with web.page.expect_download() as download:
+        web.page.click("text=Export JSON")
+    exported = json.loads(Path(download.value.path()).read_text())
+    calls = [r for r in exported["records"] if r["message"]["type"] == "ToolCall"]
+    assert "END-OF-BIG" in calls[0]["message"]["payload"]["function"]["arguments"]  # the export is whole
+    assert "blob" not in calls[0]["message"]
+    assert web.errors == []

@@ -19,6 +19,7 @@ import anyio.to_thread
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from soulwire.server.blobs import BlobStore, preview
 from soulwire.server.registry import ServeSettings, SessionRegistry
 from soulwire.sessions.jsonl import iter_lines
 from soulwire.sessions.paths import INDEX_FILE, WIRE_FILE
@@ -108,11 +109,20 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
 
     @router.get("/api/sessions/{session_id}/records", response_model=Records)
     async def records(  # pyright: ignore[reportUnusedFunction]
-        session_id: str, since: int = Query(0, ge=0), limit: int = Query(1_000_000, ge=1, le=10_000_000)
+        session_id: str,
+        since: int = Query(0, ge=0),
+        limit: int = Query(1_000_000, ge=1, le=10_000_000),
+        max_record_bytes: int | None = Query(
+            None,
+            ge=1024,
+            description="a larger record comes with its payload cut to its small members and the whole "
+            "payload as `message.blob: {blob_id, size, preview}` (GET /api/blobs/{blob_id})",
+        ),
     ) -> Response:
         """The recorded messages with their timestamps, `since` counting message records. The
         stored lines are sent as they are (a 10,000-event session is one quick read)."""
         found = registry().locate(session_id)
+        blobs = settings.hub.blobs
 
         def read() -> bytes:
             chosen: list[bytes] = []
@@ -121,6 +131,8 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
                 if not line.startswith(RECORD_HEAD):
                     continue
                 if total >= since and len(chosen) < limit:
+                    if max_record_bytes is not None and blobs is not None and len(line) > max_record_bytes:
+                        line = _by_reference(line, blobs)
                     chosen.append(line)
                 total += 1
             if chosen and not _whole(chosen[-1]):  # only the last line can be torn (a killed writer)
@@ -288,6 +300,37 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
         )  # fmt: skip
 
     return router
+
+
+STUB_MEMBER_BYTES = 256
+
+
+def _stub(value: Any, depth: int = 0) -> Any:
+    """The small members of a payload (ids, names, statuses): what a timeline needs without
+    the large ones (outputs, file contents), which stay in the blob."""
+    if isinstance(value, dict):
+        kept: dict[str, Any] = {}
+        for key, member in value.items():  # pyright: ignore[reportUnknownVariableType]
+            if len(json.dumps(member)) <= STUB_MEMBER_BYTES:
+                kept[str(key)] = member  # pyright: ignore[reportUnknownArgumentType]
+            elif isinstance(member, dict) and depth < 2:
+                kept[str(key)] = _stub(member, depth + 1)  # pyright: ignore[reportUnknownArgumentType]
+        return kept
+    return None
+
+
+def _by_reference(line: bytes, blobs: BlobStore) -> bytes:
+    """A record line with its payload stored as a blob and cut to its small members."""
+    try:
+        record = json.loads(line)
+        message = record["message"]
+        payload = message["payload"]
+    except (ValueError, KeyError, TypeError):
+        return line
+    data = json.dumps(payload, ensure_ascii=False).encode()
+    message["blob"] = {"blob_id": blobs.put(data), "size": len(data), "preview": preview(data)}
+    message["payload"] = _stub(payload)
+    return json.dumps(record, ensure_ascii=False).encode()
 
 
 def _whole(line: bytes) -> bool:

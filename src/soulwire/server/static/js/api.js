@@ -44,7 +44,7 @@ export const sessions = {
   archive: (id, archived) => api('PATCH', `/api/sessions/${id}`, {archived}),
   fork: id => api('POST', `/api/sessions/${id}/fork`, {}),
   remove: id => api('DELETE', `/api/sessions/${id}`),
-  records: (id, since = 0, limit = 1000000) => api('GET', `/api/sessions/${id}/records?since=${since}&limit=${limit}`),
+  records: (id, since = 0, limit = 1000000, maxRecordBytes) => api('GET', `/api/sessions/${id}/records${query({since, limit, max_record_bytes: maxRecordBytes})}`),
   observerToken: id => api('POST', `/api/sessions/${id}/observer-tokens`),
   gitDiff: id => api('GET', `/api/sessions/${id}/git-diff`),
   upload: (id, file) => api('POST', `/api/sessions/${id}/uploads?name=${encodeURIComponent(file.name)}`, file,

@@ -3,7 +3,9 @@
 // raw JSON of anything selected; every event in order; export as Markdown or JSON.
 
 import {el, clear, fmtDuration, fmtTokens, fmtTime, inputText, download, toast} from './util.js';
-import {sessions} from './api.js';
+import {sessions, web} from './api.js';
+
+const MAX_RECORD_BYTES = 65536;  // larger records come by reference; their payload loads on demand
 
 function usageTotal(u) {
   return u ? (u.input_other || 0) + (u.output || 0) + (u.input_cache_read || 0) + (u.input_cache_creation || 0) : 0;
@@ -232,6 +234,7 @@ export class TraceView {
   constructor(main, id) {
     this.id = id;
     this.detail = el('pre', {class: 'trace-json', tabindex: '0', 'aria-label': 'Raw JSON', text: 'Select a row or an event to see its raw JSON.'});
+    this.detailActions = el('div', {class: 'trace-json-actions'});
     this.timeline = el('div', {class: 'trace-rows', role: 'tree', 'aria-label': 'Timeline'});
     this.summary = el('div', {class: 'trace-summary'});
     this.eventsBox = el('div', {class: 'trace-events', hidden: true});
@@ -247,7 +250,8 @@ export class TraceView {
         el('button', {type: 'button', onclick: () => this.export('json'), text: 'Export JSON'})));
     clear(main).append(el('div', {class: 'trace-view'}, head,
       el('div', {class: 'tabs', role: 'tablist'}, this.tabTimeline, this.tabEvents),
-      el('div', {class: 'trace-body'}, el('div', {class: 'trace-left'}, this.timeline, this.eventsBox), this.detail)));
+      el('div', {class: 'trace-body'}, el('div', {class: 'trace-left'}, this.timeline, this.eventsBox),
+        el('div', {class: 'trace-right'}, this.detailActions, this.detail))));
     this.load();
   }
 
@@ -266,7 +270,7 @@ export class TraceView {
     const started = performance.now();
     let info, data;
     try {
-      [info, data] = await Promise.all([sessions.get(this.id), sessions.records(this.id)]);
+      [info, data] = await Promise.all([sessions.get(this.id), sessions.records(this.id, 0, 1000000, MAX_RECORD_BYTES)]);
     } catch (err) {
       clear(this.timeline).append(el('div', {class: 'card error', text: err.status === 404 ? `There is no session ${this.id}.` : err.message}));
       return;
@@ -336,8 +340,31 @@ export class TraceView {
   select(item, node) {
     for (const r of this.timeline.querySelectorAll('.selected')) r.classList.remove('selected');
     item.classList.add('selected');
-    const events = node.events || [];
-    this.detail.textContent = JSON.stringify(events.map(e => ({timestamp: e.ts, ...e.message})), null, 2);
+    this.showJSON((node.events || []).map(e => ({timestamp: e.ts, message: e.message})), true);
+  }
+
+  /** Records as raw JSON; a payload that came by reference (a large output) loads on demand. */
+  showJSON(records, flat) {
+    const render = () => {
+      const shown = records.map(r => flat ? {timestamp: r.timestamp, ...r.message} : r);
+      this.detail.textContent = JSON.stringify(flat ? shown : shown[0], null, 2);
+    };
+    render();
+    clear(this.detailActions);
+    for (const record of records) {
+      const blob = record.message.blob;
+      if (!blob) continue;
+      const button = el('button', {type: 'button', class: 'link', text: `Load the whole ${record.message.type} payload (${blob.size.toLocaleString()} bytes)`});
+      button.addEventListener('click', async () => {
+        try {
+          record.message.payload = await web.blob(blob.blob_id);
+          delete record.message.blob;
+          button.remove();
+          render();
+        } catch (err) { toast(`Cannot load: ${err.message}`, 'error'); }
+      });
+      this.detailActions.append(button);
+    }
   }
 
   rowKey(event, item, node) {
@@ -368,7 +395,7 @@ export class TraceView {
           el('span', {class: 'ev-t', text: `+${((record.timestamp || t0) - t0).toFixed(3)}s`}),
           el('span', {class: 'ev-type', text: record.message.type}),
           el('span', {class: 'ev-hint', text: hint || ''}));
-        row.addEventListener('click', () => { this.detail.textContent = JSON.stringify(record, null, 2); });
+        row.addEventListener('click', () => this.showJSON([record], false));
         fragment.append(row);
       }
       table.append(fragment);
@@ -377,13 +404,15 @@ export class TraceView {
     chunk();
   }
 
-  export(kind) {
+  async export(kind) {
     if (!this.records) return;
     const base = `soulwire-${this.id.slice(0, 8)}`;
+    // The whole record, large payloads included (the timeline holds some by reference only).
+    const records = this.records.some(r => r.message.blob) ? (await sessions.records(this.id)).records : this.records;
     if (kind === 'json') {
-      download(`${base}.json`, JSON.stringify({session: this.info, records: this.records}, null, 2), 'application/json');
+      download(`${base}.json`, JSON.stringify({session: this.info, records}, null, 2), 'application/json');
     } else {
-      download(`${base}.md`, toMarkdown(this.info.title || this.id, this.records), 'text/markdown');
+      download(`${base}.md`, toMarkdown(this.info.title || this.id, records), 'text/markdown');
     }
     toast(`Exported ${kind === 'json' ? 'JSON' : 'Markdown'}`, 'info', 1500);
   }
