@@ -181,3 +181,21 @@ def test_the_sdk_creates_a_session_with_a_model_and_yolo(serve, sandbox):
 
     raw = anyio.run(create)
     assert (raw["model"], raw["yolo"], raw["plan_mode"]) == ("priced", True, False)
+
+
+def test_create_dir_makes_a_missing_work_dir_only_when_asked(serve, sandbox):
+    server = serve()
+    missing = sandbox.root / "new" / "project"
+    refused = server.api("POST", "/api/sessions", json={"work_dir": str(missing)})
+    assert refused.status_code == 422 and "existing absolute directory" in refused.json()["detail"]
+    assert not missing.exists()
+    created = server.api("POST", "/api/sessions", json={"work_dir": str(missing), "create_dir": True})
+    assert created.status_code == 201 and missing.is_dir()
+    assert created.json()["work_dir"] == str(missing)
+    relative = server.api("POST", "/api/sessions", json={"work_dir": "rel/dir", "create_dir": True})
+    assert relative.status_code == 422 and not (sandbox.work / "rel").exists()
+    (sandbox.root / "a-file").write_text("x")
+    not_a_dir = server.api(
+        "POST", "/api/sessions", json={"work_dir": str(sandbox.root / "a-file"), "create_dir": True}
+    )
+    assert not_a_dir.status_code == 422

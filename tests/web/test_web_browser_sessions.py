@@ -280,3 +280,17 @@ def test_trace_loads_a_large_payload_on_demand(chromium, serve, sandbox):
     assert "END-OF-BIG" in calls[0]["message"]["payload"]["function"]["arguments"]  # the export is whole
     assert "blob" not in calls[0]["message"]
     assert web.errors == []
+
+
+def test_a_missing_work_dir_is_created_after_asking(chromium, serve, sandbox):
+    server = serve()
+    web = open_page(chromium, server)
+    web.page.click("#new-session")
+    target = sandbox.root / "fresh" / "app"
+    web.page.fill("#new-work-dir", str(target))
+    web.answers.append(True)  # "… does not exist. Create it?"
+    web.page.click("form button[type=submit]")
+    web.wait_session()
+    assert target.is_dir()
+    assert web.page.locator(".session-sub code").inner_text() == str(target)
+    assert web.errors == [e for e in web.errors if "status of 422" in e] and web.dialogs == []

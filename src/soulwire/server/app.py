@@ -75,6 +75,7 @@ class CreateSession(BaseModel):
     )
     yolo: StrictBool = Field(default=False, description="start with every tool call approved (as `/yolo`)")
     plan_mode: StrictBool = Field(default=False, description="start in plan mode")
+    create_dir: StrictBool = Field(default=False, description="create a missing `work_dir` (and parents)")
 
 
 class UpdateSession(BaseModel):
@@ -169,6 +170,7 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
             model=body.model,
             yolo=body.yolo,
             plan_mode=body.plan_mode,
+            create_dir=body.create_dir,
         )
         return info(created)
 

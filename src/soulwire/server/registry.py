@@ -202,12 +202,19 @@ class SessionRegistry:
         model: str | None = None,
         yolo: bool = False,
         plan_mode: bool = False,
+        create_dir: bool = False,
     ) -> Located:
         """A new session; `sandbox`/`sandbox_network` are recorded in its state, where the
         runtime finds them whenever the session is opened (here or by the CLI), as are
         `yolo` and `plan_mode` (the state it starts in) and `model` (used whenever this
-        server opens it; 422 for a model the configuration does not offer)."""
+        server opens it; 422 for a model the configuration does not offer). `create_dir`
+        makes a missing (absolute) work dir first."""
         path = Path(work_dir).expanduser() if work_dir else self.settings.work_dir
+        if create_dir and path.is_absolute() and not path.exists():
+            try:
+                path.mkdir(parents=True)
+            except OSError as exc:
+                raise SessionError(422, f"cannot create the work dir {path}: {exc.strerror}") from None
         if not path.is_absolute() or not path.is_dir():
             raise SessionError(422, f"work_dir must be an existing absolute directory: {path}")
         if model is not None:

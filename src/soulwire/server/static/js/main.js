@@ -129,7 +129,15 @@ function newSessionView() {
     try {
       const body = {work_dir: dir.value.trim(), title: title.value.trim() || null, yolo: yolo.checked, plan_mode: plan.checked};
       if (model.value) body.model = model.value;
-      const info = await sessions.create(body);
+      let info;
+      try {
+        info = await sessions.create(body);
+      } catch (err) {
+        // A work dir that does not exist yet: offer to make it (as kimi web does).
+        if (err.status !== 422 || !/^work_dir must be an existing/.test(err.message) || !body.work_dir.startsWith('/')
+            || !window.confirm(`${body.work_dir} does not exist. Create it?`)) throw err;
+        info = await sessions.create({...body, create_dir: true});
+      }
       location.hash = `#/s/${info.id}`;
       refreshList();
     } catch (err) {
