@@ -125,7 +125,7 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
         async with anyio.create_task_group() as group:
             state["registry"] = SessionRegistry(settings, group)
-            group.start_soon(anyio.to_thread.run_sync, price_of, None)  # the price table, warmed
+            group.start_soon(_warm_prices)
             yield
             await state["registry"].aclose()
             group.cancel_scope.cancel()
@@ -254,6 +254,13 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
     app.add_middleware(GuardMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]
     app.add_middleware(WebMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]  (outermost)
     return app
+
+
+async def _warm_prices() -> None:
+    """Import the price table (~50 ms) in a worker thread once the first page has loaded, so
+    neither start-up nor that page waits for it."""
+    await anyio.sleep(2)
+    await anyio.to_thread.run_sync(price_of, None)
 
 
 def _attach_from_query(websocket: WebSocket) -> AttachParams | None:

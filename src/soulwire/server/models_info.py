@@ -74,7 +74,7 @@ def default_model(settings: ServeSettings) -> str | None:
     return chosen if isinstance(chosen, str) and chosen else None
 
 
-def list_models(settings: ServeSettings) -> ModelList:
+def list_models(settings: ServeSettings, *, priced: bool = True) -> ModelList:
     configured = _configured(settings)
     infos: list[ModelInfo] = []
     for alias, entry in configured.items():
@@ -91,33 +91,33 @@ def list_models(settings: ServeSettings) -> ModelList:
                 display_name=_text(entry.get("display_name")),
                 max_context_size=size if isinstance(size, int) and not isinstance(size, bool) else None,
                 capabilities=[str(c) for c in caps] if isinstance(caps, list) else [],  # pyright: ignore[reportUnknownVariableType]
-                price=price_of(name),
+                price=price_of(name) if priced else None,
             )
         )
     default = default_model(settings)
     if default is not None and default not in configured:  # a --model the environment serves
-        infos.insert(0, ModelInfo(alias=default, model=default, price=price_of(default)))
+        infos.insert(0, ModelInfo(alias=default, model=default, price=price_of(default) if priced else None))
     return ModelList(default=default, models=infos)
 
 
 def check_model(settings: ServeSettings, alias: str) -> None:
     """UnknownModel unless `alias` is one of the models this server offers."""
-    known = [m.alias for m in list_models(settings).models]
+    known = [m.alias for m in list_models(settings, priced=False).models]
     if alias not in known:
         offered = ", ".join(known) or "none are configured"
         raise UnknownModel(f"unknown model {alias!r}: the configured models are {offered}")
 
 
-def session_model(settings: ServeSettings, state: dict[str, Any]) -> ModelInfo | None:
+def session_model(settings: ServeSettings, state: dict[str, Any], *, priced: bool = True) -> ModelInfo | None:
     """The model a session runs with: the one it was created with, else the server's default."""
     stored = state.get("model")
     alias = stored if isinstance(stored, str) and stored else default_model(settings)
     if alias is None:
         return None
-    for info in list_models(settings).models:
+    for info in list_models(settings, priced=priced).models:
         if info.alias == alias:
             return info
-    return ModelInfo(alias=alias, model=alias, price=price_of(alias))
+    return ModelInfo(alias=alias, model=alias, price=price_of(alias) if priced else None)
 
 
 __all__ = ["ModelInfo", "ModelList", "Price", "UnknownModel", "check_model", "list_models", "session_model"]

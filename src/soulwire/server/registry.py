@@ -148,7 +148,9 @@ class SessionRegistry:
                     return found
         raise SessionError(404, f"no session {session_id!r}")
 
-    def describe(self, found: Located) -> dict[str, Any]:
+    def describe(self, found: Located, *, priced: bool = True) -> dict[str, Any]:
+        """A session's facts; `priced` adds its model's price (the list leaves it out: the price
+        table's first import is not worth a page load)."""
         summary = summarise_session(found.dir)
         info: dict[str, Any] = summary.to_json() if summary else {"id": found.id, "dir": str(found.dir)}
         live = self.live.get(found.id)
@@ -170,11 +172,12 @@ class SessionRegistry:
         info["plan_mode"] = state.get("plan_mode") is True
         from soulwire.server.models_info import session_model
 
-        model = session_model(self.settings, state)
+        model = session_model(self.settings, state, priced=priced)
         if model is not None:
             info["model"] = model.alias
             info["model_name"] = model.model
-            info["price"] = model.price.model_dump() if model.price else None
+            if priced:
+                info["price"] = model.price.model_dump() if model.price else None
         return info
 
     def list(self, work_dir: str | None = None, archived: bool | None = None) -> list[dict[str, Any]]:
@@ -182,7 +185,9 @@ class SessionRegistry:
         wanted = normalise_work_dir(work_dir) if work_dir else None
         found = [f for f in self._session_dirs() if wanted is None or f.work_dir == wanted]
         infos = [
-            self.describe(f) for f in found if (f.dir / CONTEXT_FILE).exists() or (f.dir / WIRE_FILE).exists()
+            self.describe(f, priced=False)
+            for f in found
+            if (f.dir / CONTEXT_FILE).exists() or (f.dir / WIRE_FILE).exists()
         ]
         if archived is not None:
             infos = [i for i in infos if i["archived"] is archived]

@@ -33,7 +33,8 @@ export function fmtCost(usd) {
 
 /** Token usage of a node and everything inside it (a turn's sub-agents included). */
 function usageOf(node) {
-  const sum = addUsage({}, node.usageSum);
+  if (node.usageAll) return node.usageAll;
+  const sum = node.usageAll = addUsage({}, node.usageSum);
   const visit = n => {
     if (n.kind === 'agent') for (const t of n.turns) addUsage(sum, usageOf(t));
     else for (const a of n.agents || []) visit(a);
