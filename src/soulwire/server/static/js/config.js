@@ -255,7 +255,7 @@ export class ConfigView {
   }
 
   showErrors(errors) {
-    for (const node of this.fields.values()) node.textContent = '';
+    for (const node of this.fields.values()) { node.textContent = ''; node.parentElement?.classList.remove('has-error'); }
     const unplaced = [];
     // New entries' fields are named by their row until saved; the server names them by name.
     const renames = [];
@@ -266,7 +266,11 @@ export class ConfigView {
       let target = field;
       for (const [from, to] of renames) if (target === from || target.startsWith(`${from}.`)) target = to + target.slice(from.length);
       while (target && !this.fields.has(target)) target = target.includes('.') ? target.slice(0, target.lastIndexOf('.')) : '';
-      if (target) this.fields.get(target).textContent = message;
+      if (target) {
+        const node = this.fields.get(target);
+        node.textContent = message;
+        node.parentElement?.classList.add('has-error');  // (a class, not :has(): that would slow every page)
+      }
       else unplaced.push(field ? `${field}: ${message}` : message);
     }
     this.formError.textContent = unplaced.join('\n');

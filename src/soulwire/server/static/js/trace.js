@@ -327,7 +327,7 @@ export class TraceView {
       const item = el('div', {class: `trace-row kind-${n.kind} ${n.status ? `is-${n.status}` : ''} ${n.error ? 'is-error' : ''}`, role: 'treeitem', tabindex: i === 0 ? '0' : '-1', 'aria-level': String(row.depth + 1)},
         el('span', {class: 'trace-label', text: row.label, title: row.label}),
         el('span', {class: 'trace-facts', text: facts.filter(Boolean).join(' · ')}),
-        el('span', {class: 'trace-cost-cell', text: cost, title: cost ? 'cost at the model\'s list price' : null}),
+        cost ? el('span', {class: 'trace-cost-cell', text: cost}) : null,  // (the track keeps its column without it)
         el('span', {class: 'trace-track'}, bar));
       item.firstChild.style.paddingLeft = `${row.depth * 1.1}rem`;  // only the label is indented: the columns line up
       item.addEventListener('click', () => this.select(item, n));
