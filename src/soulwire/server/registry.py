@@ -168,7 +168,11 @@ class SessionRegistry:
         at = state.get("archived_at")
         info["archived_at"] = at if info["archived"] and isinstance(at, int | float) else None
         approval = state.get("approval")
-        info["yolo"] = self.settings.yolo or (isinstance(approval, dict) and approval.get("yolo") is True)
+        info["yolo"] = (
+            self.settings.yolo
+            or self.settings.raw_config.get("default_yolo") is True
+            or (isinstance(approval, dict) and approval.get("yolo") is True)
+        )
         info["plan_mode"] = state.get("plan_mode") is True
         from soulwire.server.models_info import session_model
 
