@@ -190,5 +190,8 @@ class StateKeeper:
                 title = title_from(message.user_input)  # type: ignore[attr-defined]
                 if title:
                     self.set_title(title)
+            if self.state.get("archived") is True:  # a session in use again is not archived
+                self.state.update(archived=False, archived_at=None, auto_archive_exempt=True)
+                self.save_if_changed()
         elif kind in _SAVE_AFTER:
             self.save_if_changed()

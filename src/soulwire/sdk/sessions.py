@@ -204,8 +204,20 @@ class ServerSessions:
     async def get(self, session_id: str) -> StoredSession:
         return StoredSession.from_json(await self._request("GET", f"/api/sessions/{session_id}"))
 
-    async def create(self, work_dir: str | None = None, *, title: str | None = None) -> StoredSession:
-        body = {k: v for k, v in {"work_dir": work_dir, "title": title}.items() if v is not None}
+    async def create(
+        self,
+        work_dir: str | None = None,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        yolo: bool = False,
+        plan_mode: bool = False,
+    ) -> StoredSession:
+        """A new session on the server; `model` is an alias of its `GET /api/models`, `yolo`
+        and `plan_mode` the state it starts in."""
+        given = {"work_dir": work_dir, "title": title, "model": model}
+        body: dict[str, Any] = {k: v for k, v in given.items() if v}
+        body.update({k: True for k, v in {"yolo": yolo, "plan_mode": plan_mode}.items() if v})
         return StoredSession.from_json(await self._request("POST", "/api/sessions", json=body))
 
     async def history(self, session_id: str, *, page: int = 5000) -> list[HistoryTurn]:

@@ -12,14 +12,16 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import anyio
+import anyio.to_thread
 from fastapi import FastAPI, HTTPException, Query, Request, Response, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from soulwire import __version__
 from soulwire.server.client import Client
 from soulwire.server.hub import LiveSession
 from soulwire.server.messages import AttachParams
+from soulwire.server.models_info import ModelList, Price, list_models, price_of
 from soulwire.server.registry import Located, ServeSettings, SessionError, SessionRegistry
 from soulwire.server.security import Guard, GuardMiddleware
 from soulwire.wire.jsonrpc import RPCError, encode
@@ -49,6 +51,13 @@ class SessionInfo(BaseModel):
     held_elsewhere: bool = False
     sandbox: dict[str, Any] | None = None
     """The sandbox chosen for the session (`mode`, `network`), if one was."""
+    archived: bool = False
+    archived_at: float | None = None
+    model: str | None = Field(default=None, description="the model alias the session runs with here")
+    model_name: str | None = Field(default=None, description="the provider's name of that model")
+    price: Price | None = Field(default=None, description="USD per million tokens; null: unknown")
+    yolo: bool = Field(default=False, description="tool calls run without approval")
+    plan_mode: bool = False
 
 
 class CreateSession(BaseModel):
@@ -59,11 +68,24 @@ class CreateSession(BaseModel):
         default=None, description="run the session's tools in bubblewrap; default: the config's"
     )
     sandbox_network: bool | None = Field(default=None, description="network inside the sandbox (default off)")
+    model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="a model alias of `GET /api/models` (422 for another); default: the server's",
+    )
+    yolo: StrictBool = Field(default=False, description="start with every tool call approved (as `/yolo`)")
+    plan_mode: StrictBool = Field(default=False, description="start in plan mode")
+    create_dir: StrictBool = Field(default=False, description="create a missing `work_dir` (and parents)")
 
 
-class RenameSession(BaseModel):
+class UpdateSession(BaseModel):
+    """Rename and/or archive: the fields given are changed."""
+
     model_config = ConfigDict(extra="forbid")
-    title: str = Field(min_length=1, max_length=200)
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    archived: StrictBool | None = Field(
+        default=None, description="hide from the default listing (it can still be opened and read)"
+    )
 
 
 class ForkSession(BaseModel):
@@ -103,6 +125,7 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
         async with anyio.create_task_group() as group:
             state["registry"] = SessionRegistry(settings, group)
+            group.start_soon(_warm_prices)
             yield
             await state["registry"].aclose()
             group.cancel_scope.cancel()
@@ -131,20 +154,46 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
         return ServerIndex(version=__version__)
 
     @app.get("/api/sessions", response_model=list[SessionInfo])
-    async def list_sessions(work_dir: str | None = None) -> list[SessionInfo]:  # pyright: ignore[reportUnusedFunction]
-        return [SessionInfo.model_validate(i) for i in registry().list(work_dir)]
+    async def list_sessions(  # pyright: ignore[reportUnusedFunction]
+        work_dir: str | None = None,
+        archived: bool | None = Query(None, description="true: only archived; false: only the others"),
+    ) -> list[SessionInfo]:
+        return [SessionInfo.model_validate(i) for i in registry().list(work_dir, archived)]
 
     @app.post("/api/sessions", response_model=SessionInfo, status_code=201)
     async def create_session(body: CreateSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        return info(registry().create(body.work_dir, body.title, body.sandbox, body.sandbox_network))
+        created = registry().create(
+            body.work_dir,
+            body.title,
+            body.sandbox,
+            body.sandbox_network,
+            model=body.model,
+            yolo=body.yolo,
+            plan_mode=body.plan_mode,
+            create_dir=body.create_dir,
+        )
+        return info(created)
+
+    @app.get("/api/models", response_model=ModelList)
+    async def models() -> ModelList:  # pyright: ignore[reportUnusedFunction]
+        """The models a new session may name, the default, and their prices if known."""
+        return list_models(settings)
 
     @app.get("/api/sessions/{session_id}", response_model=SessionInfo)
     async def get_session(session_id: str) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
         return info(registry().locate(session_id))
 
     @app.patch("/api/sessions/{session_id}", response_model=SessionInfo)
-    async def rename_session(session_id: str, body: RenameSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        return info(registry().rename(session_id, body.title))
+    async def update_session(session_id: str, body: UpdateSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
+        """Rename (`title`) and/or archive or unarchive (`archived`)."""
+        if body.title is None and body.archived is None:
+            raise HTTPException(422, "nothing to change: give `title` and/or `archived`")
+        found = registry().locate(session_id)
+        if body.title is not None:
+            found = registry().rename(session_id, body.title)
+        if body.archived is not None:
+            found = registry().archive(session_id, body.archived)
+        return info(found)
 
     @app.post("/api/sessions/{session_id}/fork", response_model=SessionInfo, status_code=201)
     async def fork_session(session_id: str, body: ForkSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
@@ -205,6 +254,13 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
     app.add_middleware(GuardMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]
     app.add_middleware(WebMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]  (outermost)
     return app
+
+
+async def _warm_prices() -> None:
+    """Import the price table (~50 ms) in a worker thread once the first page has loaded, so
+    neither start-up nor that page waits for it."""
+    await anyio.sleep(2)
+    await anyio.to_thread.run_sync(price_of, None)
 
 
 def _attach_from_query(websocket: WebSocket) -> AttachParams | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,8 @@ log = logging.getLogger("soulwire.server")
 
 WORK_DIR_KEY = "work_dir"
 """Kept in state.json by the server: the work dir a session's directory hash stands for."""
+MODEL_KEY = "model"
+"""Kept in state.json by the server: the model alias the session was created with."""
 
 
 class SessionError(Exception):
@@ -145,7 +148,9 @@ class SessionRegistry:
                     return found
         raise SessionError(404, f"no session {session_id!r}")
 
-    def describe(self, found: Located) -> dict[str, Any]:
+    def describe(self, found: Located, *, priced: bool = True) -> dict[str, Any]:
+        """A session's facts; `priced` adds its model's price (the list leaves it out: the price
+        table's first import is not worth a page load)."""
         summary = summarise_session(found.dir)
         info: dict[str, Any] = summary.to_json() if summary else {"id": found.id, "dir": str(found.dir)}
         live = self.live.get(found.id)
@@ -155,17 +160,41 @@ class SessionRegistry:
         info["clients"] = len(live.clients) if live else 0
         info["last_seq"] = live.seq if live else None
         info["held_elsewhere"] = live is None and is_locked(self.settings.share, found.work_dir, found.id)
-        stored = read_state(found.dir).get("sandbox")
+        state = read_state(found.dir)
+        stored = state.get("sandbox")
         if isinstance(stored, dict):
             info["sandbox"] = stored
+        info["archived"] = state.get("archived") is True
+        at = state.get("archived_at")
+        info["archived_at"] = at if info["archived"] and isinstance(at, int | float) else None
+        approval = state.get("approval")
+        info["yolo"] = (
+            self.settings.yolo
+            or self.settings.raw_config.get("default_yolo") is True
+            or (isinstance(approval, dict) and approval.get("yolo") is True)
+        )
+        info["plan_mode"] = state.get("plan_mode") is True
+        from soulwire.server.models_info import session_model
+
+        model = session_model(self.settings, state, priced=priced)
+        if model is not None:
+            info["model"] = model.alias
+            info["model_name"] = model.model
+            if priced:
+                info["price"] = model.price.model_dump() if model.price else None
         return info
 
-    def list(self, work_dir: str | None = None) -> list[dict[str, Any]]:
+    def list(self, work_dir: str | None = None, archived: bool | None = None) -> list[dict[str, Any]]:
+        """Sessions, newest first; `archived` True or False keeps only those (None: all)."""
         wanted = normalise_work_dir(work_dir) if work_dir else None
         found = [f for f in self._session_dirs() if wanted is None or f.work_dir == wanted]
         infos = [
-            self.describe(f) for f in found if (f.dir / CONTEXT_FILE).exists() or (f.dir / WIRE_FILE).exists()
+            self.describe(f, priced=False)
+            for f in found
+            if (f.dir / CONTEXT_FILE).exists() or (f.dir / WIRE_FILE).exists()
         ]
+        if archived is not None:
+            infos = [i for i in infos if i["archived"] is archived]
         return sorted(infos, key=lambda i: i.get("updated", 0), reverse=True)
 
     # -- changing sessions --------------------------------------------------------------
@@ -178,12 +207,32 @@ class SessionRegistry:
         title: str | None,
         sandbox: str | None = None,
         sandbox_network: bool | None = None,
+        *,
+        model: str | None = None,
+        yolo: bool = False,
+        plan_mode: bool = False,
+        create_dir: bool = False,
     ) -> Located:
         """A new session; `sandbox`/`sandbox_network` are recorded in its state, where the
-        runtime finds them whenever the session is opened (here or by the CLI)."""
+        runtime finds them whenever the session is opened (here or by the CLI), as are
+        `yolo` and `plan_mode` (the state it starts in) and `model` (used whenever this
+        server opens it; 422 for a model the configuration does not offer). `create_dir`
+        makes a missing (absolute) work dir first."""
         path = Path(work_dir).expanduser() if work_dir else self.settings.work_dir
+        if create_dir and path.is_absolute() and not path.exists():
+            try:
+                path.mkdir(parents=True)
+            except OSError as exc:
+                raise SessionError(422, f"cannot create the work dir {path}: {exc.strerror}") from None
         if not path.is_absolute() or not path.is_dir():
             raise SessionError(422, f"work_dir must be an existing absolute directory: {path}")
+        if model is not None:
+            from soulwire.server.models_info import UnknownModel, check_model
+
+            try:
+                check_model(self.settings, model)
+            except UnknownModel as exc:
+                raise SessionError(422, str(exc)) from None
         if sandbox not in (None, "off"):
             from soulwire.tools.sandbox import bubblewrap_problem
 
@@ -196,6 +245,12 @@ class SessionRegistry:
         state: dict[str, Any] = {WORK_DIR_KEY: normal}
         if title:
             state["custom_title"] = title
+        if model is not None:
+            state[MODEL_KEY] = model
+        if yolo:
+            state["approval"] = {"yolo": True, "afk": False, "auto_approve_actions": []}
+        if plan_mode:
+            state["plan_mode"] = True
         if sandbox is not None or sandbox_network is not None:
             from soulwire.runtime.sandbox import STATE_KEY
 
@@ -210,15 +265,31 @@ class SessionRegistry:
             raise SessionError(409, f"session {found.id} is in use by another process")
 
     def rename(self, session_id: str, title: str) -> Located:
+        return self._update_state(session_id, {"custom_title": title, "title_generated": True})
+
+    def archive(self, session_id: str, archived: bool) -> Located:
+        """Archive or unarchive (kimi's `archived`, `archived_at`, `auto_archive_exempt`). An
+        archived session is hidden from the default listing and can still be opened and read;
+        a prompt to it unarchives it (engine/state.py)."""
+        changes: dict[str, Any] = {
+            "archived": archived,
+            "archived_at": time.time() if archived else None,
+            "auto_archive_exempt": not archived,
+        }
+        return self._update_state(session_id, changes)
+
+    def _update_state(self, session_id: str, changes: dict[str, Any]) -> Located:
+        """Change keys of a session's state.json: through its live keeper when it runs here
+        (which would otherwise write its own copy over them), else on disk."""
         found = self.locate(session_id)
         live = self.live.get(session_id)
         if live is not None:
-            live.runtime.state.set_title(title)
+            live.runtime.state.state.update(changes)
             live.runtime.save_state()
             return found
         self._not_held_elsewhere(found)
         state = read_state(found.dir)
-        state["custom_title"] = title
+        state.update(changes)
         state.setdefault(WORK_DIR_KEY, found.work_dir)
         self._store(found.id, found.work_dir).save_state(state)
         return found
@@ -281,12 +352,13 @@ class SessionRegistry:
             found = self.locate(session_id)
             digest, records = content_digest(found.dir / WIRE_FILE)
             settings = self.settings
+            stored_model = read_state(found.dir).get(MODEL_KEY)
             options = SessionOptions(
                 work_dir=Path(found.work_dir),
                 share_dir=settings.share,
                 raw_config=settings.raw_config,
                 config_path=settings.config_path,
-                model_alias=settings.model_alias,
+                model_alias=stored_model if isinstance(stored_model, str) else settings.model_alias,
                 yolo=settings.yolo,
                 thinking=settings.thinking,
                 max_steps_per_turn=settings.max_steps_per_turn,

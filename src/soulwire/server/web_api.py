@@ -19,6 +19,7 @@ import anyio.to_thread
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from soulwire.server.blobs import BlobStore, preview
 from soulwire.server.registry import ServeSettings, SessionRegistry
 from soulwire.sessions.jsonl import iter_lines
 from soulwire.sessions.paths import INDEX_FILE, WIRE_FILE
@@ -50,6 +51,24 @@ class ConfigFile(BaseModel):
     format: str
 
 
+class ConfigForm(BaseModel):
+    path: str
+    exists: bool
+    format: str
+    secret: str = Field(description="stands for a stored secret; sent back, it keeps the stored value")
+    values: dict[str, Any] = Field(
+        description="default_model, default_thinking, default_yolo, default_plan_mode, approval, "
+        "approval_scope, sandbox, sandbox_network, loop_control {…}, providers {name: {type, base_url, "
+        "api_key, custom_headers, env}}, models {alias: {provider, model, max_context_size, "
+        "capabilities, display_name}}"
+    )
+
+
+class ConfigFormWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    values: dict[str, Any]
+
+
 class ConfigWrite(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(max_length=1 << 20)
@@ -62,6 +81,7 @@ class SearchHit(BaseModel):
     updated: float | None = None
     match: str = Field(description="'title' or 'text'")
     snippet: str = ""
+    archived: bool = False
 
 
 class Upload(BaseModel):
@@ -89,11 +109,20 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
 
     @router.get("/api/sessions/{session_id}/records", response_model=Records)
     async def records(  # pyright: ignore[reportUnusedFunction]
-        session_id: str, since: int = Query(0, ge=0), limit: int = Query(1_000_000, ge=1, le=10_000_000)
+        session_id: str,
+        since: int = Query(0, ge=0),
+        limit: int = Query(1_000_000, ge=1, le=10_000_000),
+        max_record_bytes: int | None = Query(
+            None,
+            ge=1024,
+            description="a larger record comes with its payload cut to its small members and the whole "
+            "payload as `message.blob: {blob_id, size, preview}` (GET /api/blobs/{blob_id})",
+        ),
     ) -> Response:
         """The recorded messages with their timestamps, `since` counting message records. The
         stored lines are sent as they are (a 10,000-event session is one quick read)."""
         found = registry().locate(session_id)
+        blobs = settings.hub.blobs
 
         def read() -> bytes:
             chosen: list[bytes] = []
@@ -102,6 +131,8 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
                 if not line.startswith(RECORD_HEAD):
                     continue
                 if total >= since and len(chosen) < limit:
+                    if max_record_bytes is not None and blobs is not None and len(line) > max_record_bytes:
+                        line = _by_reference(line, blobs)
                     chosen.append(line)
                 total += 1
             if chosen and not _whole(chosen[-1]):  # only the last line can be torn (a killed writer)
@@ -129,10 +160,12 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
 
     @router.get("/api/web/search", response_model=list[SearchHit])
     async def search(  # pyright: ignore[reportUnusedFunction]
-        q: str = Query(min_length=1, max_length=200), work_dir: str | None = None
+        q: str = Query(min_length=1, max_length=200),
+        work_dir: str | None = None,
+        archived: bool | None = Query(None, description="true: only archived; false: only the others"),
     ) -> list[SearchHit]:
         """Sessions whose title or recorded text contains `q` (case-insensitive)."""
-        sessions = registry().list(work_dir)
+        sessions = registry().list(work_dir, archived)
         return await anyio.to_thread.run_sync(_search, sessions, q)
 
     def config_path() -> Path:
@@ -140,33 +173,86 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
 
     @router.get("/api/web/config", response_model=ConfigFile)
     async def read_config() -> ConfigFile:  # pyright: ignore[reportUnusedFunction]
+        """The configuration file's text, secrets replaced by `<secret: unchanged>`."""
+        from soulwire.server.config_form import masked_text
+
         path = config_path()
         text = path.read_text(encoding="utf-8") if path.is_file() else ""
-        return ConfigFile(path=str(path), exists=path.is_file(), text=text, format=_format(path))
+        shown = masked_text(text, path)
+        return ConfigFile(path=str(path), exists=path.is_file(), text=shown, format=_format(path))
 
     @router.put("/api/web/config", response_model=ConfigFile)
     async def write_config(body: ConfigWrite) -> ConfigFile:  # pyright: ignore[reportUnusedFunction]
-        """Validate and save the configuration file; sessions opened from now on use it."""
+        """Validate and save the configuration file (a `<secret: unchanged>` keeps the stored
+        value); sessions opened from now on use it."""
         from soulwire.config.loader import ConfigError, parse_config_text
         from soulwire.config.model import validate_config
+        from soulwire.server.config_form import FormError, masked_text, text_to_save
 
         path = config_path()
         try:
-            raw = parse_config_text(body.text, origin=str(path))
-            if _format(path) == "json" and not body.text.lstrip().startswith("{"):
+            text = text_to_save(body.text, path)
+            raw = parse_config_text(text, origin=str(path))
+            if _format(path) == "json" and not text.lstrip().startswith("{"):
                 raise ConfigError(f"{path}: a .json configuration must be a JSON object")
             validate_config(raw, path)
+        except FormError as exc:
+            raise HTTPException(422, exc.message) from None
         except (ConfigError, ValueError) as exc:
             raise HTTPException(422, str(exc)) from None
+        save(path, text, raw)
+        return ConfigFile(path=str(path), exists=True, text=masked_text(text, path), format=_format(path))
+
+    @router.get("/api/web/config/form", response_model=ConfigForm)
+    async def read_config_form() -> ConfigForm:  # pyright: ignore[reportUnusedFunction]
+        """The settings of the form (defaults filled in), secrets as `secret`."""
+        from soulwire.server.config_form import SECRET, FormError, form_values, load, plain
+
+        path = config_path()
+        try:
+            _, document = load(path)
+        except FormError as exc:
+            raise HTTPException(422, exc.message) from None
+        values = form_values(plain(document))
+        exists = path.is_file()
+        return ConfigForm(path=str(path), exists=exists, format=_format(path), secret=SECRET, values=values)
+
+    @router.put("/api/web/config/form", response_model=ConfigForm)
+    async def write_config_form(body: ConfigFormWrite) -> ConfigForm:  # pyright: ignore[reportUnusedFunction]
+        """Write the form's values into the file (comments and keys the form does not know are
+        kept), validated by the engine's model: 422 `{message, errors: [{field, message}]}`."""
+        from soulwire.server.config_form import (
+            SECRET,
+            FormError,
+            apply_form,
+            check,
+            dump,
+            form_values,
+            load,
+            plain,
+        )
+
+        path = config_path()
+        try:
+            _, document = load(path)
+            document = apply_form(document, body.values)
+            raw = plain(document)
+            check(raw, path)
+        except FormError as exc:
+            raise HTTPException(422, {"message": exc.message, "errors": exc.errors}) from None
+        save(path, dump(document, path), raw)
+        values = form_values(raw)
+        return ConfigForm(path=str(path), exists=True, format=_format(path), secret=SECRET, values=values)
+
+    def save(path: Path, text: str, raw: dict[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(body.text)
+            handle.write(text)
         os.replace(tmp, path)
         settings.raw_config = raw
         settings.config_path = path
-        return ConfigFile(path=str(path), exists=True, text=body.text, format=_format(path))
 
     @router.post("/api/sessions/{session_id}/uploads", response_model=Upload, status_code=201)
     async def upload(  # pyright: ignore[reportUnusedFunction]
@@ -216,6 +302,37 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
     return router
 
 
+STUB_MEMBER_BYTES = 256
+
+
+def _stub(value: Any, depth: int = 0) -> Any:
+    """The small members of a payload (ids, names, statuses): what a timeline needs without
+    the large ones (outputs, file contents), which stay in the blob."""
+    if isinstance(value, dict):
+        kept: dict[str, Any] = {}
+        for key, member in value.items():  # pyright: ignore[reportUnknownVariableType]
+            if len(json.dumps(member)) <= STUB_MEMBER_BYTES:
+                kept[str(key)] = member  # pyright: ignore[reportUnknownArgumentType]
+            elif isinstance(member, dict) and depth < 2:
+                kept[str(key)] = _stub(member, depth + 1)  # pyright: ignore[reportUnknownArgumentType]
+        return kept
+    return None
+
+
+def _by_reference(line: bytes, blobs: BlobStore) -> bytes:
+    """A record line with its payload stored as a blob and cut to its small members."""
+    try:
+        record = json.loads(line)
+        message = record["message"]
+        payload = message["payload"]
+    except (ValueError, KeyError, TypeError):
+        return line
+    data = json.dumps(payload, ensure_ascii=False).encode()
+    message["blob"] = {"blob_id": blobs.put(data), "size": len(data), "preview": preview(data)}
+    message["payload"] = _stub(payload)
+    return json.dumps(record, ensure_ascii=False).encode()
+
+
 def _whole(line: bytes) -> bool:
     """A record line that is complete JSON (a torn last line of a killed process is not)."""
     if not line.rstrip().endswith(b"}"):
@@ -242,6 +359,7 @@ def _search(sessions: list[dict[str, Any]], query: str) -> list[SearchHit]:
             title=title or None,
             updated=info.get("updated"),
             match="title",
+            archived=info.get("archived") is True,
         )
         if needle in title.casefold():
             hits.append(hit)

@@ -30,6 +30,7 @@ document.getElementById('theme-toggle').addEventListener('click', () => {
 const list = document.getElementById('session-list');
 const search = document.getElementById('session-search');
 const filter = document.getElementById('work-dir-filter');
+const showArchived = document.getElementById('show-archived');
 const sidebar = document.getElementById('sidebar');
 const menu = document.getElementById('menu-toggle');
 menu.addEventListener('click', () => {
@@ -41,6 +42,7 @@ document.getElementById('new-session').addEventListener('click', () => { locatio
 let searchTimer = null;
 search.addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(refreshList, 200); });
 filter.addEventListener('change', refreshList);
+showArchived.addEventListener('change', refreshList);
 
 export async function refreshList() {
   if (observerToken()) return;
@@ -48,7 +50,8 @@ export async function refreshList() {
   const workDir = filter.value || undefined;
   let items;
   try {
-    items = q ? await sessions.search(q, workDir) : await sessions.list(workDir);
+    const archived = showArchived.checked ? undefined : false;  // hidden unless asked for
+    items = q ? await sessions.search(q, workDir, archived) : await sessions.list(workDir, archived);
   } catch (err) {
     clear(list).append(el('li', {class: 'muted', text: `Cannot list sessions: ${err.message}`}));
     return;
@@ -58,7 +61,8 @@ export async function refreshList() {
   const active = currentSessionId();
   for (const item of items) {
     const link = el('a', {href: `#/s/${item.id}`, class: 'session-link', 'aria-current': item.id === active ? 'page' : null},
-      el('span', {class: 'session-title', text: item.title || 'Untitled session'}),
+      el('span', {class: 'session-title', text: item.title || 'Untitled session'},
+        item.archived ? el('span', {class: 'badge archived-badge', text: 'archived'}) : null),
       el('span', {class: 'session-meta'},
         item.live ? el('span', {class: item.busy ? 'dot busy' : 'dot live', title: item.busy ? 'running' : 'open', 'aria-label': item.busy ? 'running' : 'open'}) : null,
         fmtTime(item.updated), item.snippet ? ` · …${item.snippet}…` : '',
@@ -89,20 +93,51 @@ function newSessionView() {
   const dirs = [...new Set([params.get('work_dir'), workDirs.default, ...workDirs.recent].filter(Boolean))];
   const dir = el('input', {id: 'new-work-dir', list: 'work-dir-options', value: dirs[0] || '', required: true, spellcheck: 'false'});
   const options = el('datalist', {id: 'work-dir-options'}, dirs.map(d => el('option', {value: d})));
-  const title = el('input', {id: 'new-title', placeholder: 'optional', maxlength: 200});
+  const title = el('input', {id: 'new-title', placeholder: 'optional: named after the first prompt', maxlength: 200});
+  const model = el('select', {id: 'new-model', disabled: true}, el('option', {value: '', text: 'Loading the models…'}));
+  const modelHint = el('p', {class: 'muted field-hint', id: 'new-model-hint'});
+  const yolo = el('input', {id: 'new-yolo', type: 'checkbox'});
   const plan = el('input', {id: 'new-plan', type: 'checkbox'});
   const form = el('form', {class: 'card form'},
     el('h1', {text: 'New session'}),
     el('label', {for: 'new-work-dir', text: 'Work dir'}), dir, options,
     el('label', {for: 'new-title', text: 'Title'}), title,
+    el('label', {for: 'new-model', text: 'Model'}), model, modelHint,
+    el('label', {class: 'check'}, yolo, ' YOLO: run every tool call without asking'),
     el('label', {class: 'check'}, plan, ' Start in plan mode (read-only planning)'),
-    el('p', {class: 'muted', text: 'The model and approval policy are the server\'s (soulwire serve --model / --yolo).'}),
     el('div', {class: 'actions'}, el('button', {type: 'submit', class: 'primary', text: 'Create'})));
+  // The models are asked for when the form opens, not at page load.
+  web.models().then(({default: chosen, models}) => {
+    clear(model);
+    if (!models.length) model.append(el('option', {value: '', text: 'The server\'s model (none configured)'}));
+    for (const m of models) {
+      const label = m.display_name && m.display_name !== m.alias ? `${m.alias} — ${m.display_name}` : (m.model !== m.alias ? `${m.alias} — ${m.model}` : m.alias);
+      model.append(el('option', {value: m.alias, text: m.alias === chosen ? `${label} (default)` : label, selected: m.alias === chosen}));
+    }
+    model.disabled = !models.length;
+    const describe = () => {
+      const m = models.find(x => x.alias === model.value);
+      modelHint.textContent = !m ? '' : [m.max_context_size ? `${Math.round(m.max_context_size / 1000)}k context` : '',
+        m.capabilities.length ? m.capabilities.join(', ') : '',
+        m.price ? `$${m.price.input}/$${m.price.output} per M tokens in/out` : 'price unknown'].filter(Boolean).join(' · ');
+    };
+    model.addEventListener('change', describe);
+    describe();
+  }).catch(err => { clear(model).append(el('option', {value: '', text: `Cannot list the models: ${err.message}`})); });
   form.addEventListener('submit', async event => {
     event.preventDefault();
     try {
-      const info = await sessions.create({work_dir: dir.value.trim(), title: title.value.trim() || null});
-      if (plan.checked) sessionStorage.setItem(`soulwire.plan.${info.id}`, '1');
+      const body = {work_dir: dir.value.trim(), title: title.value.trim() || null, yolo: yolo.checked, plan_mode: plan.checked};
+      if (model.value) body.model = model.value;
+      let info;
+      try {
+        info = await sessions.create(body);
+      } catch (err) {
+        // A work dir that does not exist yet: offer to make it (as kimi web does).
+        if (err.status !== 422 || !/^work_dir must be an existing/.test(err.message) || !body.work_dir.startsWith('/')
+            || !window.confirm(`${body.work_dir} does not exist. Create it?`)) throw err;
+        info = await sessions.create({...body, create_dir: true});
+      }
       location.hash = `#/s/${info.id}`;
       refreshList();
     } catch (err) {

@@ -95,7 +95,10 @@ export class SessionView {
       el('a', {class: 'button', href: `#/trace/${this.id}`, text: 'Trace'}),
       el('button', {type: 'button', class: 'full-only', onclick: () => this.rename(), text: 'Rename'}),
       el('button', {type: 'button', class: 'full-only', onclick: () => this.fork(), text: 'Fork'}),
+      this.archiveButton = el('button', {type: 'button', class: 'full-only', onclick: () => this.toggleArchive(), text: 'Archive'}),
       el('button', {type: 'button', class: 'full-only danger', onclick: () => this.remove(), text: 'Delete'}));
+    this.archivedNote = el('div', {class: 'archived-note', role: 'note', hidden: true,
+      text: 'This session is archived: it is hidden from the list. Sending a message brings it back.'});
     this.log = el('div', {class: 'transcript', role: 'log', 'aria-live': 'polite', 'aria-label': 'Conversation'});
     this.scroller = el('div', {class: 'transcript-scroll'}, this.log);
     this.statusLine = el('div', {class: 'statusline', 'aria-label': 'Status'});
@@ -116,7 +119,7 @@ export class SessionView {
     this.composer.addEventListener('submit', event => { event.preventDefault(); this.send(); });
     this.view = el('div', {class: 'session-view'},
       el('div', {class: 'session-head'}, el('div', {class: 'session-heading'}, this.title, this.meta), actions),
-      this.scroller, this.statusLine, this.composer);
+      this.archivedNote, this.scroller, this.statusLine, this.composer);
     clear(main).append(this.view);
   }
 
@@ -186,10 +189,6 @@ export class SessionView {
       await this.conn.request('initialize', {protocol_version: '1.10', client: CLIENT,
         capabilities: {supports_question: true, supports_plan_mode: true}}).catch(() => {});
     }
-    if (sessionStorage.getItem(`soulwire.plan.${this.id}`) === '1') {
-      sessionStorage.removeItem(`soulwire.plan.${this.id}`);
-      await this.setPlan(true);
-    }
   }
 
   /** Draw recorded events. A long history shows its last turns first; the earlier ones are
@@ -233,7 +232,11 @@ export class SessionView {
     const info = this.info;
     this.title.textContent = info.title || 'Untitled session';
     document.title = `${info.title || 'Session'} · Soulwire`;
-    clear(this.meta).append(el('code', {text: info.work_dir}), ` · ${info.turns} turn${info.turns === 1 ? '' : 's'}`);
+    clear(this.meta).append(el('code', {text: info.work_dir}), ` · ${info.turns} turn${info.turns === 1 ? '' : 's'}`,
+      info.model ? el('span', {class: 'session-model', text: ` · ${info.model}`}) : null,
+      info.yolo ? el('span', {class: 'badge yolo-badge', text: 'YOLO', title: 'tool calls run without asking'}) : null);
+    this.archivedNote.hidden = !info.archived;
+    this.archiveButton.textContent = info.archived ? 'Unarchive' : 'Archive';
   }
 
   // -- Wire -----------------------------------------------------------------------------------
@@ -410,6 +413,15 @@ export class SessionView {
       this.showInfo();
       this.onChange?.();
     } catch (err) { toast(`Cannot rename: ${err.message}`, 'error'); }
+  }
+
+  async toggleArchive() {
+    try {
+      this.info = await sessions.archive(this.id, !this.info?.archived);
+      this.showInfo();
+      this.onChange?.();
+      toast(this.info.archived ? 'Archived: hidden from the list (Show archived lists it)' : 'Unarchived', 'info', 2500);
+    } catch (err) { toast(`Cannot archive: ${err.message}`, 'error'); }
   }
 
   async fork() {

@@ -3,10 +3,46 @@
 // raw JSON of anything selected; every event in order; export as Markdown or JSON.
 
 import {el, clear, fmtDuration, fmtTokens, fmtTime, inputText, download, toast} from './util.js';
-import {sessions} from './api.js';
+import {sessions, web} from './api.js';
+
+const MAX_RECORD_BYTES = 65536;  // larger records come by reference; their payload loads on demand
 
 function usageTotal(u) {
   return u ? (u.input_other || 0) + (u.output || 0) + (u.input_cache_read || 0) + (u.input_cache_creation || 0) : 0;
+}
+
+const USAGE_KEYS = ['input_other', 'output', 'input_cache_read', 'input_cache_creation'];
+
+function addUsage(into, u) {
+  for (const key of USAGE_KEYS) into[key] = (into[key] || 0) + (u?.[key] || 0);
+  return into;
+}
+
+/** USD for `usage` at `price` (USD per million tokens, as `GET /api/models` and the session's
+ * info give it from the SDK's price table): the same sum as `ModelPrice.cost`. */
+export function costOf(usage, price) {
+  if (!price || !usage) return null;
+  return ((usage.input_other || 0) * price.input + (usage.output || 0) * price.output
+    + (usage.input_cache_read || 0) * price.cache_read + (usage.input_cache_creation || 0) * price.cache_write) / 1e6;
+}
+
+export function fmtCost(usd) {
+  if (usd === null || usd === undefined) return '';
+  return `$${usd >= 1 ? usd.toFixed(2) : usd >= 0.01 ? usd.toFixed(4) : usd.toFixed(6)}`;
+}
+
+/** Token usage of a node and everything inside it (a turn's sub-agents included). */
+function usageOf(node) {
+  if (node.usageAll) return node.usageAll;
+  const sum = node.usageAll = addUsage({}, node.usageSum);
+  const visit = n => {
+    if (n.kind === 'agent') for (const t of n.turns) addUsage(sum, usageOf(t));
+    else for (const a of n.agents || []) visit(a);
+  };
+  for (const step of node.steps || []) for (const tool of step.tools) visit(tool);
+  for (const tool of node.tools || []) visit(tool);
+  if (node.kind === 'agent') for (const t of node.turns) addUsage(sum, usageOf(t));
+  return sum;
 }
 
 /** Fold `[{ts, message}]` into turns → steps → tool calls (→ sub-agents, folded the same way). */
@@ -65,7 +101,9 @@ export function fold(items) {
         if (payload.token_usage) {
           s.tokens += usageTotal(payload.token_usage);
           s.usage = payload.token_usage;
+          s.usageSum = addUsage(s.usageSum || {}, payload.token_usage);
           turn.tokens += usageTotal(payload.token_usage);
+          turn.usageSum = addUsage(turn.usageSum || {}, payload.token_usage);
         }
         if (typeof payload.context_usage === 'number') s.context = payload.context_usage;
         continue;
@@ -197,6 +235,7 @@ export class TraceView {
   constructor(main, id) {
     this.id = id;
     this.detail = el('pre', {class: 'trace-json', tabindex: '0', 'aria-label': 'Raw JSON', text: 'Select a row or an event to see its raw JSON.'});
+    this.detailActions = el('div', {class: 'trace-json-actions'});
     this.timeline = el('div', {class: 'trace-rows', role: 'tree', 'aria-label': 'Timeline'});
     this.summary = el('div', {class: 'trace-summary'});
     this.eventsBox = el('div', {class: 'trace-events', hidden: true});
@@ -212,7 +251,8 @@ export class TraceView {
         el('button', {type: 'button', onclick: () => this.export('json'), text: 'Export JSON'})));
     clear(main).append(el('div', {class: 'trace-view'}, head,
       el('div', {class: 'tabs', role: 'tablist'}, this.tabTimeline, this.tabEvents),
-      el('div', {class: 'trace-body'}, el('div', {class: 'trace-left'}, this.timeline, this.eventsBox), this.detail)));
+      el('div', {class: 'trace-body'}, el('div', {class: 'trace-left'}, this.timeline, this.eventsBox),
+        el('div', {class: 'trace-right'}, this.detailActions, this.detail))));
     this.load();
   }
 
@@ -231,7 +271,7 @@ export class TraceView {
     const started = performance.now();
     let info, data;
     try {
-      [info, data] = await Promise.all([sessions.get(this.id), sessions.records(this.id)]);
+      [info, data] = await Promise.all([sessions.get(this.id), sessions.records(this.id, 0, 1000000, MAX_RECORD_BYTES)]);
     } catch (err) {
       clear(this.timeline).append(el('div', {class: 'card error', text: err.status === 404 ? `There is no session ${this.id}.` : err.message}));
       return;
@@ -258,10 +298,16 @@ export class TraceView {
     const steps = rows.filter(r => r.node.kind === 'step').length;
     const tools = rows.filter(r => r.node.kind === 'tool').length;
     const agents = rows.filter(r => r.node.kind === 'agent').length;
-    const tokens = this.turns.reduce((n, t) => n + t.tokens, 0);
     const contexts = rows.map(r => r.node.context).filter(c => typeof c === 'number');
+    const price = this.info?.price || null;
+    const total = this.turns.reduce((sum, t) => addUsage(sum, usageOf(t)), {});
+    const tokens = usageTotal(total);  // sub-agents included
+    const model = this.info?.model_name || this.info?.model || 'its model';
+    const cost = price
+      ? el('span', {class: 'trace-cost', title: `${model}: $${price.input} in / $${price.output} out / $${price.cache_read} cached, per million tokens`, text: ` · ${fmtCost(costOf(total, price))} in all`})
+      : el('span', {class: 'cost-unknown', text: ` · cost unknown (no price for ${model})`});
     clear(this.summary).append(`${this.turns.length} turns · ${steps} steps · ${tools} tool calls · ${agents} sub-agents · ${fmtTokens(tokens)} tokens`,
-      contexts.length ? ` · context up to ${(Math.max(...contexts) * 100).toFixed(1)}%` : '', ` · ${fmtDuration(span)} · ${this.records.length} events`);
+      cost, contexts.length ? ` · context up to ${(Math.max(...contexts) * 100).toFixed(1)}%` : '', ` · ${fmtDuration(span)} · ${this.records.length} events`);
     const fragment = document.createDocumentFragment();
     rows.forEach((row, i) => {
       const n = row.node;
@@ -271,14 +317,19 @@ export class TraceView {
       bar.style.marginLeft = `${((start - t0) / span) * 100}%`;
       bar.style.width = `${Math.max(0.4, ((end - start) / span) * 100)}%`;
       const facts = [fmtDuration(end - start)];
-      if (n.tokens) facts.push(`${fmtTokens(n.tokens)} tok`);
+      // A turn's and a sub-agent's tokens and cost include the sub-agents inside them.
+      const usage = n.kind === 'step' ? n.usageSum : n.kind === 'turn' || n.kind === 'agent' ? usageOf(n) : null;
+      const tokensHere = usage ? usageTotal(usage) : n.tokens;
+      if (tokensHere) facts.push(`${fmtTokens(tokensHere)} tok`);
+      const cost = price && usage && usageTotal(usage) ? fmtCost(costOf(usage, price)) : '';
       if (typeof n.context === 'number') facts.push(`ctx ${(n.context * 100).toFixed(1)}%`);
       if (n.status && n.status !== 'ok') facts.push(n.status);
       const item = el('div', {class: `trace-row kind-${n.kind} ${n.status ? `is-${n.status}` : ''} ${n.error ? 'is-error' : ''}`, role: 'treeitem', tabindex: i === 0 ? '0' : '-1', 'aria-level': String(row.depth + 1)},
-        el('span', {class: 'trace-label', text: row.label}),
+        el('span', {class: 'trace-label', text: row.label, title: row.label}),
         el('span', {class: 'trace-facts', text: facts.filter(Boolean).join(' · ')}),
+        cost ? el('span', {class: 'trace-cost-cell', text: cost}) : null,  // (the track keeps its column without it)
         el('span', {class: 'trace-track'}, bar));
-      item.style.paddingLeft = `${0.5 + row.depth * 1.1}rem`;
+      item.firstChild.style.paddingLeft = `${row.depth * 1.1}rem`;  // only the label is indented: the columns line up
       item.addEventListener('click', () => this.select(item, n));
       item.addEventListener('keydown', event => this.rowKey(event, item, n));
       fragment.append(item);
@@ -290,8 +341,31 @@ export class TraceView {
   select(item, node) {
     for (const r of this.timeline.querySelectorAll('.selected')) r.classList.remove('selected');
     item.classList.add('selected');
-    const events = node.events || [];
-    this.detail.textContent = JSON.stringify(events.map(e => ({timestamp: e.ts, ...e.message})), null, 2);
+    this.showJSON((node.events || []).map(e => ({timestamp: e.ts, message: e.message})), true);
+  }
+
+  /** Records as raw JSON; a payload that came by reference (a large output) loads on demand. */
+  showJSON(records, flat) {
+    const render = () => {
+      const shown = records.map(r => flat ? {timestamp: r.timestamp, ...r.message} : r);
+      this.detail.textContent = JSON.stringify(flat ? shown : shown[0], null, 2);
+    };
+    render();
+    clear(this.detailActions);
+    for (const record of records) {
+      const blob = record.message.blob;
+      if (!blob) continue;
+      const button = el('button', {type: 'button', class: 'link', text: `Load the whole ${record.message.type} payload (${blob.size.toLocaleString()} bytes)`});
+      button.addEventListener('click', async () => {
+        try {
+          record.message.payload = await web.blob(blob.blob_id);
+          delete record.message.blob;
+          button.remove();
+          render();
+        } catch (err) { toast(`Cannot load: ${err.message}`, 'error'); }
+      });
+      this.detailActions.append(button);
+    }
   }
 
   rowKey(event, item, node) {
@@ -322,7 +396,7 @@ export class TraceView {
           el('span', {class: 'ev-t', text: `+${((record.timestamp || t0) - t0).toFixed(3)}s`}),
           el('span', {class: 'ev-type', text: record.message.type}),
           el('span', {class: 'ev-hint', text: hint || ''}));
-        row.addEventListener('click', () => { this.detail.textContent = JSON.stringify(record, null, 2); });
+        row.addEventListener('click', () => this.showJSON([record], false));
         fragment.append(row);
       }
       table.append(fragment);
@@ -331,13 +405,15 @@ export class TraceView {
     chunk();
   }
 
-  export(kind) {
+  async export(kind) {
     if (!this.records) return;
     const base = `soulwire-${this.id.slice(0, 8)}`;
+    // The whole record, large payloads included (the timeline holds some by reference only).
+    const records = this.records.some(r => r.message.blob) ? (await sessions.records(this.id)).records : this.records;
     if (kind === 'json') {
-      download(`${base}.json`, JSON.stringify({session: this.info, records: this.records}, null, 2), 'application/json');
+      download(`${base}.json`, JSON.stringify({session: this.info, records}, null, 2), 'application/json');
     } else {
-      download(`${base}.md`, toMarkdown(this.info.title || this.id, this.records), 'text/markdown');
+      download(`${base}.md`, toMarkdown(this.info.title || this.id, records), 'text/markdown');
     }
     toast(`Exported ${kind === 'json' ? 'JSON' : 'Markdown'}`, 'info', 1500);
   }
