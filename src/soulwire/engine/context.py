@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from soulwire.llm.message import Message
 from soulwire.sessions.store import SessionStore, warn_stderr
-from soulwire.wire.types import TextPart
+from soulwire.wire.types import AudioURLPart, TextPart
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
@@ -38,6 +38,9 @@ class Context:
         self.mark_checkpoints = False
         """Add a `<system>CHECKPOINT n</system>` user message at each checkpoint (D-Mail)."""
         self.skipped_records = 0
+        self.has_audio = False
+        """Whether any message holds an audio part (kept up to date as messages come in, so
+        that a step does not scan the whole history for them: engine/audio.py)."""
         # Tens of thousands of long-lived objects built in one go: with the cyclic GC on, it
         # rescans the growing heap again and again (that tripled the load of a 50 MB context).
         enabled = gc.isenabled()
@@ -77,6 +80,7 @@ class Context:
                     continue
                 self.history.append(message)
                 self._uncounted.append(message)
+                self.has_audio = self.has_audio or _holds_audio(message)
         if self.skipped_records:
             warn_stderr(f"skipped {self.skipped_records} unreadable context record(s)")
 
@@ -123,6 +127,7 @@ class Context:
         self._store.replace_context(kept)
         self.history, self._uncounted = [], []
         self._next_checkpoint = self._counted_tokens = 0
+        self.has_audio = False
         self._restore(kept)
 
     def append(self, *messages: Message) -> None:
@@ -130,6 +135,7 @@ class Context:
         self._start(records)
         self.history.extend(messages)
         self._uncounted.extend(messages)
+        self.has_audio = self.has_audio or any(_holds_audio(m) for m in messages)
         self._store.append_context(records)
 
     def record_usage(self, token_count: int) -> None:
@@ -156,6 +162,7 @@ class Context:
         self._store.replace_context(records)  # first: if it fails, memory still matches the disk
         self._started = True
         self.history = messages
+        self.has_audio = any(_holds_audio(m) for m in messages)
         self._next_checkpoint = 1 if messages else 0
         self._counted_tokens = token_count or 0
         self._uncounted = []
@@ -170,6 +177,11 @@ class Context:
             else:
                 out.append(message)
         return out
+
+
+def _holds_audio(message: Message) -> bool:
+    content = message.content
+    return not isinstance(content, str) and any(type(part) is AudioURLPart for part in content)
 
 
 def _int(value: Any) -> int:

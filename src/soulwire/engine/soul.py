@@ -378,9 +378,14 @@ class Soul:
         return [ToolSpec(t.name, t.description, lambda t=t: t.parameters) for t in self.toolset.visible()]
 
     async def _stream_reply(self, model: ResolvedModel, n: int) -> tuple[_Reply, StreamResult]:
+        history = self.context.for_model()
         request = ChatRequest(
             system_prompt=self.context.system_prompt,
-            history=for_hearing(self.context.for_model(), model.capabilities, model.model_name),
+            history=(
+                for_hearing(history, model.capabilities, model.model_name)
+                if self.context.has_audio
+                else history
+            ),
             tools=self.tool_specs(),
             thinking=model.thinking,
         )
