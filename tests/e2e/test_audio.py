@@ -73,3 +73,33 @@ def test_a_model_with_audio_in_receives_the_audio(tmp_path: Path):
     assert content[1]["type"] == "input_audio"
     assert content[1]["input_audio"]["format"] == "wav"
     assert content[1]["input_audio"]["data"] == WAV.split(",", 1)[1]
+
+
+def test_a_resumed_session_with_audio_in_its_history_still_gets_the_note(tmp_path: Path):
+    """The engine tracks whether its context holds audio as it loads it, not only as prompts
+    come in: the audio of an earlier process's turn is replaced for a model without audio_in."""
+    (tmp_path / "work").mkdir()
+    with FakeLLMServer() as server:
+        server.queue(stream_reply("openai_legacy", Answer("m1", text=["heard"])))
+        server.queue(stream_reply("openai_legacy", Answer("m2", text=["again"])))
+        config = {
+            "default_model": "m",
+            "models": {"m": {"provider": "p", "model": "deaf-model", "max_context_size": 100_000}},
+            "providers": {"p": {"type": "openai_legacy", "base_url": server.url + "/v1", "api_key": "k"}},
+        }
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(tmp_path / "config.json")]
+        argv += ["--work-dir", str(tmp_path / "work"), "--session", "heard-once"]
+        for prompt in (PROMPT, "and now?"):
+            wire = WireProcess(argv, engine_env(tmp_path), tmp_path)
+            try:
+                wire.initialize(protocol_version="1.10", client={"name": "t"})
+                _, response = wire.prompt(prompt, timeout=30)
+            finally:
+                wire.close()
+            assert response.get("result") == {"status": "finished"}, response
+        first, second = server.requests
+    for body in (first.body, second.body):
+        content = user_content(body)
+        assert content[1]["type"] == "text" and "audio clip" in content[1]["text"]
+        assert all(part["type"] == "text" for part in content)
