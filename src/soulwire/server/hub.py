@@ -12,7 +12,6 @@ asked for them in `initialize`, the WebSocket URL or `attach`: others see today'
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import logging
 import secrets
@@ -26,14 +25,12 @@ import anyio.abc
 from soulwire.engine.rules import RuleError, check_rule
 from soulwire.runtime.builder import Runtime
 from soulwire.server.blobs import preview
-from soulwire.server.client import Client, insert_members
+from soulwire.server.client import Client
 from soulwire.server.messages import (
     DEADLINE_EXPIRED,
-    EVENT_HEAD,
     HUB_METHODS,
     AttachParams,
     BlobReadParams,
-    Entry,
     Forwarded,
     HubSettings,
     Mode,
@@ -44,11 +41,14 @@ from soulwire.server.messages import (
     line_of,
     validated,
 )
+from soulwire.server.ring import EVENT_HEAD, Ring, insert_members
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode, error_line, response_line
 
 log = logging.getLogger("soulwire.server")
 MAX_ORPHAN_KEYS = 1024
+SLOW_CHECK_EVENTS = 256
+"""A reader this many messages behind at a flush has its unread bytes weighed."""
 
 
 class LiveSession:
@@ -65,12 +65,16 @@ class LiveSession:
         self.deadline_ms = settings.deadline_ms
         self.on_timeout: OnTimeout = settings.on_timeout
         self.epoch = secrets.token_hex(8)
-        self.seq = 0
-        self.ring: deque[Entry] = deque()
-        self._ring_bytes = 0
+        self.ring = Ring(
+            settings.ring_events,
+            settings.ring_bytes,
+            large=min(settings.max_message_bytes, 1 << 16),  # the least a client may negotiate
+            referencer=self._by_reference,
+        )
         self.clients: dict[int, Client] = {}
-        self._fanout: tuple[Client, ...] = ()
-        """`clients` as a tuple, rebuilt when one comes or goes (not once per event)."""
+        self._plain: tuple[Client, ...] = ()
+        """The clients of today's Wire (they get copies of events and requests; the others
+        read the ring), rebuilt when one comes, goes or negotiates (not once per event)."""
         self.controller: Client | None = None
         self.pending: dict[str, Pending] = {}
         self._forwarded: dict[str, Forwarded] = {}
@@ -90,7 +94,11 @@ class LiveSession:
         self.loaded: dict[str, Any] = {"session_id": self.id}
         """What opening the session loaded (id, records, content hash): a resume proves it."""
         self.server = WireServer(runtime)
-        self._referencer = self._by_reference  # one bound method, not one per event
+
+    @property
+    def seq(self) -> int:
+        """The number of the last message published."""
+        return self.ring.seq
 
     # -- the engine's side (MessageStream) --------------------------------------------
     async def receive(self) -> bytes:
@@ -110,7 +118,25 @@ class LiveSession:
         return self.closed  # no client is not broken: requests wait for a controller
 
     async def drain(self) -> None:
-        return None  # every client has its own queue and writer
+        self.flush()
+
+    def flush(self) -> None:
+        """Wake the writers of the clients that have new messages to read: called once per
+        event-loop pass in which the engine sent something (the peer schedules it), and
+        after the hub's own messages. A reader too far behind is dropped here."""
+        ring = self.ring
+        seq = ring.seq
+        for client in ring.readers:
+            behind = seq - client.last_sent
+            if behind:
+                client.wake()
+                if (
+                    behind > SLOW_CHECK_EVENTS
+                    and not client.catching_up
+                    and ring.bytes > client.max_queued_bytes
+                    and ring.unread_bytes(client) > client.max_queued_bytes
+                ):
+                    client.too_slow()
 
     async def aclose(self) -> None:
         self.close()
@@ -121,7 +147,9 @@ class LiveSession:
             if self._replaying_for is not None:
                 self._replaying_for.deliver(message)
                 return
-            self._publish("event", message)
+            self.ring.publish(message)  # the readers' writers are woken by `flush`
+            for client in self._plain:
+                client.deliver(message)
             if message.find(b'"type":"TurnEnd"', 0, 80) >= 0:
                 self._drop_pending("turn_end")
             return
@@ -166,8 +194,8 @@ class LiveSession:
         if self.closed:
             raise RPCError(INVALID_STATE, "the session is closing", {"reason": "closing"})
         is_new = client.number not in self.clients
-        if is_new:
-            client.last_sent = self.seq  # a new connection starts live, unless it asks for more
+        if is_new or client.ring is None:
+            client.last_sent = self.seq  # live from now (a client of today's Wire got it all)
         mode = params.mode or client.mode
         if params.mode is None and is_new:
             mode = "controller" if self.controller is None and not client.read_only else "observer"
@@ -175,7 +203,6 @@ class LiveSession:
         if params.client_key is not None:
             self._adopt(client, params.client_key)
         self.clients[client.number] = client
-        self._fanout = tuple(self.clients.values())
         client.extended = True
         complete = True
         sent = 0
@@ -183,17 +210,19 @@ class LiveSession:
         if params.since_seq is not None:
             if params.epoch is not None and params.epoch != self.epoch:
                 complete = False  # another run of the session numbered those events
-            oldest = self.ring[0].seq if self.ring else self.seq + 1
             if is_new:
                 start = params.since_seq  # (on a live connection nothing sent is resent)
-            if params.since_seq > self.seq or (start + 1 < oldest and start < self.seq):
+            if params.since_seq > self.seq or (start + 1 < self.ring.oldest and start < self.seq):
                 complete = False  # the gap left the ring (or never was): reload the history
             if complete:
                 sent = self.seq - start
-                client.catch_up(start, self.entries_after)  # pulled from the ring at its pace
             else:
-                start = client.last_sent = self.seq
-        client.deliver_after_catch_up(self._orphans.pop(client.key, []) if client.key else [])
+                start = self.seq
+        if client.ring is None or start != client.last_sent:
+            client.read_ring(self.ring, start)  # a backlog is read at the connection's pace
+        self._regroup()
+        for line in self._orphans.pop(client.key, []) if client.key else []:
+            client.deliver(line)  # after the backlog: answers to requests in it
         resent = self._resend_pending(client, up_to=start) if client.mode == "controller" else []
         return {
             "session_id": self.id,
@@ -220,32 +249,21 @@ class LiveSession:
     def connect(self, client: Client) -> None:
         """A connection without the extensions: today's Wire, live from now, controller if free."""
         self.clients[client.number] = client
-        self._fanout = tuple(self.clients.values())
+        self._regroup()
         client.last_sent = self.seq
         self._set_mode(client, "controller" if self.controller is None else "observer", take=False)
         if client is self.controller:
             self._resend_pending(client)
 
-    def entries_after(self, seq: int, max_bytes: int) -> list[Entry] | None:
-        """Ring entries numbered above `seq` (at least one, then up to `max_bytes`); None when
-        some of them already left the ring."""
-        ring = self.ring
-        if seq >= self.seq:
-            return []
-        if not ring or ring[0].seq > seq + 1:
-            return None
-        out: list[Entry] = []
-        size = 0
-        for entry in itertools.islice(ring, seq + 1 - ring[0].seq, None):
-            out.append(entry)
-            size += len(entry.line)
-            if size >= max_bytes:
-                break
-        return out
+    def _regroup(self) -> None:
+        """Who reads the ring and who gets copies (a client came, went or negotiated)."""
+        clients = self.clients.values()
+        self._plain = tuple(c for c in clients if c.ring is None)
+        self.ring.readers = tuple(c for c in clients if c.ring is not None)
 
     def detach(self, client: Client) -> None:
         self.clients.pop(client.number, None)
-        self._fanout = tuple(self.clients.values())
+        self._regroup()
         if self._replaying_for is client:
             self._replaying_for = None
         if self.controller is client:
@@ -282,13 +300,14 @@ class LiveSession:
             )
 
     def _resend_pending(self, client: Client, *, up_to: int | None = None) -> list[str]:
-        """Open requests the controller may not have (numbered up to `up_to`: later ones
-        are in the backlog it was just sent), sent again in their order."""
+        """Open requests the controller may not have, sent again in their order (when it
+        attaches: those numbered up to `up_to`, before the backlog that has the later ones)."""
         resent: list[str] = []
+        deliver = client.deliver if up_to is None else client.deliver_first
         for pending in list(self.pending.values()):
-            if up_to is not None and pending.entry.seq > up_to:
+            if up_to is not None and pending.seq > up_to:
                 continue
-            client.deliver(self._requestline_of(pending, client.extended))
+            deliver(self._requestline_of(pending, client.extended))
             resent.append(pending.id)
         return resent
 
@@ -313,7 +332,7 @@ class LiveSession:
     def _on_client_request(self, client: Client, request_id: str, method: str, params: Any) -> None:
         if method == "attach":
             result = self.attach(client, validated(method, AttachParams, params))
-            client.deliver(response_line(request_id, result))
+            client.deliver_first(response_line(request_id, result))  # before the backlog
             return
         if method.startswith("approvals/rules/"):
             client.deliver(response_line(request_id, self._rules(client, method, params)))
@@ -357,7 +376,10 @@ class LiveSession:
             return params
         params = dict(params)  # pyright: ignore[reportUnknownArgumentType]
         options = validated("initialize", ServeOptions, params.pop("serve"))
-        client.extended = client.extended or options.seq
+        if options.seq and client.ring is None:
+            client.extended = True
+            client.read_ring(self.ring, self.seq)  # it got everything so far as today's Wire
+            self._regroup()
         if options.max_message_bytes is not None:
             client.max_message_bytes = options.max_message_bytes
         client.batch = client.batch or options.batch
@@ -411,8 +433,8 @@ class LiveSession:
         payload: dict[str, Any] = raw_payload if isinstance(raw_payload, dict) else {}
         deadline = anyio.current_time() + self.deadline_ms / 1000
         extra = f'"deadline_ms":{self.deadline_ms},"on_timeout":{json.dumps(self.on_timeout)},'.encode()
-        entry = self._publish("request", line, extra)
-        pending = Pending(request_id, str(params.get("type")), payload, entry, deadline, self.on_timeout)
+        seq = self._publish("request", line, extra)
+        pending = Pending(request_id, str(params.get("type")), payload, seq, line, deadline, self.on_timeout)
         self.pending[request_id] = pending
         if self._group is not None:
             self._group.start_soon(self._expire, pending)
@@ -420,19 +442,19 @@ class LiveSession:
     def _requestline_of(self, pending: Pending, extended: bool) -> bytes:
         """The request again; for an extended client with the time left until its deadline."""
         if not extended:
-            return pending.entry.line
+            return pending.line
         left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
         members = (
-            f'"seq":{pending.entry.seq},"deadline_ms":{left},'
+            f'"seq":{pending.seq},"deadline_ms":{left},'
             f'"on_timeout":{json.dumps(pending.on_timeout)},"resent":true,'
         )
-        return insert_members(pending.entry.line, members.encode())
+        return insert_members(pending.line, members.encode())
 
     def _describe_pending(self, pending: Pending) -> dict[str, Any]:
         left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
         return {
             "id": pending.id,
-            "seq": pending.entry.seq,
+            "seq": pending.seq,
             "type": pending.type,
             "payload": pending.payload,
             "deadline_ms": left,
@@ -548,18 +570,14 @@ class LiveSession:
         params["blob"] = {"blob_id": blobs.put(data), "size": len(data), "preview": preview(data)}
         return line_of(body)
 
-    def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> Entry:
-        self.seq += 1
-        entry = Entry(self.seq, kind, line, b'"seq":%d,' % self.seq + extra, self._referencer)
-        ring = self.ring
-        ring.append(entry)
-        self._ring_bytes += len(line)
-        settings = self.settings
-        while len(ring) > settings.ring_events or self._ring_bytes > settings.ring_bytes:
-            self._ring_bytes -= len(ring.popleft().line)
-        for client in self._fanout:
-            client.send_entry(entry)
-        return entry
+    def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> int:
+        """Number a message the hub itself sends; returns its seq."""
+        self.ring.publish(line, extra)
+        if kind != "notice":  # notices are of the extensions
+            for client in self._plain:
+                client.deliver(line)
+        self.flush()
+        return self.ring.seq
 
 
 __all__ = ["LiveSession"]
