@@ -44,6 +44,8 @@ from soulwire.server.messages import (
 from soulwire.server.ring import EVENT_HEAD, Ring, insert_members
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode, error_line, response_line
+from soulwire.wire.serde import numbered_part_line
+from soulwire.wire.types import WireModel
 
 log = logging.getLogger("soulwire.server")
 MAX_ORPHAN_KEYS = 1024
@@ -94,13 +96,42 @@ class LiveSession:
         self.loaded: dict[str, Any] = {"session_id": self.id}
         """What opening the session loaded (id, records, content hash): a resume proves it."""
         self.server = WireServer(runtime)
+        self._send_event = self.server.take_events()
+        runtime.bus.subscribe(self._event)
+        self._call_soon: Callable[[Callable[[], None]], object] | None = None
+        """The event loop's `call_soon` (asyncio), once running: a flush per loop pass."""
+        self._direct = False
+        """Streamed parts go straight into the ring: the loop is known, no client of today's
+        Wire needs a copy and no replay is under way."""
+        self._flush_due = False
 
     @property
     def seq(self) -> int:
         """The number of the last message published."""
         return self.ring.seq
 
-    # -- the engine's side (MessageStream) --------------------------------------------
+    # -- the engine's side: its events, and the MessageStream its peer talks through ----
+    def _event(self, message: WireModel) -> None:
+        """The bus's raw sink. Streamed text and thinking — nearly every event — are framed
+        with their `seq` in one step, straight into the ring; the rest goes the way of today's
+        Wire (blocked types, legacy shapes), through the peer and `send`."""
+        if self._direct:
+            line = numbered_part_line(message, self.ring.seq + 1)
+            if line is not None:
+                self.ring.add(line)
+                if not self._flush_due:
+                    self._flush_due = True
+                    self._call_soon(self._flush_pass)  # type: ignore[misc]  (set with _direct)
+                return
+        self._send_event(message)
+
+    def _flush_pass(self) -> None:
+        self._flush_due = False
+        self.flush()
+
+    def _update_direct(self) -> None:
+        self._direct = self._call_soon is not None and not self._plain and self._replaying_for is None
+
     async def receive(self) -> bytes:
         while not self._inbox:
             if self.closed:
@@ -150,7 +181,7 @@ class LiveSession:
             self.ring.publish(message)  # the readers' writers are woken by `flush`
             for client in self._plain:
                 client.deliver(message)
-            if message.find(b'"type":"TurnEnd"', 0, 80) >= 0:
+            if self.pending and message.find(b'"type":"TurnEnd"', 0, 80) >= 0:
                 self._drop_pending("turn_end")
             return
         body = json.loads(message)
@@ -165,6 +196,8 @@ class LiveSession:
     async def run(self) -> None:
         """Serve the session until `close`, then wind the runtime down."""
         try:
+            self._call_soon = _call_soon()
+            self._update_direct()
             async with anyio.create_task_group() as group:
                 self._group = group
                 await self.server.serve(self, signals=self.signals)
@@ -260,12 +293,13 @@ class LiveSession:
         clients = self.clients.values()
         self._plain = tuple(c for c in clients if c.ring is None)
         self.ring.readers = tuple(c for c in clients if c.ring is not None)
+        self._update_direct()
 
     def detach(self, client: Client) -> None:
         self.clients.pop(client.number, None)
-        self._regroup()
         if self._replaying_for is client:
             self._replaying_for = None
+        self._regroup()
         if self.controller is client:
             self.controller = None
             self._notice("role/changed", {"controller": None, "reason": "disconnected"})
@@ -363,6 +397,7 @@ class LiveSession:
         self._forwarded[forwarded_id] = Forwarded(client, request_id, method)
         if method == "replay":
             self._replaying_for = client
+            self._update_direct()
         body: dict[str, Any] = {"jsonrpc": "2.0", "id": forwarded_id, "method": method}
         if method == "cancel" and client.extended and client.receipts and params in (None, {}):
             params = {"receipt": True}
@@ -506,6 +541,7 @@ class LiveSession:
         client = forwarded.client
         if forwarded.method == "replay" and self._replaying_for is client:
             self._replaying_for = None
+            self._update_direct()
         result = body.get("result")
         if forwarded.method == "initialize" and isinstance(result, dict):
             self._initialize_result = {k: v for k, v in result.items() if k != "serve"}  # pyright: ignore[reportUnknownVariableType]
@@ -578,6 +614,16 @@ class LiveSession:
                 client.deliver(line)
         self.flush()
         return self.ring.seq
+
+
+def _call_soon() -> Callable[[Callable[[], None]], object] | None:
+    """The running asyncio loop's `call_soon` (None on another backend)."""
+    try:
+        import asyncio
+
+        return asyncio.get_running_loop().call_soon
+    except RuntimeError:
+        return None
 
 
 __all__ = ["LiveSession"]

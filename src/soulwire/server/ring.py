@@ -113,15 +113,31 @@ class Ring:
             numbered = b"%b%d,%b" % (_SEQ_EVENT, seq, line[_AT:])  # the hot path: every event
         else:
             numbered = insert_members(line, b'"seq":%d,%b' % (seq, extra))
+        self._keep(seq, numbered)
+        return numbered
+
+    def add(self, numbered: bytes) -> None:
+        """Keep a message already framed with `"seq":N` (N = `seq + 1`: the caller numbered
+        it, as the hub does for streamed parts)."""
+        seq = self.seq = self.seq + 1
         buf = self._buf
         buf.append(numbered)
         size = len(numbered)
         self.bytes += size
-        if size > self._large:
+        if size > self._large or len(buf) > self._full_at or self.bytes > self.max_bytes:
+            self._kept_large_or_full(seq, numbered)
+
+    def _keep(self, seq: int, numbered: bytes) -> None:
+        buf = self._buf
+        buf.append(numbered)
+        self.bytes += len(numbered)
+        self._kept_large_or_full(seq, numbered)
+
+    def _kept_large_or_full(self, seq: int, numbered: bytes) -> None:
+        if len(numbered) > self._large:
             self._referenced[seq] = Referenced(numbered, self._referencer)
-        if len(buf) > self._full_at or self.bytes > self.max_bytes:
+        if len(self._buf) > self._full_at or self.bytes > self.max_bytes:
             self._trim()
-        return numbered
 
     def _trim(self) -> None:
         """Drop the oldest messages down to the bounds, but not past what a live reader has
@@ -188,13 +204,9 @@ class Ring:
                     found = self._referenced.get(seq + 1 + index)
                     if found is not None:
                         items[index] = found.reference()
-        if len(items) > 1 and sum(map(len, items)) > max_bytes:
-            size = 0
-            for count, item in enumerate(items):
-                size += len(item)
-                if size > max_bytes:
-                    del items[max(count, 1) :]
-                    break
+        size = sum(map(len, items))
+        if size > max_bytes and len(items) > 1:  # about `max_bytes`, by their mean size
+            del items[max(1, len(items) * max_bytes // size) :]
         return items
 
 
