@@ -1,17 +1,17 @@
 """One live session shared by many connections.
 
 `LiveSession` is the message stream one session's `WireServer` serves, multiplexed over every
-attached client: what the engine sends is numbered (`seq`), kept in a bounded ring and fanned
-out; what clients send is routed back — the controller's requests and answers go to the
-engine (ids rewritten so two clients never collide), observers only watch. Requests to the
-client carry a deadline and are answered with the declared default when it passes, so a turn
-never hangs on a client that went away; they wait for a controller meanwhile, and one that
-attaches gets them again. The extensions (`seq`, roles, deadlines) reach only clients that
-asked for them in `initialize`, the WebSocket URL or `attach`: others see today's Wire."""
+attached client: what the engine sends is numbered (`seq`) into a bounded ring that clients
+of the extensions read at their pace (server/ring.py); clients of today's Wire get copies.
+What clients send is routed back — the controller's requests and answers go to the engine
+(ids rewritten so two clients never collide), observers only watch. Requests to the client
+carry a deadline and are answered with the declared default when it passes, so a turn never
+hangs on a client that went away; they wait for a controller meanwhile, and one that
+attaches gets them again."""
 
 from __future__ import annotations
 
-import base64
+import functools
 import json
 import logging
 import secrets
@@ -22,13 +22,18 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
-from soulwire.engine.rules import RuleError, check_rule
 from soulwire.runtime.builder import Runtime
-from soulwire.server.blobs import preview
+from soulwire.server.answers import (
+    by_reference,
+    describe,
+    expired_answer,
+    read_blob,
+    request_line,
+    resolved_notice,
+    rules_answer,
+)
 from soulwire.server.client import Client
 from soulwire.server.messages import (
-    DEADLINE_EXPIRED,
-    HUB_METHODS,
     AttachParams,
     BlobReadParams,
     Forwarded,
@@ -36,14 +41,13 @@ from soulwire.server.messages import (
     Mode,
     OnTimeout,
     Pending,
-    RuleParams,
-    ServeOptions,
     line_of,
     validated,
 )
-from soulwire.server.ring import EVENT_HEAD, Ring, insert_members
+from soulwire.server.negotiate import initialize_reply, negotiate, serve_info
+from soulwire.server.ring import EVENT_HEAD, Ring
 from soulwire.wire import jsonrpc
-from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode, error_line, response_line
+from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, error_line, response_line
 from soulwire.wire.serde import numbered_part_line
 from soulwire.wire.types import WireModel
 
@@ -71,7 +75,7 @@ class LiveSession:
             settings.ring_events,
             settings.ring_bytes,
             large=min(settings.max_message_bytes, 1 << 16),  # the least a client may negotiate
-            referencer=self._by_reference,
+            referencer=functools.partial(by_reference, settings.blobs),
         )
         self.clients: dict[int, Client] = {}
         self._plain: tuple[Client, ...] = ()
@@ -86,7 +90,7 @@ class LiveSession:
         self._inbox: deque[bytes] = deque()
         self._inbox_ready = anyio.Event()
         self._replaying_for: Client | None = None
-        self._initialize_result: dict[str, Any] | None = None
+        self.initialize_result: dict[str, Any] | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._on_empty = on_empty
         self.closed = False
@@ -98,11 +102,9 @@ class LiveSession:
         self.server = WireServer(runtime)
         self._send_event = self.server.take_events()
         runtime.bus.subscribe(self._event)
-        self._call_soon: Callable[[Callable[[], None]], object] | None = None
-        """The event loop's `call_soon` (asyncio), once running: a flush per loop pass."""
+        self._call_soon: Callable[[Callable[[], None]], object] | None = None  # asyncio's
         self._direct = False
-        """Streamed parts go straight into the ring: the loop is known, no client of today's
-        Wire needs a copy and no replay is under way."""
+        """Streamed parts go straight into the ring (no copy or replay wanted, loop known)."""
         self._flush_due = False
 
     @property
@@ -253,7 +255,7 @@ class LiveSession:
                 start = self.seq
         if client.ring is None or start != client.last_sent:
             client.read_ring(self.ring, start)  # a backlog is read at the connection's pace
-        self._regroup()
+        self.regroup()
         for line in self._orphans.pop(client.key, []) if client.key else []:
             client.deliver(line)  # after the backlog: answers to requests in it
         resent = self._resend_pending(client, up_to=start) if client.mode == "controller" else []
@@ -282,13 +284,13 @@ class LiveSession:
     def connect(self, client: Client) -> None:
         """A connection without the extensions: today's Wire, live from now, controller if free."""
         self.clients[client.number] = client
-        self._regroup()
+        self.regroup()
         client.last_sent = self.seq
         self._set_mode(client, "controller" if self.controller is None else "observer", take=False)
         if client is self.controller:
             self._resend_pending(client)
 
-    def _regroup(self) -> None:
+    def regroup(self) -> None:
         """Who reads the ring and who gets copies (a client came, went or negotiated)."""
         clients = self.clients.values()
         self._plain = tuple(c for c in clients if c.ring is None)
@@ -299,7 +301,7 @@ class LiveSession:
         self.clients.pop(client.number, None)
         if self._replaying_for is client:
             self._replaying_for = None
-        self._regroup()
+        self.regroup()
         if self.controller is client:
             self.controller = None
             self._notice("role/changed", {"controller": None, "reason": "disconnected"})
@@ -341,7 +343,7 @@ class LiveSession:
         for pending in list(self.pending.values()):
             if up_to is not None and pending.seq > up_to:
                 continue
-            deliver(self._requestline_of(pending, client.extended))
+            deliver(request_line(pending, client.extended))
             resent.append(pending.id)
         return resent
 
@@ -369,22 +371,27 @@ class LiveSession:
             client.deliver_first(response_line(request_id, result))  # before the backlog
             return
         if method.startswith("approvals/rules/"):
-            client.deliver(response_line(request_id, self._rules(client, method, params)))
+            answer, changed = rules_answer(self.runtime, method, params, controller=client is self.controller)
+            if changed:
+                self._notice("approvals/rules/changed", answer)
+            client.deliver(response_line(request_id, answer))
             return
         if method == "blob/read":
             client.deliver(
-                response_line(request_id, self._read_blob(validated(method, BlobReadParams, params)))
+                response_line(
+                    request_id, read_blob(self.settings.blobs, validated(method, BlobReadParams, params))
+                )
             )
             return
         if method == "requests/pending":
             resent = self._resend_pending(client) if client is self.controller else []
-            listing = [self._describe_pending(p) for p in self.pending.values()]
+            listing = [describe(p) for p in self.pending.values()]
             client.deliver(response_line(request_id, {"requests": listing, "resent": resent}))
             return
         if method == "initialize":
-            params = self._negotiate(client, params)
+            params = negotiate(self, client, params)
             if client is not self.controller:
-                client.deliver(response_line(request_id, self._initialize_reply(client)))
+                client.deliver(response_line(request_id, initialize_reply(self, client)))
                 return
         elif client is not self.controller:
             raise RPCError(
@@ -404,50 +411,6 @@ class LiveSession:
         if params is not None:
             body["params"] = params
         self._to_engine(line_of(body))
-
-    def _negotiate(self, client: Client, params: Any) -> Any:
-        """Take the `serve` member out of initialize params (the engine does not know it)."""
-        if not isinstance(params, dict) or "serve" not in params:
-            return params
-        params = dict(params)  # pyright: ignore[reportUnknownArgumentType]
-        options = validated("initialize", ServeOptions, params.pop("serve"))
-        if options.seq and client.ring is None:
-            client.extended = True
-            client.read_ring(self.ring, self.seq)  # it got everything so far as today's Wire
-            self._regroup()
-        if options.max_message_bytes is not None:
-            client.max_message_bytes = options.max_message_bytes
-        client.batch = client.batch or options.batch
-        client.receipts = options.receipts
-        if options.mode is not None or options.since_seq is not None:
-            self.attach(client, AttachParams(since_seq=options.since_seq, mode=options.mode or client.mode))
-        if client is self.controller or self.controller is None:
-            if options.deadline_ms is not None:
-                self.deadline_ms = options.deadline_ms
-            if options.on_timeout is not None:
-                self.on_timeout = options.on_timeout
-        return params
-
-    def serve_info(self, client: Client) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "last_seq": self.seq,
-            "mode": client.mode,
-            "deadline_ms": self.deadline_ms,
-            "on_timeout": self.on_timeout,
-            "methods": sorted(HUB_METHODS),
-            "max_message_bytes": client.max_message_bytes,
-            "batch": client.batch,
-            "receipts": client.extended and client.receipts,
-            "loaded": self.loaded,
-        }
-
-    def _initialize_reply(self, client: Client) -> dict[str, Any]:
-        base = dict(self._initialize_result or {})
-        base.setdefault("protocol_version", self.runtime.session.store.protocol_version)
-        base.setdefault("session", {"id": self.id, "work_dir": str(self.runtime.options.work_dir)})
-        base["serve"] = self.serve_info(client)
-        return base
 
     def _on_client_answer(self, client: Client, request_id: Any, raw: dict[str, Any]) -> None:
         pending = self.pending.get(request_id) if isinstance(request_id, str) else None
@@ -474,47 +437,18 @@ class LiveSession:
         if self._group is not None:
             self._group.start_soon(self._expire, pending)
 
-    def _requestline_of(self, pending: Pending, extended: bool) -> bytes:
-        """The request again; for an extended client with the time left until its deadline."""
-        if not extended:
-            return pending.line
-        left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
-        members = (
-            f'"seq":{pending.seq},"deadline_ms":{left},'
-            f'"on_timeout":{json.dumps(pending.on_timeout)},"resent":true,'
-        )
-        return insert_members(pending.line, members.encode())
-
-    def _describe_pending(self, pending: Pending) -> dict[str, Any]:
-        left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
-        return {
-            "id": pending.id,
-            "seq": pending.seq,
-            "type": pending.type,
-            "payload": pending.payload,
-            "deadline_ms": left,
-            "on_timeout": pending.on_timeout,
-        }
-
     async def _expire(self, pending: Pending) -> None:
         with pending.scope:
             await anyio.sleep_until(pending.deadline)
             if self.pending.pop(pending.id, None) is None:
                 return
-            outcome = pending.on_timeout
-            if outcome == "approve" and pending.type == "ApprovalRequest":
-                answer = {"request_id": pending.payload.get("id", pending.id), "response": "approve"}
-                self._to_engine(line_of({"jsonrpc": "2.0", "id": pending.id, "result": answer}))
-            else:
-                message = f"no answer within the deadline; the request counts as {outcome}ed"
-                error = {"code": DEADLINE_EXPIRED, "message": message, "data": {"reason": "deadline"}}
-                self._to_engine(line_of({"jsonrpc": "2.0", "id": pending.id, "error": error}))
-                if outcome == "cancel":
-                    self._counter += 1
-                    cancel_id = f"hub:{self._counter}"
-                    self._forwarded[cancel_id] = Forwarded(None, None, "cancel")
-                    self._to_engine(line_of({"jsonrpc": "2.0", "id": cancel_id, "method": "cancel"}))
-            self._resolved(pending, by="deadline", response=outcome)
+            self._to_engine(expired_answer(pending))
+            if pending.on_timeout == "cancel":
+                self._counter += 1
+                cancel_id = f"hub:{self._counter}"
+                self._forwarded[cancel_id] = Forwarded(None, None, "cancel")
+                self._to_engine(line_of({"jsonrpc": "2.0", "id": cancel_id, "method": "cancel"}))
+            self._resolved(pending, by="deadline", response=pending.on_timeout)
 
     def _drop_pending(self, reason: str) -> None:
         """The turn ended: whatever it asked is moot."""
@@ -526,12 +460,7 @@ class LiveSession:
     def _resolved(
         self, pending: Pending, *, by: str, client: int | None = None, response: Any = None
     ) -> None:
-        notice: dict[str, Any] = {"id": pending.id, "type": pending.type, "by": by}
-        if client is not None:
-            notice["client"] = client
-        if response is not None:
-            notice["response"] = response
-        self._notice("request/resolved", notice)
+        self._notice("request/resolved", resolved_notice(pending, by=by, client=client, response=response))
 
     def _route_response(self, body: dict[str, Any]) -> None:
         request_id = body.get("id")
@@ -544,9 +473,9 @@ class LiveSession:
             self._update_direct()
         result = body.get("result")
         if forwarded.method == "initialize" and isinstance(result, dict):
-            self._initialize_result = {k: v for k, v in result.items() if k != "serve"}  # pyright: ignore[reportUnknownVariableType]
+            self.initialize_result = {k: v for k, v in result.items() if k != "serve"}  # pyright: ignore[reportUnknownVariableType]
             if client.extended:
-                body["result"] = {**result, "serve": self.serve_info(client)}
+                body["result"] = {**result, "serve": serve_info(self, client)}
         body["id"] = forwarded.original_id
         if client.closed and client.key is not None:  # kept for the connection that re-attaches
             if len(self._orphans) >= MAX_ORPHAN_KEYS and client.key not in self._orphans:
@@ -558,53 +487,6 @@ class LiveSession:
     def _notice(self, method: str, params: dict[str, Any]) -> None:
         """A notification of the extensions (numbered; only extended clients get it)."""
         self._publish("notice", line_of({"jsonrpc": "2.0", "method": method, "params": params}))
-
-    def _rules(self, client: Client, method: str, params: Any) -> dict[str, Any]:
-        """The session's approval rules as data: what "approve for session" granted, listed,
-        added and revoked (persisted in state.json with the session)."""
-        rules = self.runtime.broker.rules
-        if method != "approvals/rules/list":
-            if client is not self.controller:
-                raise RPCError(INVALID_STATE, f"{method} needs the controller role", {"reason": "observer"})
-            rule = validated(method, RuleParams, params).rule
-            if method == "approvals/rules/add":
-                try:
-                    rules.add(check_rule(rule))
-                except RuleError as exc:
-                    raise RPCError(jsonrpc.INVALID_PARAMS, str(exc), {"reason": "bad_rule"}) from None
-            elif method == "approvals/rules/remove":
-                rules.discard(rule)
-            else:
-                raise RPCError(jsonrpc.METHOD_NOT_FOUND, f"Unexpected method received: {method}")
-            self.runtime.save_state()
-            self._notice("approvals/rules/changed", {"rules": sorted(rules)})
-        return {"rules": sorted(rules)}
-
-    def _read_blob(self, params: BlobReadParams) -> dict[str, Any]:
-        blobs = self.settings.blobs
-        found = blobs.read(params.blob_id, params.offset, params.length) if blobs else None
-        if found is None:
-            reason = {"reason": "no_blob"}
-            raise RPCError(jsonrpc.INVALID_PARAMS, f"no blob {params.blob_id!r}", reason)
-        data, size = found
-        end = params.offset + len(data)
-        return {
-            "data": base64.b64encode(data).decode(),
-            "offset": params.offset,
-            "size": size,
-            "eof": end >= size,
-        }
-
-    def _by_reference(self, line: bytes) -> bytes | None:
-        """The line with its payload stored as a blob (None when there is no payload)."""
-        blobs = self.settings.blobs
-        body = json.loads(line)
-        params = body.get("params")
-        if blobs is None or not isinstance(params, dict) or "payload" not in params:
-            return None
-        data = encode(params.pop("payload")).encode()
-        params["blob"] = {"blob_id": blobs.put(data), "size": len(data), "preview": preview(data)}
-        return line_of(body)
 
     def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> int:
         """Number a message the hub itself sends; returns its seq."""
