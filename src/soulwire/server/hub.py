@@ -48,7 +48,7 @@ from soulwire.server.negotiate import initialize_reply, negotiate, serve_info
 from soulwire.server.ring import EVENT_HEAD, Ring
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, error_line, response_line
-from soulwire.wire.serde import numbered_part_line
+from soulwire.wire.serde import event_line, numbered_part_line
 from soulwire.wire.types import WireModel
 
 log = logging.getLogger("soulwire.server")
@@ -104,7 +104,7 @@ class LiveSession:
         runtime.bus.subscribe(self._event)
         self._call_soon: Callable[[Callable[[], None]], object] | None = None  # asyncio's
         self._direct = False
-        """Streamed parts go straight into the ring (no copy or replay wanted, loop known)."""
+        """Streamed parts go straight into the ring (no replay under way, loop known)."""
         self._flush_due = False
 
     @property
@@ -121,6 +121,10 @@ class LiveSession:
             line = numbered_part_line(message, self.ring.seq + 1)
             if line is not None:
                 self.ring.add(line)
+                if self._plain:  # clients of today's Wire get the line without `seq`
+                    plain = event_line(message)
+                    for client in self._plain:
+                        client.deliver(plain)
                 if not self._flush_due:
                     self._flush_due = True
                     self._call_soon(self._flush_pass)  # type: ignore[misc]  (set with _direct)
@@ -132,7 +136,7 @@ class LiveSession:
         self.flush()
 
     def _update_direct(self) -> None:
-        self._direct = self._call_soon is not None and not self._plain and self._replaying_for is None
+        self._direct = self._call_soon is not None and self._replaying_for is None
 
     async def receive(self) -> bytes:
         while not self._inbox:
