@@ -109,3 +109,67 @@ def test_the_host_names_a_server_answers_to():
     assert "http://localhost:8000" in loopback.origins and "http://evil:8000" not in loopback.origins
     wildcard = Guard.for_listen("t" * 20, "0.0.0.0", 8000, ["Box.LAN"])
     assert "box.lan:8000" in wildcard.hosts and "0.0.0.0:8000" not in wildcard.hosts
+
+
+def _event(text: str) -> bytes:
+    return (
+        b'{"jsonrpc":"2.0","method":"event","params":{"type":"ContentPart","payload":{"type":"text","text":"'
+        + text.encode()
+        + b'"}}}\n'
+    )
+
+
+def test_the_ring_numbers_in_the_clients_form_and_frames_streamed_parts_the_same_way():
+    from soulwire.server.ring import Ring
+    from soulwire.wire.serde import event_line, numbered_part_line
+    from soulwire.wire.types import TextPart, ThinkPart
+
+    ring = Ring(10, 1 << 20, large=1 << 16, referencer=lambda _line: None)
+    first = ring.publish(_event("a"))
+    assert first.startswith(b'{"jsonrpc":"2.0","method":"event","params":{"seq":1,"type":"ContentPart"')
+    notice = ring.publish(b'{"jsonrpc":"2.0","method":"x","params":{}}\n')
+    assert notice == b'{"jsonrpc":"2.0","method":"x","params":{"seq":2}}\n'
+    for part in (TextPart(text='h\u00e9 "q"\n'), ThinkPart(think="t", encrypted="sig"), ThinkPart(think="u")):
+        assert numbered_part_line(part, ring.seq + 1) == ring.publish(event_line(part))
+    assert ring.after(0, ring.seq, 1 << 20, 1 << 20) == ring._buf  # pyright: ignore[reportPrivateUsage]
+
+
+def test_the_ring_keeps_what_a_live_reader_has_yet_to_read_unless_it_is_too_far_behind():
+    from soulwire.server.ring import Ring
+
+    ring = Ring(4, 1 << 20, large=1 << 16, referencer=lambda _line: None)
+    reader = Client(1, max_queued_bytes=10_000)
+    reader.read_ring(ring, 0)
+    ring.readers = (reader,)
+    for i in range(8):
+        ring.publish(_event(str(i)))
+    assert ring.oldest == 1 and not reader.closed  # 8 > 4 kept: the reader has not read them
+    taken = anyio.run(reader.next_batch)
+    assert taken is not None and [b'"seq":%d,' % n in line for n, line in enumerate(taken, 1)] == [True] * 8
+    ring.publish(_event("next"))
+    assert ring.oldest == 6  # read: back to the bound
+    assert anyio.run(reader.next_batch) is not None
+    slow = Client(2, max_queued_bytes=300)
+    slow.read_ring(ring, ring.seq)
+    ring.readers = (reader, slow)
+    for i in range(6):
+        ring.publish(_event(str(i)))
+    assert slow.closed and slow.close_code == TOO_SLOW  # further behind than its allowance
+    assert ring.after(0, ring.seq, 1 << 20, 1 << 20) is None  # that gap left the ring
+
+
+def test_a_reader_gets_large_messages_by_reference_and_queued_answers_in_their_place():
+    from soulwire.server.ring import Ring
+
+    big = _event("x" * 70_000)
+    ring = Ring(100, 1 << 30, large=1 << 16, referencer=lambda line: b"REF " + line[-20:])
+    client = Client(1, max_queued_bytes=1 << 20, max_message_bytes=1 << 16)
+    client.read_ring(ring, 0)
+    ring.readers = (client,)
+    ring.publish(_event("before"))
+    client.deliver_first(b"first\n")  # before anything not yet read (`attached`)
+    client.deliver(b"answer\n")  # after what was numbered so far
+    ring.publish(big)
+    batch = anyio.run(client.next_batch)
+    assert batch is not None and batch[0] == b"first\n" and batch[2] == b"answer\n"
+    assert b'"seq":1,' in batch[1] and batch[3].startswith(b"REF ")

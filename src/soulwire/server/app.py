@@ -291,7 +291,7 @@ async def _serve_socket(websocket: WebSocket, live: LiveSession, client: Client)
             live.connect(client)
         else:
             result = live.attach(client, attach)
-            client.deliver(
+            client.deliver_first(  # before the backlog it announces
                 (encode({"jsonrpc": "2.0", "method": "attached", "params": result}) + "\n").encode()
             )
     except (RPCError, ValueError) as exc:

@@ -1,18 +1,17 @@
 """One live session shared by many connections.
 
 `LiveSession` is the message stream one session's `WireServer` serves, multiplexed over every
-attached client: what the engine sends is numbered (`seq`), kept in a bounded ring and fanned
-out; what clients send is routed back — the controller's requests and answers go to the
-engine (ids rewritten so two clients never collide), observers only watch. Requests to the
-client carry a deadline and are answered with the declared default when it passes, so a turn
-never hangs on a client that went away; they wait for a controller meanwhile, and one that
-attaches gets them again. The extensions (`seq`, roles, deadlines) reach only clients that
-asked for them in `initialize`, the WebSocket URL or `attach`: others see today's Wire."""
+attached client: what the engine sends is numbered (`seq`) into a bounded ring that clients
+of the extensions read at their pace (server/ring.py); clients of today's Wire get copies.
+What clients send is routed back — the controller's requests and answers go to the engine
+(ids rewritten so two clients never collide), observers only watch. Requests to the client
+carry a deadline and are answered with the declared default when it passes, so a turn never
+hangs on a client that went away; they wait for a controller meanwhile, and one that
+attaches gets them again."""
 
 from __future__ import annotations
 
-import base64
-import itertools
+import functools
 import json
 import logging
 import secrets
@@ -23,32 +22,39 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
-from soulwire.engine.rules import RuleError, check_rule
 from soulwire.runtime.builder import Runtime
-from soulwire.server.blobs import preview
-from soulwire.server.client import Client, insert_members
+from soulwire.server.answers import (
+    by_reference,
+    describe,
+    expired_answer,
+    read_blob,
+    request_line,
+    resolved_notice,
+    rules_answer,
+)
+from soulwire.server.client import Client
 from soulwire.server.messages import (
-    DEADLINE_EXPIRED,
-    EVENT_HEAD,
-    HUB_METHODS,
     AttachParams,
     BlobReadParams,
-    Entry,
     Forwarded,
     HubSettings,
     Mode,
     OnTimeout,
     Pending,
-    RuleParams,
-    ServeOptions,
     line_of,
     validated,
 )
+from soulwire.server.negotiate import initialize_reply, negotiate, serve_info
+from soulwire.server.ring import EVENT_HEAD, Ring
 from soulwire.wire import jsonrpc
-from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode, error_line, response_line
+from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, error_line, response_line
+from soulwire.wire.serde import event_line, numbered_part_line
+from soulwire.wire.types import WireModel
 
 log = logging.getLogger("soulwire.server")
 MAX_ORPHAN_KEYS = 1024
+SLOW_CHECK_EVENTS = 256
+"""A reader this many messages behind at a flush has its unread bytes weighed."""
 
 
 class LiveSession:
@@ -65,12 +71,16 @@ class LiveSession:
         self.deadline_ms = settings.deadline_ms
         self.on_timeout: OnTimeout = settings.on_timeout
         self.epoch = secrets.token_hex(8)
-        self.seq = 0
-        self.ring: deque[Entry] = deque()
-        self._ring_bytes = 0
+        self.ring = Ring(
+            settings.ring_events,
+            settings.ring_bytes,
+            large=min(settings.max_message_bytes, 1 << 16),  # the least a client may negotiate
+            referencer=functools.partial(by_reference, settings.blobs),
+        )
         self.clients: dict[int, Client] = {}
-        self._fanout: tuple[Client, ...] = ()
-        """`clients` as a tuple, rebuilt when one comes or goes (not once per event)."""
+        self._plain: tuple[Client, ...] = ()
+        """The clients of today's Wire (they get copies of events and requests; the others
+        read the ring), rebuilt when one comes, goes or negotiates (not once per event)."""
         self.controller: Client | None = None
         self.pending: dict[str, Pending] = {}
         self._forwarded: dict[str, Forwarded] = {}
@@ -80,7 +90,7 @@ class LiveSession:
         self._inbox: deque[bytes] = deque()
         self._inbox_ready = anyio.Event()
         self._replaying_for: Client | None = None
-        self._initialize_result: dict[str, Any] | None = None
+        self.initialize_result: dict[str, Any] | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._on_empty = on_empty
         self.closed = False
@@ -90,9 +100,44 @@ class LiveSession:
         self.loaded: dict[str, Any] = {"session_id": self.id}
         """What opening the session loaded (id, records, content hash): a resume proves it."""
         self.server = WireServer(runtime)
-        self._referencer = self._by_reference  # one bound method, not one per event
+        self._send_event = self.server.take_events()
+        runtime.bus.subscribe(self._event)
+        self._call_soon: Callable[[Callable[[], None]], object] | None = None  # asyncio's
+        self._direct = False
+        """Streamed parts go straight into the ring (no replay under way, loop known)."""
+        self._flush_due = False
 
-    # -- the engine's side (MessageStream) --------------------------------------------
+    @property
+    def seq(self) -> int:
+        """The number of the last message published."""
+        return self.ring.seq
+
+    # -- the engine's side: its events, and the MessageStream its peer talks through ----
+    def _event(self, message: WireModel) -> None:
+        """The bus's raw sink. Streamed text and thinking — nearly every event — are framed
+        with their `seq` in one step, straight into the ring; the rest goes the way of today's
+        Wire (blocked types, legacy shapes), through the peer and `send`."""
+        if self._direct:
+            line = numbered_part_line(message, self.ring.seq + 1)
+            if line is not None:
+                self.ring.add(line)
+                if self._plain:  # clients of today's Wire get the line without `seq`
+                    plain = event_line(message)
+                    for client in self._plain:
+                        client.deliver(plain)
+                if not self._flush_due:
+                    self._flush_due = True
+                    self._call_soon(self._flush_pass)  # type: ignore[misc]  (set with _direct)
+                return
+        self._send_event(message)
+
+    def _flush_pass(self) -> None:
+        self._flush_due = False
+        self.flush()
+
+    def _update_direct(self) -> None:
+        self._direct = self._call_soon is not None and self._replaying_for is None
+
     async def receive(self) -> bytes:
         while not self._inbox:
             if self.closed:
@@ -110,7 +155,25 @@ class LiveSession:
         return self.closed  # no client is not broken: requests wait for a controller
 
     async def drain(self) -> None:
-        return None  # every client has its own queue and writer
+        self.flush()
+
+    def flush(self) -> None:
+        """Wake the writers of the clients that have new messages to read: called once per
+        event-loop pass in which the engine sent something (the peer schedules it), and
+        after the hub's own messages. A reader too far behind is dropped here."""
+        ring = self.ring
+        seq = ring.seq
+        for client in ring.readers:
+            behind = seq - client.last_sent
+            if behind:
+                client.wake()
+                if (
+                    behind > SLOW_CHECK_EVENTS
+                    and not client.catching_up
+                    and ring.bytes > client.max_queued_bytes
+                    and ring.unread_bytes(client) > client.max_queued_bytes
+                ):
+                    client.too_slow()
 
     async def aclose(self) -> None:
         self.close()
@@ -121,8 +184,10 @@ class LiveSession:
             if self._replaying_for is not None:
                 self._replaying_for.deliver(message)
                 return
-            self._publish("event", message)
-            if message.find(b'"type":"TurnEnd"', 0, 80) >= 0:
+            self.ring.publish(message)  # the readers' writers are woken by `flush`
+            for client in self._plain:
+                client.deliver(message)
+            if self.pending and message.find(b'"type":"TurnEnd"', 0, 80) >= 0:
                 self._drop_pending("turn_end")
             return
         body = json.loads(message)
@@ -137,6 +202,8 @@ class LiveSession:
     async def run(self) -> None:
         """Serve the session until `close`, then wind the runtime down."""
         try:
+            self._call_soon = _call_soon()
+            self._update_direct()
             async with anyio.create_task_group() as group:
                 self._group = group
                 await self.server.serve(self, signals=self.signals)
@@ -166,8 +233,8 @@ class LiveSession:
         if self.closed:
             raise RPCError(INVALID_STATE, "the session is closing", {"reason": "closing"})
         is_new = client.number not in self.clients
-        if is_new:
-            client.last_sent = self.seq  # a new connection starts live, unless it asks for more
+        if is_new or client.ring is None:
+            client.last_sent = self.seq  # live from now (a client of today's Wire got it all)
         mode = params.mode or client.mode
         if params.mode is None and is_new:
             mode = "controller" if self.controller is None and not client.read_only else "observer"
@@ -175,7 +242,6 @@ class LiveSession:
         if params.client_key is not None:
             self._adopt(client, params.client_key)
         self.clients[client.number] = client
-        self._fanout = tuple(self.clients.values())
         client.extended = True
         complete = True
         sent = 0
@@ -183,17 +249,19 @@ class LiveSession:
         if params.since_seq is not None:
             if params.epoch is not None and params.epoch != self.epoch:
                 complete = False  # another run of the session numbered those events
-            oldest = self.ring[0].seq if self.ring else self.seq + 1
             if is_new:
                 start = params.since_seq  # (on a live connection nothing sent is resent)
-            if params.since_seq > self.seq or (start + 1 < oldest and start < self.seq):
+            if params.since_seq > self.seq or (start + 1 < self.ring.oldest and start < self.seq):
                 complete = False  # the gap left the ring (or never was): reload the history
             if complete:
                 sent = self.seq - start
-                client.catch_up(start, self.entries_after)  # pulled from the ring at its pace
             else:
-                start = client.last_sent = self.seq
-        client.deliver_after_catch_up(self._orphans.pop(client.key, []) if client.key else [])
+                start = self.seq
+        if client.ring is None or start != client.last_sent:
+            client.read_ring(self.ring, start)  # a backlog is read at the connection's pace
+        self.regroup()
+        for line in self._orphans.pop(client.key, []) if client.key else []:
+            client.deliver(line)  # after the backlog: answers to requests in it
         resent = self._resend_pending(client, up_to=start) if client.mode == "controller" else []
         return {
             "session_id": self.id,
@@ -220,34 +288,24 @@ class LiveSession:
     def connect(self, client: Client) -> None:
         """A connection without the extensions: today's Wire, live from now, controller if free."""
         self.clients[client.number] = client
-        self._fanout = tuple(self.clients.values())
+        self.regroup()
         client.last_sent = self.seq
         self._set_mode(client, "controller" if self.controller is None else "observer", take=False)
         if client is self.controller:
             self._resend_pending(client)
 
-    def entries_after(self, seq: int, max_bytes: int) -> list[Entry] | None:
-        """Ring entries numbered above `seq` (at least one, then up to `max_bytes`); None when
-        some of them already left the ring."""
-        ring = self.ring
-        if seq >= self.seq:
-            return []
-        if not ring or ring[0].seq > seq + 1:
-            return None
-        out: list[Entry] = []
-        size = 0
-        for entry in itertools.islice(ring, seq + 1 - ring[0].seq, None):
-            out.append(entry)
-            size += len(entry.line)
-            if size >= max_bytes:
-                break
-        return out
+    def regroup(self) -> None:
+        """Who reads the ring and who gets copies (a client came, went or negotiated)."""
+        clients = self.clients.values()
+        self._plain = tuple(c for c in clients if c.ring is None)
+        self.ring.readers = tuple(c for c in clients if c.ring is not None)
+        self._update_direct()
 
     def detach(self, client: Client) -> None:
         self.clients.pop(client.number, None)
-        self._fanout = tuple(self.clients.values())
         if self._replaying_for is client:
             self._replaying_for = None
+        self.regroup()
         if self.controller is client:
             self.controller = None
             self._notice("role/changed", {"controller": None, "reason": "disconnected"})
@@ -282,13 +340,14 @@ class LiveSession:
             )
 
     def _resend_pending(self, client: Client, *, up_to: int | None = None) -> list[str]:
-        """Open requests the controller may not have (numbered up to `up_to`: later ones
-        are in the backlog it was just sent), sent again in their order."""
+        """Open requests the controller may not have, sent again in their order (when it
+        attaches: those numbered up to `up_to`, before the backlog that has the later ones)."""
         resent: list[str] = []
+        deliver = client.deliver if up_to is None else client.deliver_first
         for pending in list(self.pending.values()):
-            if up_to is not None and pending.entry.seq > up_to:
+            if up_to is not None and pending.seq > up_to:
                 continue
-            client.deliver(self._requestline_of(pending, client.extended))
+            deliver(request_line(pending, client.extended))
             resent.append(pending.id)
         return resent
 
@@ -313,25 +372,30 @@ class LiveSession:
     def _on_client_request(self, client: Client, request_id: str, method: str, params: Any) -> None:
         if method == "attach":
             result = self.attach(client, validated(method, AttachParams, params))
-            client.deliver(response_line(request_id, result))
+            client.deliver_first(response_line(request_id, result))  # before the backlog
             return
         if method.startswith("approvals/rules/"):
-            client.deliver(response_line(request_id, self._rules(client, method, params)))
+            answer, changed = rules_answer(self.runtime, method, params, controller=client is self.controller)
+            if changed:
+                self._notice("approvals/rules/changed", answer)
+            client.deliver(response_line(request_id, answer))
             return
         if method == "blob/read":
             client.deliver(
-                response_line(request_id, self._read_blob(validated(method, BlobReadParams, params)))
+                response_line(
+                    request_id, read_blob(self.settings.blobs, validated(method, BlobReadParams, params))
+                )
             )
             return
         if method == "requests/pending":
             resent = self._resend_pending(client) if client is self.controller else []
-            listing = [self._describe_pending(p) for p in self.pending.values()]
+            listing = [describe(p) for p in self.pending.values()]
             client.deliver(response_line(request_id, {"requests": listing, "resent": resent}))
             return
         if method == "initialize":
-            params = self._negotiate(client, params)
+            params = negotiate(self, client, params)
             if client is not self.controller:
-                client.deliver(response_line(request_id, self._initialize_reply(client)))
+                client.deliver(response_line(request_id, initialize_reply(self, client)))
                 return
         elif client is not self.controller:
             raise RPCError(
@@ -344,53 +408,13 @@ class LiveSession:
         self._forwarded[forwarded_id] = Forwarded(client, request_id, method)
         if method == "replay":
             self._replaying_for = client
+            self._update_direct()
         body: dict[str, Any] = {"jsonrpc": "2.0", "id": forwarded_id, "method": method}
         if method == "cancel" and client.extended and client.receipts and params in (None, {}):
             params = {"receipt": True}
         if params is not None:
             body["params"] = params
         self._to_engine(line_of(body))
-
-    def _negotiate(self, client: Client, params: Any) -> Any:
-        """Take the `serve` member out of initialize params (the engine does not know it)."""
-        if not isinstance(params, dict) or "serve" not in params:
-            return params
-        params = dict(params)  # pyright: ignore[reportUnknownArgumentType]
-        options = validated("initialize", ServeOptions, params.pop("serve"))
-        client.extended = client.extended or options.seq
-        if options.max_message_bytes is not None:
-            client.max_message_bytes = options.max_message_bytes
-        client.batch = client.batch or options.batch
-        client.receipts = options.receipts
-        if options.mode is not None or options.since_seq is not None:
-            self.attach(client, AttachParams(since_seq=options.since_seq, mode=options.mode or client.mode))
-        if client is self.controller or self.controller is None:
-            if options.deadline_ms is not None:
-                self.deadline_ms = options.deadline_ms
-            if options.on_timeout is not None:
-                self.on_timeout = options.on_timeout
-        return params
-
-    def serve_info(self, client: Client) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "last_seq": self.seq,
-            "mode": client.mode,
-            "deadline_ms": self.deadline_ms,
-            "on_timeout": self.on_timeout,
-            "methods": sorted(HUB_METHODS),
-            "max_message_bytes": client.max_message_bytes,
-            "batch": client.batch,
-            "receipts": client.extended and client.receipts,
-            "loaded": self.loaded,
-        }
-
-    def _initialize_reply(self, client: Client) -> dict[str, Any]:
-        base = dict(self._initialize_result or {})
-        base.setdefault("protocol_version", self.runtime.session.store.protocol_version)
-        base.setdefault("session", {"id": self.id, "work_dir": str(self.runtime.options.work_dir)})
-        base["serve"] = self.serve_info(client)
-        return base
 
     def _on_client_answer(self, client: Client, request_id: Any, raw: dict[str, Any]) -> None:
         pending = self.pending.get(request_id) if isinstance(request_id, str) else None
@@ -411,53 +435,24 @@ class LiveSession:
         payload: dict[str, Any] = raw_payload if isinstance(raw_payload, dict) else {}
         deadline = anyio.current_time() + self.deadline_ms / 1000
         extra = f'"deadline_ms":{self.deadline_ms},"on_timeout":{json.dumps(self.on_timeout)},'.encode()
-        entry = self._publish("request", line, extra)
-        pending = Pending(request_id, str(params.get("type")), payload, entry, deadline, self.on_timeout)
+        seq = self._publish("request", line, extra)
+        pending = Pending(request_id, str(params.get("type")), payload, seq, line, deadline, self.on_timeout)
         self.pending[request_id] = pending
         if self._group is not None:
             self._group.start_soon(self._expire, pending)
-
-    def _requestline_of(self, pending: Pending, extended: bool) -> bytes:
-        """The request again; for an extended client with the time left until its deadline."""
-        if not extended:
-            return pending.entry.line
-        left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
-        members = (
-            f'"seq":{pending.entry.seq},"deadline_ms":{left},'
-            f'"on_timeout":{json.dumps(pending.on_timeout)},"resent":true,'
-        )
-        return insert_members(pending.entry.line, members.encode())
-
-    def _describe_pending(self, pending: Pending) -> dict[str, Any]:
-        left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
-        return {
-            "id": pending.id,
-            "seq": pending.entry.seq,
-            "type": pending.type,
-            "payload": pending.payload,
-            "deadline_ms": left,
-            "on_timeout": pending.on_timeout,
-        }
 
     async def _expire(self, pending: Pending) -> None:
         with pending.scope:
             await anyio.sleep_until(pending.deadline)
             if self.pending.pop(pending.id, None) is None:
                 return
-            outcome = pending.on_timeout
-            if outcome == "approve" and pending.type == "ApprovalRequest":
-                answer = {"request_id": pending.payload.get("id", pending.id), "response": "approve"}
-                self._to_engine(line_of({"jsonrpc": "2.0", "id": pending.id, "result": answer}))
-            else:
-                message = f"no answer within the deadline; the request counts as {outcome}ed"
-                error = {"code": DEADLINE_EXPIRED, "message": message, "data": {"reason": "deadline"}}
-                self._to_engine(line_of({"jsonrpc": "2.0", "id": pending.id, "error": error}))
-                if outcome == "cancel":
-                    self._counter += 1
-                    cancel_id = f"hub:{self._counter}"
-                    self._forwarded[cancel_id] = Forwarded(None, None, "cancel")
-                    self._to_engine(line_of({"jsonrpc": "2.0", "id": cancel_id, "method": "cancel"}))
-            self._resolved(pending, by="deadline", response=outcome)
+            self._to_engine(expired_answer(pending))
+            if pending.on_timeout == "cancel":
+                self._counter += 1
+                cancel_id = f"hub:{self._counter}"
+                self._forwarded[cancel_id] = Forwarded(None, None, "cancel")
+                self._to_engine(line_of({"jsonrpc": "2.0", "id": cancel_id, "method": "cancel"}))
+            self._resolved(pending, by="deadline", response=pending.on_timeout)
 
     def _drop_pending(self, reason: str) -> None:
         """The turn ended: whatever it asked is moot."""
@@ -469,12 +464,7 @@ class LiveSession:
     def _resolved(
         self, pending: Pending, *, by: str, client: int | None = None, response: Any = None
     ) -> None:
-        notice: dict[str, Any] = {"id": pending.id, "type": pending.type, "by": by}
-        if client is not None:
-            notice["client"] = client
-        if response is not None:
-            notice["response"] = response
-        self._notice("request/resolved", notice)
+        self._notice("request/resolved", resolved_notice(pending, by=by, client=client, response=response))
 
     def _route_response(self, body: dict[str, Any]) -> None:
         request_id = body.get("id")
@@ -484,11 +474,12 @@ class LiveSession:
         client = forwarded.client
         if forwarded.method == "replay" and self._replaying_for is client:
             self._replaying_for = None
+            self._update_direct()
         result = body.get("result")
         if forwarded.method == "initialize" and isinstance(result, dict):
-            self._initialize_result = {k: v for k, v in result.items() if k != "serve"}  # pyright: ignore[reportUnknownVariableType]
+            self.initialize_result = {k: v for k, v in result.items() if k != "serve"}  # pyright: ignore[reportUnknownVariableType]
             if client.extended:
-                body["result"] = {**result, "serve": self.serve_info(client)}
+                body["result"] = {**result, "serve": serve_info(self, client)}
         body["id"] = forwarded.original_id
         if client.closed and client.key is not None:  # kept for the connection that re-attaches
             if len(self._orphans) >= MAX_ORPHAN_KEYS and client.key not in self._orphans:
@@ -501,65 +492,24 @@ class LiveSession:
         """A notification of the extensions (numbered; only extended clients get it)."""
         self._publish("notice", line_of({"jsonrpc": "2.0", "method": method, "params": params}))
 
-    def _rules(self, client: Client, method: str, params: Any) -> dict[str, Any]:
-        """The session's approval rules as data: what "approve for session" granted, listed,
-        added and revoked (persisted in state.json with the session)."""
-        rules = self.runtime.broker.rules
-        if method != "approvals/rules/list":
-            if client is not self.controller:
-                raise RPCError(INVALID_STATE, f"{method} needs the controller role", {"reason": "observer"})
-            rule = validated(method, RuleParams, params).rule
-            if method == "approvals/rules/add":
-                try:
-                    rules.add(check_rule(rule))
-                except RuleError as exc:
-                    raise RPCError(jsonrpc.INVALID_PARAMS, str(exc), {"reason": "bad_rule"}) from None
-            elif method == "approvals/rules/remove":
-                rules.discard(rule)
-            else:
-                raise RPCError(jsonrpc.METHOD_NOT_FOUND, f"Unexpected method received: {method}")
-            self.runtime.save_state()
-            self._notice("approvals/rules/changed", {"rules": sorted(rules)})
-        return {"rules": sorted(rules)}
+    def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> int:
+        """Number a message the hub itself sends; returns its seq."""
+        self.ring.publish(line, extra)
+        if kind != "notice":  # notices are of the extensions
+            for client in self._plain:
+                client.deliver(line)
+        self.flush()
+        return self.ring.seq
 
-    def _read_blob(self, params: BlobReadParams) -> dict[str, Any]:
-        blobs = self.settings.blobs
-        found = blobs.read(params.blob_id, params.offset, params.length) if blobs else None
-        if found is None:
-            reason = {"reason": "no_blob"}
-            raise RPCError(jsonrpc.INVALID_PARAMS, f"no blob {params.blob_id!r}", reason)
-        data, size = found
-        end = params.offset + len(data)
-        return {
-            "data": base64.b64encode(data).decode(),
-            "offset": params.offset,
-            "size": size,
-            "eof": end >= size,
-        }
 
-    def _by_reference(self, line: bytes) -> bytes | None:
-        """The line with its payload stored as a blob (None when there is no payload)."""
-        blobs = self.settings.blobs
-        body = json.loads(line)
-        params = body.get("params")
-        if blobs is None or not isinstance(params, dict) or "payload" not in params:
-            return None
-        data = encode(params.pop("payload")).encode()
-        params["blob"] = {"blob_id": blobs.put(data), "size": len(data), "preview": preview(data)}
-        return line_of(body)
+def _call_soon() -> Callable[[Callable[[], None]], object] | None:
+    """The running asyncio loop's `call_soon` (None on another backend)."""
+    try:
+        import asyncio
 
-    def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> Entry:
-        self.seq += 1
-        entry = Entry(self.seq, kind, line, b'"seq":%d,' % self.seq + extra, self._referencer)
-        ring = self.ring
-        ring.append(entry)
-        self._ring_bytes += len(line)
-        settings = self.settings
-        while len(ring) > settings.ring_events or self._ring_bytes > settings.ring_bytes:
-            self._ring_bytes -= len(ring.popleft().line)
-        for client in self._fanout:
-            client.send_entry(entry)
-        return entry
+        return asyncio.get_running_loop().call_soon
+    except RuntimeError:
+        return None
 
 
 __all__ = ["LiveSession"]

@@ -1,9 +1,8 @@
-"""The data of the server's Wire extensions: settings, the numbered entries of a session's
-ring, open requests, and the typed params of the methods the server itself answers."""
+"""The data of the server's Wire extensions: settings, open requests, and the typed params
+of the methods the server itself answers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,7 +17,6 @@ from soulwire.wire.peer import validation_error
 Mode = Literal["controller", "observer"]
 OnTimeout = Literal["reject", "cancel", "approve"]
 
-EVENT_HEAD = b'{"jsonrpc":"2.0","method":"event",'
 HUB_METHODS = frozenset(
     {
         "attach",
@@ -45,26 +43,6 @@ class HubSettings:
     blobs: BlobStore | None = None
 
 
-@dataclass(slots=True)
-class Entry:
-    """One numbered outbound message: `line` as today's Wire has it; `extra` is the JSON
-    members (`"seq":N,…`) a client that negotiated the extensions gets inside `params`."""
-
-    seq: int
-    kind: Literal["event", "request", "notice"]
-    line: bytes
-    extra: bytes
-    referencer: Callable[[bytes], bytes | None] | None = None
-    _reference: bytes | None = None
-
-    def reference(self) -> bytes | None:
-        """The line with its payload stored as a blob and replaced by `blob: {blob_id, size,
-        preview}` (made the first time a client needs it)."""
-        if self.referencer is not None:
-            self._reference, self.referencer = self.referencer(self.line), None
-        return self._reference
-
-
 @dataclass
 class Pending:
     """A server → client request waiting for the controller's answer."""
@@ -72,7 +50,9 @@ class Pending:
     id: str
     type: str
     payload: dict[str, Any]
-    entry: Entry
+    seq: int
+    line: bytes
+    """The request as today's Wire has it (without `seq` and the deadline)."""
     deadline: float
     on_timeout: OnTimeout
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
@@ -140,11 +120,9 @@ def validated(method: str, model: type[BaseModel], params: Any) -> Any:
 
 __all__ = [
     "DEADLINE_EXPIRED",
-    "EVENT_HEAD",
     "HUB_METHODS",
     "AttachParams",
     "BlobReadParams",
-    "Entry",
     "Forwarded",
     "HubSettings",
     "Mode",

@@ -30,3 +30,23 @@ def event_line(message: WireModel) -> bytes:
         return (_THINK_HEAD + _escape(message.think) + ',"encrypted":' + tail + "}}}\n").encode()  # type: ignore[attr-defined]
     body = {"jsonrpc": "2.0", "method": "event", "params": envelope(message)}
     return (encode(body) + "\n").encode()
+
+
+_NUMBERED_HEAD = '{"jsonrpc":"2.0","method":"event","params":{"seq":'
+_NUMBERED_TEXT = "," + _TEXT_HEAD[len(_NUMBERED_HEAD) - 6 :]
+_NUMBERED_THINK = "," + _THINK_HEAD[len(_NUMBERED_HEAD) - 6 :]
+
+
+def numbered_part_line(message: WireModel, seq: int) -> bytes | None:
+    """The line of a streamed text or think part with `"seq":N` first in its params (the
+    server's clients of the Wire extensions get that form), framed in one go; None for every
+    other message."""
+    cls = type(message)
+    if cls is TextPart and not message.__pydantic_extra__:
+        return (_NUMBERED_HEAD + str(seq) + _NUMBERED_TEXT + _escape(message.text) + "}}}\n").encode()  # type: ignore[attr-defined]
+    if cls is ThinkPart and not message.__pydantic_extra__:
+        enc = message.encrypted  # type: ignore[attr-defined]
+        tail = "null" if enc is None else _escape(enc)
+        think = _escape(message.think) + ',"encrypted":' + tail  # type: ignore[attr-defined]
+        return (_NUMBERED_HEAD + str(seq) + _NUMBERED_THINK + think + "}}}\n").encode()
+    return None

@@ -90,7 +90,7 @@ class WireServer:
         self._write: Callable[[bytes], None] = _drop  # the peer's `send` once serving: the event hot path
         self._apply_version(None)
         runtime.attach_client(self)
-        runtime.bus.subscribe(self._send_event)
+        self._unsubscribe_events = runtime.bus.subscribe(self._send_event)
 
     def methods(self) -> dict[str, Method]:
         """The client → server method table (params validated strictly by their models)."""
@@ -125,6 +125,13 @@ class WireServer:
                 names.discard("HookRequest")
         self._blocked_names = frozenset(names)
         self._blocked = frozenset(c for n, c in {**EVENT_TYPES, **REQUEST_TYPES}.items() if n in names)
+
+    def take_events(self) -> Callable[[WireModel], None]:
+        """Stop taking the bus's events and return the sink that sends one as this server
+        would: for a host that frames the hot-path events itself (the server's hub numbers
+        streamed parts in one step) and hands this sink the rest."""
+        self._unsubscribe_events()
+        return self._send_event
 
     def _send_event(self, message: WireModel) -> None:
         if type(message) in self._blocked:
