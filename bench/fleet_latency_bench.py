@@ -195,65 +195,70 @@ def run_fleet(
     name: str, args: argparse.Namespace, url: str, extra: list[str], also: tuple[int, ...] = ()
 ) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"fleetbench-{name}-"))
-    config = make_config(root, url)
-    source = make_workspace(root, args.files)
-    tasks = root / "tasks.jsonl"
-    with tasks.open("w") as handle:
-        for i in range(args.tasks):
-            line = {
-                "id": f"t{i:04d}",
-                "prompt": f"task {i}: write the step files",
-                "workspace": str(source),
-                "config_file": str(config),
-                "approval": "yolo",
-                "time_limit": 300,
-            }
-            handle.write(json.dumps(line) + "\n")
-    argv = [str(VENV_BIN / "soulwire"), "fleet", "run", str(tasks), "-j", str(args.concurrency)]
-    argv += ["--json", *extra]
-    wall, memory, code = timed(argv, isolated_env(root), root, root / "fleet.log", also)
-    results = [json.loads(line) for line in (root / "tasks.results.jsonl").read_text().splitlines()]
-    statuses: dict[str, int] = {}
-    for r in results:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    steps = sorted(r["steps"] for r in results)
-    # From the first task's start to the last one's end: the run once the fleet is up (its
-    # engines or Ray workers started), as the issue times the Ray cluster.
-    span = max(r["finished_at"] for r in results) - min(r["started_at"] for r in results)
-    record = summary(name, wall, memory, code, args)
-    record["span_s"] = round(span, 2)
-    record["span_x_ideal"] = round(span / record["ideal_s"], 2)
-    record.update(statuses=statuses, steps_min=steps[0] if steps else 0, steps_max=steps[-1] if steps else 0)
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
-    return record
+    try:
+        config = make_config(root, url)
+        source = make_workspace(root, args.files)
+        tasks = root / "tasks.jsonl"
+        with tasks.open("w") as handle:
+            for i in range(args.tasks):
+                line = {
+                    "id": f"t{i:04d}",
+                    "prompt": f"task {i}: write the step files",
+                    "workspace": str(source),
+                    "config_file": str(config),
+                    "approval": "yolo",
+                    "time_limit": 300,
+                }
+                handle.write(json.dumps(line) + "\n")
+        argv = [str(VENV_BIN / "soulwire"), "fleet", "run", str(tasks), "-j", str(args.concurrency)]
+        argv += ["--json", *extra]
+        wall, memory, code = timed(argv, isolated_env(root), root, root / "fleet.log", also)
+        results = [json.loads(line) for line in (root / "tasks.results.jsonl").read_text().splitlines()]
+        statuses: dict[str, int] = {}
+        for r in results:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        steps = sorted(r["steps"] for r in results)
+        # From the first task's start to the last one's end: the run once the fleet is up (its
+        # engines or Ray workers started), as the issue times the Ray cluster.
+        span = max(r["finished_at"] for r in results) - min(r["started_at"] for r in results)
+        record = summary(name, wall, memory, code, args)
+        record["span_s"] = round(span, 2)
+        record["span_x_ideal"] = round(span / record["ideal_s"], 2)
+        record.update(statuses=statuses, steps_min=steps[0] if steps else 0)
+        record["steps_max"] = steps[-1] if steps else 0
+        return record
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def run_xargs(name: str, args: argparse.Namespace, url: str, engine: str) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"fleetbench-{name}-"))
-    config = make_config(root, url)
-    source = make_workspace(root, args.files)
-    work = root / "work"
-    work.mkdir()
-    # The naive loop people write: copy the workspace, run the agent once, in parallel.
-    w = shlex.quote(str(work))
-    one = (
-        f"cp -r {shlex.quote(str(source))} {w}/$0 && "
-        f"{shlex.quote(engine)} --print --yolo --config-file {shlex.quote(str(config))} "
-        f'--work-dir {w}/$0 -p "task $0: write the step files" > {w}/$0.out 2>&1'
-    )
-    script = f"seq -w 0 {args.tasks - 1} | xargs -P {args.concurrency} -n 1 sh -c {shlex.quote(one)}"
-    wall, memory, code = timed(["sh", "-c", script], isolated_env(root), root, root / "xargs.log")
-    done = sum(
-        1
-        for i in range(args.tasks)
-        if (work / f"{i:0{len(str(args.tasks - 1))}d}" / f"step{args.calls - 2}.txt").exists()
-    )
-    record = summary(name, wall, memory, code, args)
-    record["finished_tasks"] = done
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
-    return record
+    try:
+        config = make_config(root, url)
+        source = make_workspace(root, args.files)
+        work = root / "work"
+        work.mkdir()
+        # The naive loop people write: copy the workspace, run the agent once, in parallel.
+        w = shlex.quote(str(work))
+        one = (
+            f"cp -r {shlex.quote(str(source))} {w}/$0 && "
+            f"{shlex.quote(engine)} --print --yolo --config-file {shlex.quote(str(config))} "
+            f'--work-dir {w}/$0 -p "task $0: write the step files" > {w}/$0.out 2>&1'
+        )
+        script = f"seq -w 0 {args.tasks - 1} | xargs -P {args.concurrency} -n 1 sh -c {shlex.quote(one)}"
+        wall, memory, code = timed(["sh", "-c", script], isolated_env(root), root, root / "xargs.log")
+        done = sum(
+            1
+            for i in range(args.tasks)
+            if (work / f"{i:0{len(str(args.tasks - 1))}d}" / f"step{args.calls - 2}.txt").exists()
+        )
+        record = summary(name, wall, memory, code, args)
+        record["finished_tasks"] = done
+        return record
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def summary(
