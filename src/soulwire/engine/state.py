@@ -208,12 +208,13 @@ class StateKeeper:
                 state[key] = self._live[key]
         return state
 
-    def save_if_changed(self) -> bool:
-        """Write state.json when the snapshot differs from what was last written."""
+    def save_if_changed(self, *, wait: bool = True) -> bool:
+        """Write state.json when the snapshot differs from what was last written (`wait=False`:
+        the write may finish in the background, see `SessionStore.save_state`)."""
         snapshot = self.snapshot()
         if snapshot == self._saved:
             return False
-        self._store.save_state(snapshot)
+        self._store.save_state(snapshot, wait=wait)
         self._saved = snapshot
         self.state = copy.deepcopy(snapshot)
         return True
@@ -229,5 +230,10 @@ class StateKeeper:
                 title = title_from(message.user_input)  # type: ignore[attr-defined]
                 if title:
                     self.set_title(title)
-        elif kind in _SAVE_AFTER:
+        elif kind is TurnEnd:
             self.save_if_changed()
+            self._store.wait_for_state()
+        elif kind in _SAVE_AFTER:
+            # Mid-turn (this runs on the event loop): the disk is not waited for here; the
+            # turn's end waits for it, so a finished turn's state is on disk as before.
+            self.save_if_changed(wait=False)

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import anyio
+import anyio.to_thread
 from fastapi import FastAPI, HTTPException, Query, Request, Response, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -136,7 +137,11 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
 
     @app.post("/api/sessions", response_model=SessionInfo, status_code=201)
     async def create_session(body: CreateSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        return info(registry().create(body.work_dir, body.title, body.sandbox, body.sandbox_network))
+        def create() -> SessionInfo:
+            return info(registry().create(body.work_dir, body.title, body.sandbox, body.sandbox_network))
+
+        # Off the event loop: the durable state.json (fsync) and the index write wait for the disk.
+        return await anyio.to_thread.run_sync(create)
 
     @app.get("/api/sessions/{session_id}", response_model=SessionInfo)
     async def get_session(session_id: str) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
