@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from soulwire.fleet.backend import Backend
@@ -68,6 +69,7 @@ class Fleet:
         tokens so far, for backends that report them live)."""
         self.finished: list[TaskResult] = []
         self.cancelled: list[str] = []
+        self._write_lock = anyio.Lock()
 
     @asynccontextmanager
     async def results(self) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
@@ -141,8 +143,11 @@ class Fleet:
             self.running.pop(task.id, None)
             self.records.pop(task.id, None)
             self.finished.append(result)
-            if writer is not None:
-                writer.write(result)
+            if writer is not None:  # fsynced in a worker thread (the event loop goes on), and
+                # shielded: a finished task's line is written even if the fleet stops now
+                with anyio.CancelScope(shield=True):
+                    async with self._write_lock:
+                        await anyio.to_thread.run_sync(writer.write, result)
             send.send_nowait(result)
 
 
