@@ -157,3 +157,20 @@ def test_a_state_save_that_does_not_wait_is_fsynced_on_the_writer_thread_in_orde
     on_disk = json.loads((store.dir / "state.json").read_text(encoding="utf-8"))
     assert on_disk["custom_title"] == "third"
     store.close()
+
+
+def test_the_work_dir_index_is_rewritten_only_when_it_changes(tmp_path):
+    from soulwire.sessions.index import last_session_id, update_work_dir_index
+
+    share = tmp_path / "share"
+    update_work_dir_index(share, "/w", "s1")
+    index = share / "kimi.json"
+    first = index.stat().st_ino
+    update_work_dir_index(share, "/w", "s1")  # announced, then closed: the same id again
+    assert index.stat().st_ino == first  # not replaced
+    update_work_dir_index(share, "/w", "s2")
+    assert index.stat().st_ino != first and last_session_id(share, "/w") == "s2"
+    update_work_dir_index(share, "/w", None, only_if="s1")  # s1 is not the last one: kept
+    assert last_session_id(share, "/w") == "s2"
+    update_work_dir_index(share, "/w", None, only_if="s2")
+    assert last_session_id(share, "/w") is None
