@@ -88,7 +88,9 @@ def cpu_seconds(pid: int) -> tuple[float, str]:
     fields = data[data.rindex(b")") + 2 :].split()
     seconds = (int(fields[11]) + int(fields[12])) / TICKS
     words = [Path(a.decode(errors="replace")).name for a in argv if a and not a.startswith(b"-")][:3]
-    if "serve" in words:
+    if words and words[0].startswith("ray::"):  # `ray::FleetWorker.run` → `ray::FleetWorker`
+        name = words[0].split(".", 1)[0]
+    elif "serve" in words:
         name = "soulwire serve"
     elif "fleet" in words:
         name = "soulwire fleet"
@@ -104,7 +106,9 @@ class PeakMemory:
         self.roots = [root, *more]
         self.peak_kib = 0
         self.peak_processes = 0
-        self.cpu: dict[tuple[int, str], float] = {}
+        self.cpu: dict[int, tuple[float, str]] = {}
+        """pid → (CPU seconds so far, its kind as last seen): one process is counted once,
+        though Ray retitles its workers as they run calls."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -118,12 +122,12 @@ class PeakMemory:
             for pid in pids:
                 seconds, name = cpu_seconds(pid)
                 if seconds:
-                    self.cpu[(pid, name)] = seconds
+                    self.cpu[pid] = (seconds, name)
 
     def cpu_by_kind(self) -> dict[str, float]:
         """CPU seconds (user + system) by command kind, as last seen alive."""
         kinds: dict[str, float] = {}
-        for (_, name), seconds in self.cpu.items():
+        for seconds, name in self.cpu.values():
             kinds[name] = round(kinds.get(name, 0.0) + seconds, 2)
         return kinds
 
@@ -397,6 +401,7 @@ def main() -> int:
     try:
         for name in args.runs.split(","):
             before = provider_stats(url)["requests"]
+            provider_cpu = cpu_seconds(provider.pid)[0]
             load = os.getloadavg()[0]
             if name == "fleet-warm":
                 extra = ["--engines-per-group", str(args.engines_per_group)] if args.engines_per_group else []
@@ -427,6 +432,8 @@ def main() -> int:
             record["load_before"] = load
             record["load_after"] = os.getloadavg()[0]
             record["model_calls"] = provider_stats(url)["requests"] - before
+            # The fake provider shares the cores too (not in cpu_s: it is not the fleet's).
+            record["provider_cpu_s"] = round(cpu_seconds(provider.pid)[0] - provider_cpu, 2)
             print(json.dumps(record), flush=True)
             if args.json_out:
                 with open(args.json_out, "a") as handle:
