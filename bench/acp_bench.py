@@ -29,6 +29,7 @@ import os
 import queue
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -106,9 +107,18 @@ class Agent:
         )
         self.work = work
         self.spawned = time.perf_counter()
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=work
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd=work,
+            )
+        except OSError:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.inbox: queue.Queue[tuple[float, dict[str, Any] | None]] = queue.Queue()
         self.chunk_count = 0
         self.first_chunk_at = 0.0
@@ -166,6 +176,7 @@ class Agent:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
+        """End the agent (its stdin closes), then remove its temporary world."""
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
@@ -173,6 +184,8 @@ class Agent:
         except Exception:
             self.proc.kill()
             self.proc.wait()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 INIT = {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "acp-bench", "version": "1"}}

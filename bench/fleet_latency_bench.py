@@ -88,7 +88,9 @@ def cpu_seconds(pid: int) -> tuple[float, str]:
     fields = data[data.rindex(b")") + 2 :].split()
     seconds = (int(fields[11]) + int(fields[12])) / TICKS
     words = [Path(a.decode(errors="replace")).name for a in argv if a and not a.startswith(b"-")][:3]
-    if "serve" in words:
+    if words and words[0].startswith("ray::"):  # `ray::FleetWorker.run` → `ray::FleetWorker`
+        name = words[0].split(".", 1)[0]
+    elif "serve" in words:
         name = "soulwire serve"
     elif "fleet" in words:
         name = "soulwire fleet"
@@ -104,7 +106,9 @@ class PeakMemory:
         self.roots = [root, *more]
         self.peak_kib = 0
         self.peak_processes = 0
-        self.cpu: dict[tuple[int, str], float] = {}
+        self.cpu: dict[int, tuple[float, str]] = {}
+        """pid → (CPU seconds so far, its kind as last seen): one process is counted once,
+        though Ray retitles its workers as they run calls."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -118,12 +122,12 @@ class PeakMemory:
             for pid in pids:
                 seconds, name = cpu_seconds(pid)
                 if seconds:
-                    self.cpu[(pid, name)] = seconds
+                    self.cpu[pid] = (seconds, name)
 
     def cpu_by_kind(self) -> dict[str, float]:
         """CPU seconds (user + system) by command kind, as last seen alive."""
         kinds: dict[str, float] = {}
-        for (_, name), seconds in self.cpu.items():
+        for seconds, name in self.cpu.values():
             kinds[name] = round(kinds.get(name, 0.0) + seconds, 2)
         return kinds
 
@@ -195,65 +199,70 @@ def run_fleet(
     name: str, args: argparse.Namespace, url: str, extra: list[str], also: tuple[int, ...] = ()
 ) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"fleetbench-{name}-"))
-    config = make_config(root, url)
-    source = make_workspace(root, args.files)
-    tasks = root / "tasks.jsonl"
-    with tasks.open("w") as handle:
-        for i in range(args.tasks):
-            line = {
-                "id": f"t{i:04d}",
-                "prompt": f"task {i}: write the step files",
-                "workspace": str(source),
-                "config_file": str(config),
-                "approval": "yolo",
-                "time_limit": 300,
-            }
-            handle.write(json.dumps(line) + "\n")
-    argv = [str(VENV_BIN / "soulwire"), "fleet", "run", str(tasks), "-j", str(args.concurrency)]
-    argv += ["--json", *extra]
-    wall, memory, code = timed(argv, isolated_env(root), root, root / "fleet.log", also)
-    results = [json.loads(line) for line in (root / "tasks.results.jsonl").read_text().splitlines()]
-    statuses: dict[str, int] = {}
-    for r in results:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    steps = sorted(r["steps"] for r in results)
-    # From the first task's start to the last one's end: the run once the fleet is up (its
-    # engines or Ray workers started), as the issue times the Ray cluster.
-    span = max(r["finished_at"] for r in results) - min(r["started_at"] for r in results)
-    record = summary(name, wall, memory, code, args)
-    record["span_s"] = round(span, 2)
-    record["span_x_ideal"] = round(span / record["ideal_s"], 2)
-    record.update(statuses=statuses, steps_min=steps[0] if steps else 0, steps_max=steps[-1] if steps else 0)
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
-    return record
+    try:
+        config = make_config(root, url)
+        source = make_workspace(root, args.files)
+        tasks = root / "tasks.jsonl"
+        with tasks.open("w") as handle:
+            for i in range(args.tasks):
+                line = {
+                    "id": f"t{i:04d}",
+                    "prompt": f"task {i}: write the step files",
+                    "workspace": str(source),
+                    "config_file": str(config),
+                    "approval": "yolo",
+                    "time_limit": 300,
+                }
+                handle.write(json.dumps(line) + "\n")
+        argv = [str(VENV_BIN / "soulwire"), "fleet", "run", str(tasks), "-j", str(args.concurrency)]
+        argv += ["--json", *extra]
+        wall, memory, code = timed(argv, isolated_env(root), root, root / "fleet.log", also)
+        results = [json.loads(line) for line in (root / "tasks.results.jsonl").read_text().splitlines()]
+        statuses: dict[str, int] = {}
+        for r in results:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        steps = sorted(r["steps"] for r in results)
+        # From the first task's start to the last one's end: the run once the fleet is up (its
+        # engines or Ray workers started), as the issue times the Ray cluster.
+        span = max(r["finished_at"] for r in results) - min(r["started_at"] for r in results)
+        record = summary(name, wall, memory, code, args)
+        record["span_s"] = round(span, 2)
+        record["span_x_ideal"] = round(span / record["ideal_s"], 2)
+        record.update(statuses=statuses, steps_min=steps[0] if steps else 0)
+        record["steps_max"] = steps[-1] if steps else 0
+        return record
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def run_xargs(name: str, args: argparse.Namespace, url: str, engine: str) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"fleetbench-{name}-"))
-    config = make_config(root, url)
-    source = make_workspace(root, args.files)
-    work = root / "work"
-    work.mkdir()
-    # The naive loop people write: copy the workspace, run the agent once, in parallel.
-    w = shlex.quote(str(work))
-    one = (
-        f"cp -r {shlex.quote(str(source))} {w}/$0 && "
-        f"{shlex.quote(engine)} --print --yolo --config-file {shlex.quote(str(config))} "
-        f'--work-dir {w}/$0 -p "task $0: write the step files" > {w}/$0.out 2>&1'
-    )
-    script = f"seq -w 0 {args.tasks - 1} | xargs -P {args.concurrency} -n 1 sh -c {shlex.quote(one)}"
-    wall, memory, code = timed(["sh", "-c", script], isolated_env(root), root, root / "xargs.log")
-    done = sum(
-        1
-        for i in range(args.tasks)
-        if (work / f"{i:0{len(str(args.tasks - 1))}d}" / f"step{args.calls - 2}.txt").exists()
-    )
-    record = summary(name, wall, memory, code, args)
-    record["finished_tasks"] = done
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
-    return record
+    try:
+        config = make_config(root, url)
+        source = make_workspace(root, args.files)
+        work = root / "work"
+        work.mkdir()
+        # The naive loop people write: copy the workspace, run the agent once, in parallel.
+        w = shlex.quote(str(work))
+        one = (
+            f"cp -r {shlex.quote(str(source))} {w}/$0 && "
+            f"{shlex.quote(engine)} --print --yolo --config-file {shlex.quote(str(config))} "
+            f'--work-dir {w}/$0 -p "task $0: write the step files" > {w}/$0.out 2>&1'
+        )
+        script = f"seq -w 0 {args.tasks - 1} | xargs -P {args.concurrency} -n 1 sh -c {shlex.quote(one)}"
+        wall, memory, code = timed(["sh", "-c", script], isolated_env(root), root, root / "xargs.log")
+        done = sum(
+            1
+            for i in range(args.tasks)
+            if (work / f"{i:0{len(str(args.tasks - 1))}d}" / f"step{args.calls - 2}.txt").exists()
+        )
+        record = summary(name, wall, memory, code, args)
+        record["finished_tasks"] = done
+        return record
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def summary(
@@ -392,6 +401,7 @@ def main() -> int:
     try:
         for name in args.runs.split(","):
             before = provider_stats(url)["requests"]
+            provider_cpu = cpu_seconds(provider.pid)[0]
             load = os.getloadavg()[0]
             if name == "fleet-warm":
                 extra = ["--engines-per-group", str(args.engines_per_group)] if args.engines_per_group else []
@@ -422,6 +432,8 @@ def main() -> int:
             record["load_before"] = load
             record["load_after"] = os.getloadavg()[0]
             record["model_calls"] = provider_stats(url)["requests"] - before
+            # The fake provider shares the cores too (not in cpu_s: it is not the fleet's).
+            record["provider_cpu_s"] = round(cpu_seconds(provider.pid)[0] - provider_cpu, 2)
             print(json.dumps(record), flush=True)
             if args.json_out:
                 with open(args.json_out, "a") as handle:

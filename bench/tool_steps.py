@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import queue
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,14 +85,18 @@ class Engine:
         env.update(HOME=str(home), KIMI_SHARE_DIR=str(home / ".kimi"), SOULWIRE_SHARE_DIR=str(home / ".sw"))
         env["KIMI_DISABLE_TELEMETRY"] = "1"
         argv = [command, "--wire", "--config-file", str(self.root / "config.json"), "--work-dir", str(work)]
-        self.proc = subprocess.Popen(
-            argv + (["--yolo"] if yolo else []) + list(extra),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=None if os.environ.get("TOOL_STEPS_STDERR") else subprocess.DEVNULL,
-            env=env,
-            cwd=work,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv + (["--yolo"] if yolo else []) + list(extra),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None if os.environ.get("TOOL_STEPS_STDERR") else subprocess.DEVNULL,
+                env=env,
+                cwd=work,
+            )
+        except OSError:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
         self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.count = 0
@@ -129,9 +134,16 @@ class Engine:
                 tool_results += 1
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+        """End the engine (its stdin closes), then remove its temporary world."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def steps_ms(command: str, k: int, yolo: bool, extra: tuple[str, ...] = ()) -> tuple[float, float]:

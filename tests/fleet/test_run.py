@@ -81,12 +81,16 @@ async def test_the_step_limit_and_an_engine_error_are_failures(lab: FleetLab) ->
     lab.task("bad-script", "error: 400 no such thing")
     lab.task("rejected", shell("touch made.txt"), "text: was refused", approval="reject")
     tasks = fleet.load_tasks(lab.write_tasks())
-    results = {r.id: r for r in await fleet.run_all(tasks, concurrency=3, backend=lab.backend())}
+    run_dir = lab.root / "run"  # kept after the run, to look into the workspaces
+    results = {
+        r.id: r for r in await fleet.run_all(tasks, concurrency=3, backend=lab.backend(), run_dir=run_dir)
+    }
     assert results["loops"].status == "failed" and results["loops"].reason == "max_steps_reached"
     assert results["bad-script"].status == "failed"
     assert (results["bad-script"].reason or "").startswith("ChatProviderError: ")
     refused = results["rejected"]
-    assert refused.work_dir is not None and not Path(refused.work_dir, "made.txt").exists()
+    assert refused.work_dir is not None and Path(refused.work_dir).is_dir()
+    assert not Path(refused.work_dir, "made.txt").exists()
     assert refused.diff == ""
 
 
@@ -139,7 +143,10 @@ async def test_a_git_worktree_workspace(lab: FleetLab) -> None:
     )
     lab.task("not-a-repo", "text: never", workspace=str(plain), workspace_mode="worktree")
     tasks = fleet.load_tasks(lab.write_tasks())
-    results = {r.id: r for r in await fleet.run_all(tasks, concurrency=2, backend=lab.backend())}
+    run_dir = lab.root / "run"
+    results = {
+        r.id: r for r in await fleet.run_all(tasks, concurrency=2, backend=lab.backend(), run_dir=run_dir)
+    }
     done = results["in-worktree"]
     assert done.status == "done", done.reason
     assert "-print(1)" in done.diff and "+print(2)" in done.diff and "+++ b/new.txt" in done.diff
@@ -149,3 +156,29 @@ async def test_a_git_worktree_workspace(lab: FleetLab) -> None:
     refused = results["not-a-repo"]
     assert refused.status == "failed" and (refused.reason or "").startswith("workspace: git worktree failed")
     assert refused.session_id is None
+
+
+async def test_a_run_without_a_results_file_leaves_no_temporary_directory(
+    lab: FleetLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without `out` or `run_dir` the workspaces go to a temporary directory: removed at the
+    end (git worktrees in it unregistered from their repository); the results keep the diffs."""
+    temp = lab.root / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    repo = lab.workspace("repo", {"app.py": "print(1)\n"})
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first")
+    lab.task("copied", write_file("a.txt", "a\n"), "text: ok", workspace=str(repo))
+    lab.task(
+        "worktree", write_file("b.txt", "b\n"), "text: ok", workspace=str(repo), workspace_mode="worktree"
+    )
+    tasks = fleet.load_tasks(lab.write_tasks())
+    results = {r.id: r for r in await fleet.run_all(tasks, concurrency=2, backend=lab.backend())}
+    assert {r.status for r in results.values()} == {"done"}, {r.id: r.reason for r in results.values()}
+    assert "+a" in results["copied"].diff and "+b" in results["worktree"].diff
+    work_dir = results["worktree"].work_dir
+    assert work_dir is not None and Path(work_dir).is_relative_to(temp)  # it was made there
+    assert list(temp.iterdir()) == []
+    assert work_dir not in git(repo, "worktree", "list")

@@ -241,3 +241,59 @@ def test_chat_completions_carry_video_and_audio_in_the_shapes_kimi_and_vllm_acce
         {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
         {"type": "audio_url", "audio_url": {"url": "https://example.com/a.ogg"}},
     ]
+
+
+def typed_call_body(server: FakeLLMServer, kind: str, case: Case) -> tuple[Any, dict[str, str]]:
+    """What the SDK's typed `create(...)` sends for the adapter's body (its transform pass
+    over every message and tool schema included): the reference the adapter must match."""
+    model = resolve_model(
+        config(kind, server.url, ["thinking", "image_in"]),
+        model_alias=None,
+        thinking=case.thinking,
+        env=case.env,
+    )
+    assert model is not None
+    provider: Any = model.provider
+    request = ChatRequest("You are a test.", case.history, case.tools, thinking=model.thinking)
+    body, extra = provider.request_body(request)
+    server.queue(stream_reply(kind, Answer("m", text=["ok"])))
+
+    async def run() -> None:
+        client = provider._client.get()
+        if kind == "openai_responses":
+            stream = await client.responses.create(**body, stream=True)
+        else:
+            stream = await client.chat.completions.create(**body, stream=True, extra_body=extra or None)
+        async with stream:
+            async for _ in stream:
+                pass
+
+    server.forget_requests()
+    anyio.run(run)
+    (recorded,) = server.requests
+    return recorded.body, recorded.headers
+
+
+# Headers that differ between any two requests, whoever sends them.
+VOLATILE_HEADERS = {"content-length", "x-stainless-retry-count", "x-stainless-read-timeout"}
+
+
+@pytest.mark.parametrize("kind", ("kimi", "openai_legacy", "openai_responses"))
+@pytest.mark.parametrize("case_name", list(CASES))
+def test_the_body_sent_untransformed_is_what_the_typed_sdk_call_sends(
+    server: FakeLLMServer, kind: str, case_name: str
+):
+    """The OpenAI adapters hand the SDK their body through `extra_body` (skipping its transform
+    pass); the server must receive the same JSON and headers as through the typed call."""
+    case = CASES[case_name]
+    server.reset()  # replies queued by the refusal tests above were never taken
+    expected_body, expected_headers = typed_call_body(server, kind, case)
+    server.forget_requests()
+    parts = send(server, kind, case, ["thinking", "image_in"])
+    assert [p.text for p in parts] == ["ok"]
+    (recorded,) = server.requests
+    assert recorded.body == expected_body
+    assert len(json.dumps(recorded.body)) > 100  # a real body, not two empty ones
+    strip = lambda headers: {k.lower(): v for k, v in headers.items() if k.lower() not in VOLATILE_HEADERS}  # noqa: E731
+    assert strip(recorded.headers) == strip(expected_headers)
+    assert strip(recorded.headers)["authorization"] == "Bearer sk-x"

@@ -130,3 +130,47 @@ def test_lines_are_split_the_same_whatever_the_chunk_size(tmp_path, chunk_size):
         if expected[-1] == b"":
             expected.pop()
         assert [line for _, line in iter_lines(path, chunk_size=chunk_size)] == expected
+
+
+def test_a_state_save_that_does_not_wait_is_fsynced_on_the_writer_thread_in_order(tmp_path, monkeypatch):
+    import threading
+
+    synced: list[tuple[int, bytes]] = []
+    real_replace = FileSessionStore._replace_state  # pyright: ignore[reportPrivateUsage]
+
+    def recording_replace(self: FileSessionStore, data: bytes) -> None:
+        synced.append((threading.get_ident(), data))
+        real_replace(self, data)
+
+    monkeypatch.setattr(FileSessionStore, "_replace_state", recording_replace)
+    store = make_store(tmp_path)
+    state = {"version": 1, "custom_title": "first"}
+    store.save_state(state, wait=False)
+    state["custom_title"] = "changed after saving"  # the write has its own copy
+    store.save_state({"version": 1, "custom_title": "second"}, wait=False)
+    assert store.load_state() == {"version": 1, "custom_title": "second"}  # waits for both
+    titles = [json.loads(data)["custom_title"] for _, data in synced]
+    assert titles == ["first", "second"]
+    assert all(thread != threading.get_ident() for thread, _ in synced)
+    store.save_state({"version": 1, "custom_title": "third"})  # the default: written at once
+    assert synced[-1][0] == threading.get_ident()
+    on_disk = json.loads((store.dir / "state.json").read_text(encoding="utf-8"))
+    assert on_disk["custom_title"] == "third"
+    store.close()
+
+
+def test_the_work_dir_index_is_rewritten_only_when_it_changes(tmp_path):
+    from soulwire.sessions.index import last_session_id, update_work_dir_index
+
+    share = tmp_path / "share"
+    update_work_dir_index(share, "/w", "s1")
+    index = share / "kimi.json"
+    first = index.stat().st_ino
+    update_work_dir_index(share, "/w", "s1")  # announced, then closed: the same id again
+    assert index.stat().st_ino == first  # not replaced
+    update_work_dir_index(share, "/w", "s2")
+    assert index.stat().st_ino != first and last_session_id(share, "/w") == "s2"
+    update_work_dir_index(share, "/w", None, only_if="s1")  # s1 is not the last one: kept
+    assert last_session_id(share, "/w") == "s2"
+    update_work_dir_index(share, "/w", None, only_if="s2")
+    assert last_session_id(share, "/w") is None

@@ -3,7 +3,9 @@ title, plan mode, todos, extra workspace dirs.
 
 The live values stay where they are used (the approvals broker, `soul.state`); the keeper
 restores them on resume and writes a snapshot whenever one of them changed, checked after
-every tool result, step and turn, so a killed process loses nothing that was completed.
+every tool result, step and turn, so a killed process loses nothing that was completed (a
+change made during a turn is written by a background thread, started at once: a process
+killed within that write's few milliseconds keeps the state before it; a turn's end waits).
 
 What is read back is validated strictly: a damaged or hand-edited file must never grant
 anything (`"yolo": "no"` is not true). A field of the wrong type counts as its default — off,
@@ -121,6 +123,7 @@ class StateKeeper:
         dirs: list[str] = self.state["additional_dirs"]
         self.state["additional_dirs"] = dirs + [d for d in add_dirs if d not in dirs]
         self._saved: dict[str, Any] | None = copy.deepcopy(loaded) if loaded else None
+        self._in_turn = False
 
     @property
     def approval(self) -> dict[str, Any]:
@@ -169,12 +172,13 @@ class StateKeeper:
                 state[key] = self._live[key]
         return state
 
-    def save_if_changed(self) -> bool:
-        """Write state.json when the snapshot differs from what was last written."""
+    def save_if_changed(self, *, wait: bool = True) -> bool:
+        """Write state.json when the snapshot differs from what was last written (`wait=False`:
+        the write may finish in the background, see `SessionStore.save_state`)."""
         snapshot = self.snapshot()
         if snapshot == self._saved:
             return False
-        self._store.save_state(snapshot)
+        self._store.save_state(snapshot, wait=wait)
         self._saved = snapshot
         self.state = copy.deepcopy(snapshot)
         return True
@@ -186,12 +190,20 @@ class StateKeeper:
         """A (merged) bus sink: titles the session at its first prompt, saves after changes."""
         kind = type(message)
         if kind is TurnBegin:
+            self._in_turn = True
             if self.title is None:
                 title = title_from(message.user_input)  # type: ignore[attr-defined]
                 if title:
                     self.set_title(title)
             if self.state.get("archived") is True:  # a session in use again is not archived
                 self.state.update(archived=False, archived_at=None, auto_archive_exempt=True)
-                self.save_if_changed()
-        elif kind in _SAVE_AFTER:
+                self.save_if_changed(wait=False)  # mid-turn: the turn's end waits for it
+        elif kind is TurnEnd:
+            self._in_turn = False
             self.save_if_changed()
+            self._store.wait_for_state()
+        elif kind in _SAVE_AFTER:
+            # Mid-turn (this runs on the event loop) the disk is not waited for: the write is
+            # queued at once and the turn's end waits for it. Outside a turn (a request such
+            # as set_plan_mode) it is on disk before the answer goes out, as it always was.
+            self.save_if_changed(wait=not self._in_turn)

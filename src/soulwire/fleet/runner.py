@@ -4,6 +4,8 @@ backend under a concurrency limit, and writes and yields each result as it finis
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import AsyncGenerator, Iterable
@@ -11,6 +13,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from soulwire.fleet.backend import Backend
@@ -28,7 +31,8 @@ class Fleet:
     """Tasks to run, and the state of a run (for progress displays).
 
     `out` is the results file (appended to; its finished tasks are skipped), `run_dir` holds
-    one directory per task (default: beside `out`, else a new temporary directory)."""
+    one directory per task (default: beside `out`, else a new temporary directory, removed
+    when the run ends: the results keep their diffs)."""
 
     def __init__(
         self,
@@ -44,6 +48,7 @@ class Fleet:
         self.tasks = list(tasks)
         self.concurrency = concurrency
         self.out = Path(out) if out is not None else None
+        self.temporary_run_dir = run_dir is None and self.out is None
         if run_dir is not None:
             self.run_dir = Path(run_dir)
         elif self.out is not None:
@@ -64,6 +69,7 @@ class Fleet:
         tokens so far, for backends that report them live)."""
         self.finished: list[TaskResult] = []
         self.cancelled: list[str] = []
+        self._write_lock = anyio.Lock()
 
     @asynccontextmanager
     async def results(self) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
@@ -87,6 +93,19 @@ class Fleet:
         finally:
             if writer is not None:
                 writer.close()
+            if self.temporary_run_dir:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._remove_run_dir)
+
+    def _remove_run_dir(self) -> None:
+        """Remove the temporary run dir (after the engines stopped), and forget the git
+        worktrees that were in it."""
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        for source in {t.workspace for t in self.tasks if t.workspace_mode == "worktree" and t.workspace}:
+            try:
+                subprocess.run(["git", "worktree", "prune"], cwd=source, capture_output=True, check=False)
+            except OSError:
+                pass  # no git: the task failed before it made a worktree
 
     async def _run_all(
         self,
@@ -124,8 +143,11 @@ class Fleet:
             self.running.pop(task.id, None)
             self.records.pop(task.id, None)
             self.finished.append(result)
-            if writer is not None:
-                writer.write(result)
+            if writer is not None:  # fsynced in a worker thread (the event loop goes on), and
+                # shielded: a finished task's line is written even if the fleet stops now
+                with anyio.CancelScope(shield=True):
+                    async with self._write_lock:
+                        await anyio.to_thread.run_sync(writer.write, result)
             send.send_nowait(result)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from soulwire.config.model import ModelConfig, ProviderConfig
 from soulwire.llm.convert import REASONING_TOKEN_SEP, responses_input, responses_tools
 from soulwire.llm.errors import MalformedResponseError
-from soulwire.llm.openai_chat import REASONING_EFFORT_ENV, OpenAIChatProvider, chat_settings
+from soulwire.llm.openai_chat import REASONING_EFFORT_ENV, OpenAIChatProvider, as_extra_body, chat_settings
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.llm.transport import Attempt
 from soulwire.wire.types import (
@@ -73,7 +73,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         body, _ = self.request_body(request)
         state = _Events()
         return Attempt(
-            open=lambda client: client.responses.create(**body, stream=True),
+            open=lambda client: client.responses.create(**as_extra_body(body), stream=True),
             parts=lambda event: self._event_parts(event, state, result),
         )
 

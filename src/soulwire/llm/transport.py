@@ -5,12 +5,14 @@ Imports no SDK at module level: an adapter names its SDK, imported at the first 
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import importlib
 import json
 import re
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -228,6 +230,32 @@ class LazyClient:
                 pass  # closing a broken pool must not mask the error being handled
 
 
+_tls_lock = threading.Lock()
+_tls_context: Any = None
+
+
+def shared_tls_context(httpx: Any) -> Any:
+    """The process's one TLS context for provider clients, built at first use as httpx2 builds
+    its default (CA bundle, `SSL_CERT_FILE`/`SSL_CERT_DIR`). Building one reads the whole CA
+    bundle (~30 ms of CPU), and a `serve` process builds a client per session."""
+    global _tls_context
+    with _tls_lock:
+        if _tls_context is None:
+            _tls_context = httpx.create_ssl_context()
+        return _tls_context
+
+
+def _close_soon(http_client: Any) -> None:
+    """Close a dropped client's connections on the running loop, as the SDKs do for the HTTP
+    client they build themselves (a finalizer has no task group to start a task in)."""
+    if http_client.is_closed:
+        return
+    try:
+        asyncio.get_running_loop().create_task(http_client.aclose())
+    except RuntimeError:
+        pass  # no loop running: the sockets close when the pool is collected
+
+
 def provider_label(provider_name: str, model_name: str) -> str:
     return f"provider {provider_name!r} (model {model_name!r})"
 
@@ -331,13 +359,20 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         sdk = importlib.import_module(self.sdk_module)
         httpx = importlib.import_module("httpx2")
         s = self.settings
-        return getattr(sdk, self.client_class)(
+        timeout = sdk_timeout(httpx, s.env)
+        # The SDK's own HTTP client class (its connection limits, redirects, keep-alive), with
+        # the shared TLS context instead of a new one per client.
+        http_client = sdk.DefaultAsyncHttpxClient(verify=shared_tls_context(httpx), timeout=timeout)
+        client = getattr(sdk, self.client_class)(
             api_key=s.api_key or "EMPTY",  # servers without auth still get a well-formed header
             base_url=s.base_url,
             max_retries=0,  # the engine retries, with StepRetry events
-            timeout=sdk_timeout(httpx, s.env),
+            timeout=timeout,
             default_headers=s.headers or None,
+            http_client=http_client,
         )
+        weakref.finalize(client, _close_soon, http_client)
+        return client
 
     async def _follow_login_token(self, oauth: Mapping[str, Any]) -> None:
         """A refreshed login token replaces the client's key (the client is rebuilt)."""

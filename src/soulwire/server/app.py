@@ -162,17 +162,21 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
 
     @app.post("/api/sessions", response_model=SessionInfo, status_code=201)
     async def create_session(body: CreateSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        created = registry().create(
-            body.work_dir,
-            body.title,
-            body.sandbox,
-            body.sandbox_network,
-            model=body.model,
-            yolo=body.yolo,
-            plan_mode=body.plan_mode,
-            create_dir=body.create_dir,
-        )
-        return info(created)
+        def create() -> SessionInfo:
+            created = registry().create(
+                body.work_dir,
+                body.title,
+                body.sandbox,
+                body.sandbox_network,
+                model=body.model,
+                yolo=body.yolo,
+                plan_mode=body.plan_mode,
+                create_dir=body.create_dir,
+            )
+            return info(created)
+
+        # Off the event loop: the durable state.json (fsync) and the index write wait for the disk.
+        return await anyio.to_thread.run_sync(create)
 
     @app.get("/api/models", response_model=ModelList)
     async def models() -> ModelList:  # pyright: ignore[reportUnusedFunction]

@@ -39,6 +39,9 @@ from soulwire.wire import PROTOCOL_VERSION
 
 log = logging.getLogger("soulwire.server")
 
+_REMEMBER_CREATED = 4096
+"""The newest sessions created here that `locate` finds without a scan."""
+
 WORK_DIR_KEY = "work_dir"
 """Kept in state.json by the server: the work dir a session's directory hash stands for."""
 MODEL_KEY = "model"
@@ -97,6 +100,9 @@ class SessionRegistry:
         self._group = group
         self.live: dict[str, LiveSession] = {}
         self._opening: dict[str, anyio.Lock] = {}
+        self._created: dict[str, Located] = {}
+        """Sessions this process created: found without reading the index and looking into
+        every work dir's bucket (a fleet creates hundreds, each in its own work dir)."""
 
     # -- finding sessions ---------------------------------------------------------------
     def _work_dirs(self) -> dict[str, str]:
@@ -135,6 +141,9 @@ class SessionRegistry:
         if live is not None:
             store = live.runtime.session.store
             return Located(session_id, store.dir, store.work_dir)
+        created = self._created.get(session_id)
+        if created is not None and (created.dir / CONTEXT_FILE).exists():
+            return created
         if is_valid_session_id(session_id):
             root = self.settings.share / "sessions"
             for bucket, work_dir in self._work_dirs().items():  # the usual case: no scan
@@ -258,7 +267,10 @@ class SessionRegistry:
         store.save_state(state)
         (store.dir / CONTEXT_FILE).touch(mode=0o600)
         update_work_dir_index(self.settings.share, normal, session_id)
-        return Located(session_id, store.dir, normal)
+        found = self._created[session_id] = Located(session_id, store.dir, normal)
+        if len(self._created) > _REMEMBER_CREATED:
+            del self._created[next(iter(self._created))]
+        return found
 
     def _not_held_elsewhere(self, found: Located) -> None:
         if found.id not in self.live and is_locked(self.settings.share, found.work_dir, found.id):
@@ -321,6 +333,7 @@ class SessionRegistry:
             live.close()
             await live.finished.wait()
         self._not_held_elsewhere(found)
+        self._created.pop(session_id, None)
         shutil.rmtree(found.dir, ignore_errors=True)
         update_work_dir_index(self.settings.share, found.work_dir, None, only_if=found.id)
 

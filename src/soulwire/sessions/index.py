@@ -62,6 +62,8 @@ def update_work_dir_index(
         entries = _entries(data)
         for entry in entries:
             if isinstance(entry, dict) and entry.get("path") == work_dir:
+                if entry.get("last_session_id") == last_session_id:
+                    return  # already so: a session is announced, then closed, with the same id
                 if only_if is None or entry.get("last_session_id") == only_if:
                     entry["last_session_id"] = last_session_id
                 break

@@ -93,8 +93,11 @@ class MemorySessionStore:
         raw = self._data.state
         return json.loads(raw) if raw else {}
 
-    def save_state(self, state: dict[str, Any]) -> None:
+    def save_state(self, state: dict[str, Any], *, wait: bool = True) -> None:  # always at once
         self._data.state = json.dumps(copy.deepcopy(state), ensure_ascii=False)
+
+    def wait_for_state(self) -> None:
+        pass
 
     def sync(self) -> None:
         pass

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -92,7 +94,14 @@ class SessionStore(Protocol):
     # state.json
     def load_state(self) -> dict[str, Any]: ...
 
-    def save_state(self, state: dict[str, Any]) -> None: ...
+    def save_state(self, state: dict[str, Any], *, wait: bool = True) -> None:
+        """Replace the state. `wait=False`: the (still atomic and durable) write may finish on
+        a background thread; the next save, load, close or delete waits for it."""
+        ...
+
+    def wait_for_state(self) -> None:
+        """Return once a state write started with `wait=False` is on disk."""
+        ...
 
     def sync(self) -> None: ...
 
@@ -154,6 +163,7 @@ class FileSessionStore:
         self._context = JsonlAppender(directory / CONTEXT_FILE)
         self._wire = JsonlAppender(directory / WIRE_FILE)
         self._wire_has_header: bool | None = None
+        self._state_write: Future[None] | None = None
 
     @classmethod
     def new_id(cls) -> str:
@@ -260,18 +270,42 @@ class FileSessionStore:
 
     # state -------------------------------------------------------------
     def load_state(self) -> dict[str, Any]:
+        self.wait_for_state()
         return read_state(self.dir)
 
-    def save_state(self, state: dict[str, Any]) -> None:
-        """Atomic replace: a crash leaves the old or the new state, never half of one."""
+    def save_state(self, state: dict[str, Any], *, wait: bool = True) -> None:
+        """Atomic replace: a crash leaves the old or the new state, never half of one. With
+        `wait=False` the write (its fsync can take tens of milliseconds on a busy disk) runs
+        on the one background writer, so an event loop calling this does not stall."""
+        data = json.dumps(state, ensure_ascii=False, indent=2).encode("utf-8")  # `state` may change next
         self.ensure_dir()
+        self.wait_for_state()
+        if wait:
+            self._replace_state(data)
+        else:
+            self._state_write = _state_writer().submit(self._replace_state_reporting, data)
+
+    def _replace_state(self, data: bytes) -> None:
         tmp = self.dir / f".{STATE_FILE}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(state, handle, ensure_ascii=False, indent=2)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, self.dir / STATE_FILE)
+
+    def _replace_state_reporting(self, data: bytes) -> None:
+        try:
+            self._replace_state(data)
+        except OSError as exc:  # nobody waits on a background write to raise it to
+            warn_stderr(f"could not save {self.dir / STATE_FILE}: {exc}")
+
+    def wait_for_state(self) -> None:
+        """Let a background state write finish (keeps saves in order and reads current)."""
+        pending, self._state_write = self._state_write, None
+        if pending is not None:
+            pending.result()
 
     # lifecycle ---------------------------------------------------------
     def sync(self) -> None:
@@ -279,12 +313,28 @@ class FileSessionStore:
         self._wire.sync()
 
     def close(self) -> None:
+        self.wait_for_state()
         self._context.close()
         self._wire.close()
 
     def delete(self) -> None:
         self.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_writer_lock = threading.Lock()
+_writer: ThreadPoolExecutor | None = None
+
+
+def _state_writer() -> ThreadPoolExecutor:
+    """The process's one state writer thread (writes stay in order). Saves come from sync
+    code on the event loop, where no task group is at hand to start an anyio worker from;
+    pending writes finish before the interpreter exits."""
+    global _writer
+    with _writer_lock:
+        if _writer is None:
+            _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soulwire-state")
+        return _writer
 
 
 def read_state(directory: Path) -> dict[str, Any]:
