@@ -19,31 +19,35 @@ WAV = "data:audio/wav;base64," + base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt 
 PROMPT = [{"type": "text", "text": "what is said here?"}, {"type": "audio_url", "audio_url": {"url": WAV}}]
 
 
+def engine_argv(tmp_path: Path, server: FakeLLMServer, capabilities: list[str], model: str) -> list[str]:
+    """A `--wire` engine on a model of the fake server with these capabilities."""
+    (tmp_path / "work").mkdir(exist_ok=True)
+    config = {
+        "default_model": "m",
+        "models": {
+            "m": {"provider": "p", "model": model, "max_context_size": 100_000, "capabilities": capabilities}
+        },
+        "providers": {"p": {"type": "openai_legacy", "base_url": server.url + "/v1", "api_key": "k"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(tmp_path / "config.json")]
+    return [*argv, "--work-dir", str(tmp_path / "work")]
+
+
+def prompt_once(tmp_path: Path, argv: list[str], prompt: Any) -> None:
+    wire = WireProcess(argv, engine_env(tmp_path), tmp_path)
+    try:
+        wire.initialize(protocol_version="1.10", client={"name": "t"})
+        _, response = wire.prompt(prompt, timeout=30)
+    finally:
+        wire.close()
+    assert response.get("result") == {"status": "finished"}, response
+
+
 def run_prompt(tmp_path: Path, capabilities: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    (tmp_path / "work").mkdir()
     with FakeLLMServer() as server:
         server.queue(stream_reply("openai_legacy", Answer("m1", text=["heard"])))
-        config = {
-            "default_model": "m",
-            "models": {
-                "m": {
-                    "provider": "p",
-                    "model": "ear-model",
-                    "max_context_size": 100_000,
-                    "capabilities": capabilities,
-                }
-            },
-            "providers": {"p": {"type": "openai_legacy", "base_url": server.url + "/v1", "api_key": "k"}},
-        }
-        (tmp_path / "config.json").write_text(json.dumps(config))
-        argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(tmp_path / "config.json")]
-        wire = WireProcess([*argv, "--work-dir", str(tmp_path / "work")], engine_env(tmp_path), tmp_path)
-        try:
-            wire.initialize(protocol_version="1.10", client={"name": "t"})
-            _, response = wire.prompt(PROMPT, timeout=30)
-        finally:
-            wire.close()
-        assert response.get("result") == {"status": "finished"}, response
+        prompt_once(tmp_path, engine_argv(tmp_path, server, capabilities, "ear-model"), PROMPT)
         [request] = server.requests
     [context] = tmp_path.glob(".soulwire/sessions/*/*/context.jsonl")
     records = [json.loads(line) for line in context.read_text().splitlines()]
@@ -78,26 +82,12 @@ def test_a_model_with_audio_in_receives_the_audio(tmp_path: Path):
 def test_a_resumed_session_with_audio_in_its_history_still_gets_the_note(tmp_path: Path):
     """The engine tracks whether its context holds audio as it loads it, not only as prompts
     come in: the audio of an earlier process's turn is replaced for a model without audio_in."""
-    (tmp_path / "work").mkdir()
     with FakeLLMServer() as server:
         server.queue(stream_reply("openai_legacy", Answer("m1", text=["heard"])))
         server.queue(stream_reply("openai_legacy", Answer("m2", text=["again"])))
-        config = {
-            "default_model": "m",
-            "models": {"m": {"provider": "p", "model": "deaf-model", "max_context_size": 100_000}},
-            "providers": {"p": {"type": "openai_legacy", "base_url": server.url + "/v1", "api_key": "k"}},
-        }
-        (tmp_path / "config.json").write_text(json.dumps(config))
-        argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(tmp_path / "config.json")]
-        argv += ["--work-dir", str(tmp_path / "work"), "--session", "heard-once"]
+        argv = [*engine_argv(tmp_path, server, [], "deaf-model"), "--session", "heard-once"]
         for prompt in (PROMPT, "and now?"):
-            wire = WireProcess(argv, engine_env(tmp_path), tmp_path)
-            try:
-                wire.initialize(protocol_version="1.10", client={"name": "t"})
-                _, response = wire.prompt(prompt, timeout=30)
-            finally:
-                wire.close()
-            assert response.get("result") == {"status": "finished"}, response
+            prompt_once(tmp_path, argv, prompt)  # a new engine process each time
         first, second = server.requests
     for body in (first.body, second.body):
         content = user_content(body)
