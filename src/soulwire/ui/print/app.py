@@ -31,6 +31,7 @@ from soulwire.wire.types import TextPart, ThinkPart, TokenUsage, ToolCall, UserI
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_RETRYABLE = 0, 1, 2, 75
 EXIT_CONFIG = EXIT_USAGE  # a configuration the person fixes (no model, no key) is a usage error
 EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_TERMINATED = 128 + signal.SIGTERM
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
@@ -181,26 +182,30 @@ def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[U
 
 async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
     code = EXIT_FAILED
-    interrupted = False
+    stopped_by: int | None = None
 
     async def run_prompts() -> None:
         nonlocal code
         code = await _run_prompts(runtime, prompts, printer)
         group.cancel_scope.cancel()
 
-    async def stop_on_ctrl_c() -> None:
-        nonlocal interrupted
-        with anyio.open_signal_receiver(signal.SIGINT) as signals:
-            async for _ in signals:
-                interrupted = True
-                group.cancel_scope.cancel()  # the turn ends as a Wire `cancel` ends it
+    async def stop_on_signal() -> None:
+        # Ctrl-C, or SIGTERM from a supervisor: the turn ends as a Wire `cancel` ends it, so
+        # the running command's process group is killed before the engine exits (left to
+        # the default action, SIGTERM would end the engine at once and leave that to the
+        # watchdog, which may not have heard of a command started microseconds before).
+        nonlocal stopped_by
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                stopped_by = int(signum)
+                group.cancel_scope.cancel()
 
     async with runtime.running(wait_for_start=True), anyio.create_task_group() as group:
         printer.on_closed = group.cancel_scope.cancel
-        group.start_soon(stop_on_ctrl_c)
+        group.start_soon(stop_on_signal)
         group.start_soon(run_prompts)
-    if interrupted:
-        return EXIT_INTERRUPTED
+    if stopped_by is not None:
+        return EXIT_TERMINATED if stopped_by == signal.SIGTERM else EXIT_INTERRUPTED
     return EXIT_BROKEN_PIPE if printer.closed else code
 
 
@@ -269,7 +274,7 @@ def run_print(
     finally:
         runtime.close(exit_ok=True)
     if printer.document and code != EXIT_BROKEN_PIPE:
-        if code == EXIT_INTERRUPTED:
+        if code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
             printer.reason = "interrupted"
         printer.write(json.dumps(printer.document_of(runtime, code), ensure_ascii=False) + "\n", flush=True)
     return code

@@ -31,6 +31,9 @@ export function fmtCost(usd) {
   return `$${usd >= 1 ? usd.toFixed(2) : usd >= 0.01 ? usd.toFixed(4) : usd.toFixed(6)}`;
 }
 
+/** `1 turn`, `2 turns`. */
+const count = (n, noun) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
 /** Token usage of a node and everything inside it (a turn's sub-agents included). */
 function usageOf(node) {
   if (node.usageAll) return node.usageAll;
@@ -227,7 +230,7 @@ export class TraceView {
     clear(main).append(el('div', {class: 'page'}, el('div', {class: 'card'}, el('h1', {text: 'Trace a session'}), list)));
     sessions.list().then(items => {
       if (!items.length) list.append(el('li', {class: 'muted', text: 'No sessions yet.'}));
-      for (const s of items) list.append(el('li', null, el('a', {href: `#/trace/${s.id}`, text: s.title || s.id}), el('span', {class: 'muted', text: ` · ${fmtTime(s.updated)} · ${s.turns} turns`})));
+      for (const s of items) list.append(el('li', null, el('a', {href: `#/trace/${s.id}`, text: s.title || s.id}), el('span', {class: 'muted', text: ` · ${fmtTime(s.updated)} · ${count(s.turns, 'turn')}`})));
     }).catch(err => list.append(el('li', {text: err.message})));
     return {destroy() {}};
   }
@@ -306,7 +309,7 @@ export class TraceView {
     const cost = price
       ? el('span', {class: 'trace-cost', title: `${model}: $${price.input} in / $${price.output} out / $${price.cache_read} cached, per million tokens`, text: ` · ${fmtCost(costOf(total, price))} in all`})
       : el('span', {class: 'cost-unknown', text: ` · cost unknown (no price for ${model})`});
-    clear(this.summary).append(`${this.turns.length} turns · ${steps} steps · ${tools} tool calls · ${agents} sub-agents · ${fmtTokens(tokens)} tokens`,
+    clear(this.summary).append(`${count(this.turns.length, 'turn')} · ${count(steps, 'step')} · ${count(tools, 'tool call')} · ${count(agents, 'sub-agent')} · ${fmtTokens(tokens)} tokens`,
       cost, contexts.length ? ` · context up to ${(Math.max(...contexts) * 100).toFixed(1)}%` : '', ` · ${fmtDuration(span)} · ${this.records.length} events`);
     const fragment = document.createDocumentFragment();
     rows.forEach((row, i) => {
