@@ -48,6 +48,10 @@ def shot(web: Any, tmp_path: Path, name: str) -> None:
         web.shot(SHOTS / name)
 
 
+MODELS_LOADED = "() => { const m = document.getElementById('new-model'); return m !== null && !m.disabled; }"
+"""The new-session form is drawn and its model list loaded (the form is drawn after the click)."""
+
+
 def test_new_session_with_a_model_yolo_and_plan_mode(chromium, serve, sandbox, tmp_path):
     two_models(sandbox)
     marker = sandbox.root / "ran.txt"
@@ -58,7 +62,7 @@ def test_new_session_with_a_model_yolo_and_plan_mode(chromium, serve, sandbox, t
     web = open_page(chromium, server)
     web.page.click("#new-session")
     model = web.page.locator("#new-model")
-    web.page.wait_for_function("() => !document.getElementById('new-model').disabled")
+    web.page.wait_for_function(MODELS_LOADED)
     assert model.input_value() == "scripted"  # the default, preselected
     options = model.locator("option").all_inner_texts()
     assert options == ["scripted — scripted_echo (default)", f"priced — Priced {HOSTILE}"]  # text, not HTML
@@ -243,7 +247,7 @@ def test_the_configuration_form(chromium, serve, sandbox, tmp_path):
     assert web.page.evaluate("() => window.pwned") is None
     # The new model is offered when creating a session.
     web.page.click("#new-session")
-    web.page.wait_for_function("() => !document.getElementById('new-model').disabled")
+    web.page.wait_for_function(MODELS_LOADED)
     assert "second" in web.page.locator("#new-model option").all_inner_texts()[-1]
     assert [e for e in web.errors if "status of 422" not in e] == [] and web.dialogs == []
 
