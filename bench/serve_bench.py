@@ -138,8 +138,15 @@ def observer_lag(server: ServeProcess, chunks: int, batch: bool = False) -> dict
         watcher.join(60)
     finally:
         sys.setswitchinterval(previous)
-    lags = [abs(stamps["o"][s] - t) * 1e3 for s, t in stamps["c"].items() if s in stamps["o"]]
-    return {"events": len(lags), "lag_ms_median": statistics.median(lags), "lag_ms_p95": _p95(lags)}
+    signed = [(stamps["o"][s] - t) * 1e3 for s, t in stamps["c"].items() if s in stamps["o"]]
+    lags = [abs(d) for d in signed]
+    return {
+        "events": len(lags),
+        "lag_ms_median": statistics.median(lags),
+        "lag_ms_p95": _p95(lags),
+        # > 0: the observer is behind the controller; < 0: the controller is (its reader lags)
+        "observer_minus_controller_ms_median": statistics.median(signed),
+    }
 
 
 def _p95(values: list[float]) -> float:
