@@ -21,6 +21,12 @@ def audio_note(model_name: str) -> str:
     )
 
 
+def holds_audio(message: Message) -> bool:
+    """Whether the message has an audio part."""
+    content = message.content
+    return not isinstance(content, str) and any(isinstance(p, AudioURLPart) for p in content)
+
+
 def for_hearing(history: Sequence[Message], capabilities: frozenset[str], model_name: str) -> list[Message]:
     """`history` as the model may receive it: unchanged for a model with `audio_in`, else
     every audio part replaced by the note (messages without audio are the same objects)."""
@@ -28,7 +34,7 @@ def for_hearing(history: Sequence[Message], capabilities: frozenset[str], model_
         return list(history)
     out: list[Message] = []
     for message in history:
-        if isinstance(message.content, str) or not any(isinstance(p, AudioURLPart) for p in message.content):
+        if not holds_audio(message):
             out.append(message)
             continue
         note = TextPart(text=audio_note(model_name))

@@ -8,9 +8,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from soulwire.engine.audio import holds_audio
 from soulwire.llm.message import Message
 from soulwire.sessions.store import SessionStore, warn_stderr
-from soulwire.wire.types import AudioURLPart, TextPart
+from soulwire.wire.types import TextPart
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
@@ -80,7 +81,7 @@ class Context:
                     continue
                 self.history.append(message)
                 self._uncounted.append(message)
-                self.has_audio = self.has_audio or _holds_audio(message)
+                self.has_audio = self.has_audio or holds_audio(message)
         if self.skipped_records:
             warn_stderr(f"skipped {self.skipped_records} unreadable context record(s)")
 
@@ -135,7 +136,7 @@ class Context:
         self._start(records)
         self.history.extend(messages)
         self._uncounted.extend(messages)
-        self.has_audio = self.has_audio or any(_holds_audio(m) for m in messages)
+        self.has_audio = self.has_audio or any(holds_audio(m) for m in messages)
         self._store.append_context(records)
 
     def record_usage(self, token_count: int) -> None:
@@ -162,7 +163,7 @@ class Context:
         self._store.replace_context(records)  # first: if it fails, memory still matches the disk
         self._started = True
         self.history = messages
-        self.has_audio = any(_holds_audio(m) for m in messages)
+        self.has_audio = any(holds_audio(m) for m in messages)
         self._next_checkpoint = 1 if messages else 0
         self._counted_tokens = token_count or 0
         self._uncounted = []
@@ -177,11 +178,6 @@ class Context:
             else:
                 out.append(message)
         return out
-
-
-def _holds_audio(message: Message) -> bool:
-    content = message.content
-    return not isinstance(content, str) and any(type(part) is AudioURLPart for part in content)
 
 
 def _int(value: Any) -> int:
