@@ -11,12 +11,11 @@ from soulwire.wire.messages import envelope
 from soulwire.wire.types import TextPart, ThinkPart, WireModel
 
 _escape: Any = encode_basestring  # escapes what JSON requires, keeps UTF-8 raw
-_TEXT_HEAD = (
-    '{"jsonrpc":"2.0","method":"event","params":{"type":"ContentPart","payload":{"type":"text","text":'
-)
-_THINK_HEAD = (
-    '{"jsonrpc":"2.0","method":"event","params":{"type":"ContentPart","payload":{"type":"think","think":'
-)
+_EVENT_HEAD = '{"jsonrpc":"2.0","method":"event","params":{'
+_TEXT_PARAMS = '"type":"ContentPart","payload":{"type":"text","text":'
+_THINK_PARAMS = '"type":"ContentPart","payload":{"type":"think","think":'
+_TEXT_HEAD = _EVENT_HEAD + _TEXT_PARAMS
+_THINK_HEAD = _EVENT_HEAD + _THINK_PARAMS
 
 
 def event_line(message: WireModel) -> bytes:
@@ -32,9 +31,9 @@ def event_line(message: WireModel) -> bytes:
     return (encode(body) + "\n").encode()
 
 
-_NUMBERED_HEAD = '{"jsonrpc":"2.0","method":"event","params":{"seq":'
-_NUMBERED_TEXT = "," + _TEXT_HEAD[len(_NUMBERED_HEAD) - 6 :]
-_NUMBERED_THINK = "," + _THINK_HEAD[len(_NUMBERED_HEAD) - 6 :]
+_NUMBERED_HEAD = _EVENT_HEAD + '"seq":'
+_NUMBERED_TEXT = "," + _TEXT_PARAMS
+_NUMBERED_THINK = "," + _THINK_PARAMS
 
 
 def numbered_part_line(message: WireModel, seq: int) -> bytes | None:
