@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -13,10 +14,10 @@ def serve(sandbox: Sandbox) -> Iterator[Callable[..., ServeProcess]]:
     """Start the real `soulwire serve` in the sandbox: `serve(*scripts, args=(...))`."""
     started: list[ServeProcess] = []
 
-    def start(*scripts: str, args: tuple[str, ...] = ()) -> ServeProcess:
+    def start(*scripts: str, args: tuple[str, ...] = (), stdin: int = subprocess.DEVNULL) -> ServeProcess:
         if scripts:
             sandbox.scripts = list(scripts)
-        server = ServeProcess(sandbox, *args)
+        server = ServeProcess(sandbox, *args, stdin=stdin)
         started.append(server)
         return server
 

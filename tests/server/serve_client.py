@@ -25,7 +25,7 @@ TIMEOUT = 15.0
 class ServeProcess:
     """One `soulwire serve --listen 127.0.0.1:0` with the sandbox's scripted model."""
 
-    def __init__(self, sandbox: Sandbox, *args: str) -> None:
+    def __init__(self, sandbox: Sandbox, *args: str, stdin: int = subprocess.DEVNULL) -> None:
         sandbox.write()
         self.sandbox = sandbox
         argv = [
@@ -33,7 +33,7 @@ class ServeProcess:
             "--config-file", str(sandbox.config_path), "--work-dir", str(sandbox.work), *args,
         ]  # fmt: skip
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=sandbox.env(), cwd=sandbox.work, start_new_session=True,
         )  # fmt: skip
         self.stderr_lines: list[str] = []

@@ -4,6 +4,8 @@ down (processes gone, exit 0), and a session nobody uses is released for other p
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -56,6 +58,24 @@ def test_sigterm_winds_down_running_sessions(serve, sandbox):
     pid = wait_for_pid(pid_file)
     assert server.close() == 0
     assert gone(pid)
+    assert "soulwire serve: stopped" in "".join(server.stderr_lines)
+
+
+def test_sigterm_stops_a_server_whose_stdin_its_parent_still_holds(serve):
+    # A fleet holds each engine's stdin (--exit-with-stdin) and stops it with SIGTERM: the
+    # thread reading stdin must not keep the process alive until the pipe closes.
+    server = serve(args=("--exit-with-stdin",), stdin=subprocess.PIPE)
+    server.create_session()
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=10) == 0
+
+
+def test_the_end_of_stdin_stops_a_server_started_with_exit_with_stdin(serve):
+    server = serve(args=("--exit-with-stdin",), stdin=subprocess.PIPE)
+    server.create_session()
+    assert server.proc.stdin is not None
+    server.proc.stdin.close()  # the parent died
+    assert server.proc.wait(timeout=10) == 0
     assert "soulwire serve: stopped" in "".join(server.stderr_lines)
 
 

@@ -174,3 +174,34 @@ def test_the_work_dir_index_is_rewritten_only_when_it_changes(tmp_path):
     assert last_session_id(share, "/w") == "s2"
     update_work_dir_index(share, "/w", None, only_if="s2")
     assert last_session_id(share, "/w") is None
+
+
+def test_index_updates_from_many_threads_all_land_and_are_written_together(tmp_path, monkeypatch):
+    import threading
+
+    import soulwire.sessions.index as index
+
+    share = tmp_path / "share"
+    writes: list[int] = []
+    write = index._write  # pyright: ignore[reportPrivateUsage]
+
+    def counting_write(share_dir, data):  # type: ignore[no-untyped-def]
+        writes.append(len(data["work_dirs"]))
+        write(share_dir, data)
+
+    monkeypatch.setattr(index, "_write", counting_write)
+    gate = threading.Barrier(40)
+
+    def announce(n: int) -> None:
+        gate.wait()
+        index.update_work_dir_index(share, f"/w{n}", f"s{n}")
+        # Back from the call: the update is on disk, whoever wrote it.
+        assert index.last_session_id(share, f"/w{n}") == f"s{n}"
+
+    threads = [threading.Thread(target=announce, args=(n,)) for n in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(index.known_work_dirs(share)) == sorted(f"/w{n}" for n in range(40))
+    assert 1 <= len(writes) < 40  # waiting updates went out with the write before them

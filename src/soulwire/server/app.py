@@ -176,7 +176,7 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
             return info(created)
 
         # Off the event loop: the durable state.json (fsync) and the index write wait for the disk.
-        return await anyio.to_thread.run_sync(create)
+        return await anyio.to_thread.run_sync(create, limiter=registry().disk_limiter)
 
     @app.get("/api/models", response_model=ModelList)
     async def models() -> ModelList:  # pyright: ignore[reportUnusedFunction]

@@ -194,16 +194,28 @@ def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str,
 async def _stop_at_stdin_eof(server: Any) -> None:
     """Shut down gracefully when stdin ends: the parent that holds the pipe is gone (a fleet
     worker killed with SIGKILL), so the server does not outlive it."""
-    import anyio.to_thread
+    import asyncio
+    import threading
 
-    def read() -> bytes:
+    loop = asyncio.get_running_loop()  # uvicorn runs on asyncio
+    ended = asyncio.Event()
+
+    def read() -> None:
         try:
-            return os.read(0, 65536)
+            while os.read(0, 65536):
+                pass
         except OSError:
-            return b""
+            pass
+        try:
+            loop.call_soon_threadsafe(ended.set)
+        except RuntimeError:
+            pass  # the loop closed first: the server is already down
 
-    while await anyio.to_thread.run_sync(read, abandon_on_cancel=True):
-        pass
+    # A daemon thread, not a worker thread: a read blocked on a pipe the parent still holds
+    # must not keep the process alive after a SIGTERM shutdown (the interpreter joins
+    # non-daemon threads at exit, and this one would wait until the parent closed the pipe).
+    threading.Thread(target=read, name="stdin-eof", daemon=True).start()
+    await ended.wait()
     server.should_exit = True
 
 

@@ -40,6 +40,7 @@ from soulwire.wire import PROTOCOL_VERSION
 log = logging.getLogger("soulwire.server")
 
 _REMEMBER_CREATED = 4096
+_DISK_THREADS = 2
 """The newest sessions created here that `locate` finds without a scan."""
 
 WORK_DIR_KEY = "work_dir"
@@ -103,6 +104,10 @@ class SessionRegistry:
         self._created: dict[str, Located] = {}
         """Sessions this process created: found without reading the index and looking into
         every work dir's bucket (a fleet creates hundreds, each in its own work dir)."""
+        self.disk_limiter = anyio.CapacityLimiter(_DISK_THREADS)
+        """Worker threads for session files (creating and opening sessions). Few on purpose:
+        a burst of fifty creations on fifty threads spent more CPU handing the GIL between
+        them than on the files (bench/RESULTS.md §11e)."""
 
     # -- finding sessions ---------------------------------------------------------------
     def _work_dirs(self) -> dict[str, str]:
@@ -383,7 +388,7 @@ class SessionRegistry:
             from soulwire.runtime.builder import build_runtime
 
             try:
-                runtime = await anyio.to_thread.run_sync(build_runtime, options)
+                runtime = await anyio.to_thread.run_sync(build_runtime, options, limiter=self.disk_limiter)
             except ConfigError as exc:
                 status = 409 if "in use by another process" in str(exc) else 500
                 raise SessionError(status, str(exc)) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,23 +57,51 @@ def update_work_dir_index(
     share: Path, work_dir: str, last_session_id: str | None, *, only_if: str | None = None
 ) -> None:
     """Record the work dir and its last session. With `only_if`, the entry is changed only
-    while it still names that session (used when forgetting a deleted session)."""
+    while it still names that session (used when forgetting a deleted session).
+
+    Thread-safe, and updates from many threads are written together: the index is one file
+    rewritten whole, and a server creating fifty sessions at once (a fleet) would otherwise
+    rewrite it fifty times in a row under the lock. Returns once the update is on disk."""
+    with _pending_lock:
+        _pending.setdefault(share, []).append((work_dir, last_session_id, only_if))
+        writer = _writers.setdefault(share, threading.Lock())
+    with writer:  # whoever holds it writes every update queued so far, ours included
+        with _pending_lock:
+            batch = _pending.pop(share, [])
+        if batch:
+            _apply(share, batch)
+
+
+_pending_lock = threading.Lock()
+_pending: dict[Path, list[tuple[str, str | None, str | None]]] = {}
+_writers: dict[Path, threading.Lock] = {}
+
+
+def _apply(share: Path, batch: list[tuple[str, str | None, str | None]]) -> None:
     with _locked(share):
         data = _read(share)
         entries = _entries(data)
+        by_path: dict[Any, Any] = {}
         for entry in entries:
-            if isinstance(entry, dict) and entry.get("path") == work_dir:
-                if entry.get("last_session_id") == last_session_id:
-                    return  # already so: a session is announced, then closed, with the same id
-                if only_if is None or entry.get("last_session_id") == only_if:
-                    entry["last_session_id"] = last_session_id
-                break
-        else:
-            if only_if is not None:
-                return
-            entries.append({"path": work_dir, "kaos": "local", "last_session_id": last_session_id})
-        data["work_dirs"] = entries
-        _write(share, data)
+            if isinstance(entry, dict):
+                by_path.setdefault(entry.get("path"), entry)  # the first, as readers see it
+        changed = False
+        for work_dir, last_session_id, only_if in batch:
+            entry = by_path.get(work_dir)
+            if entry is None:
+                if only_if is None:
+                    entry = {"path": work_dir, "kaos": "local", "last_session_id": last_session_id}
+                    entries.append(entry)
+                    by_path[work_dir] = entry
+                    changed = True
+            elif entry.get("last_session_id") != last_session_id and (
+                only_if is None or entry.get("last_session_id") == only_if
+            ):
+                entry["last_session_id"] = last_session_id
+                changed = True
+        if changed:  # a session is announced, then closed, with the same id: nothing to write
+            data["work_dirs"] = entries
+            _write(share, data)
 
 
 def last_session_id(share: Path, work_dir: str) -> str | None:
