@@ -233,7 +233,7 @@ def run_fleet(
         return record
     finally:
         if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+            LEFT_FOR_THE_END.append(root)
 
 
 def run_xargs(name: str, args: argparse.Namespace, url: str, engine: str) -> dict[str, Any]:
@@ -262,7 +262,7 @@ def run_xargs(name: str, args: argparse.Namespace, url: str, engine: str) -> dic
         return record
     finally:
         if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+            LEFT_FOR_THE_END.append(root)
 
 
 def summary(
@@ -381,6 +381,20 @@ def stop_ray_head(head: subprocess.Popen[bytes], temp: Path) -> None:
     shutil.rmtree(temp, ignore_errors=True)
 
 
+LEFT_FOR_THE_END: list[Path] = []
+"""Run directories, removed after the last run: on ext4 without a journal (this machine's
+root file system) creating files soon after thousands were deleted scans the deleted inodes
+(the kernel's `recently_deleted`), which made each run pay for the previous run's clean-up:
+half of the driver's CPU in one profile (bench/RESULTS.md §11e)."""
+
+
+def settle() -> None:
+    """Before a run: write back what earlier runs left dirty, so their deleted inodes are
+    no longer "recent" for long (5 s once clean, 300 s while dirty)."""
+    os.sync()
+    time.sleep(6)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -400,6 +414,7 @@ def main() -> int:
     provider, url = start_provider(args.latency, args.calls)
     try:
         for name in args.runs.split(","):
+            settle()
             before = provider_stats(url)["requests"]
             provider_cpu = cpu_seconds(provider.pid)[0]
             load = os.getloadavg()[0]
@@ -441,6 +456,8 @@ def main() -> int:
     finally:
         provider.terminate()
         provider.wait()
+        for root in LEFT_FOR_THE_END:
+            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
