@@ -182,28 +182,3 @@ async def test_a_run_without_a_results_file_leaves_no_temporary_directory(
     assert work_dir is not None and Path(work_dir).is_relative_to(temp)  # it was made there
     assert list(temp.iterdir()) == []
     assert work_dir not in git(repo, "worktree", "list")
-
-
-async def test_the_next_tasks_workspaces_are_copied_while_the_slot_is_busy(tmp_path: Path) -> None:
-    import anyio
-
-    from soulwire.fleet.local import LocalBackend
-
-    source = tmp_path / "repo"
-    source.mkdir()
-    (source / "a.txt").write_text("a\n")
-    run_dir = tmp_path / "run"
-    ready_during: dict[str, set[str]] = {}
-
-    class Probe(LocalBackend):  # no engine: the agent only looks at the run dir
-        async def _agent(self, task, work_dir, result):  # type: ignore[no-untyped-def]
-            await anyio.sleep(0.3)
-            ready_during[task.id] = {
-                p.name for p in run_dir.iterdir() if (p / "workspace" / "a.txt").exists()
-            }
-
-    tasks = [fleet.Task(id=f"t{i}", prompt="p", workspace=source) for i in range(6)]
-    done = await fleet.run_all(tasks, concurrency=1, run_dir=run_dir, backend=Probe())
-    assert [r.status for r in done] == ["done"] * 6
-    # While t0 ran, the next two (the lookahead at concurrency 1) were copied, and no more.
-    assert ready_during["t0"] == {"t0", "t1", "t2"}

@@ -39,8 +39,6 @@ class LocalBackend:
     def __init__(self, settings: EngineSettings | None = None) -> None:
         self.settings = settings or EngineSettings()
         self._disk: anyio.CapacityLimiter | None = None
-        self._prepared: dict[Path, BaseException | None] = {}
-        """Workspaces copied ahead (`prepare_ahead`), by path: None, or why the copy failed."""
 
     @property
     def disk_limiter(self) -> anyio.CapacityLimiter:
@@ -105,23 +103,6 @@ class LocalBackend:
 
         return [make(spec) for spec in task.tools]
 
-    async def prepare_ahead(self, task: Task, task_dir: Path) -> None:
-        """Copy the task's workspace while the task waits for a slot, so that the slot goes
-        to the agent (the driver calls this for the next few tasks). A failed copy is kept
-        and reported when the task runs."""
-        work_dir = task_dir / "workspace"
-        try:
-            await self._prepare(task, work_dir)
-        except (WorkspaceError, OSError) as exc:
-            self._prepared[work_dir] = exc
-        else:
-            self._prepared[work_dir] = None
-
-    async def _prepare(self, task: Task, work_dir: Path) -> None:
-        await anyio.to_thread.run_sync(
-            prepare_workspace, task.workspace, work_dir, task.workspace_mode, limiter=self.disk_limiter
-        )
-
     async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult:
         started = record.started_at or time.time()
         work_dir = task_dir / "workspace"
@@ -133,12 +114,9 @@ class LocalBackend:
         for attempt in range(1, attempts + 1):
             result.attempts = earlier + attempt
             try:
-                if attempt == 1 and work_dir in self._prepared:  # copied while it waited
-                    failure = self._prepared.pop(work_dir)
-                    if failure is not None:
-                        raise failure
-                else:  # a fresh copy (also for a retry: the last run left its changes)
-                    await self._prepare(task, work_dir)
+                await anyio.to_thread.run_sync(
+                    prepare_workspace, task.workspace, work_dir, mode, limiter=self.disk_limiter
+                )
             except (WorkspaceError, OSError) as exc:
                 result.status, result.reason = "failed", f"workspace: {_one_line(exc)}"
                 return _finish(result, started)

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
@@ -70,8 +70,6 @@ class Fleet:
         self.finished: list[TaskResult] = []
         self.cancelled: list[str] = []
         self._write_lock = anyio.Lock()
-        self._lookahead = anyio.CapacityLimiter(max(2, self.concurrency // 5))
-        """Tasks whose workspace may be ready before they have a slot."""
 
     @asynccontextmanager
     async def results(self) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
@@ -126,51 +124,31 @@ class Fleet:
         writer: ResultsWriter | None,
         send: MemoryObjectSendStream[TaskResult],
     ) -> None:
-        async with send:
-            await self._take_slot(task, limiter)
+        async with send, limiter:
+            self.running[task.id] = time.monotonic()
+            record = TaskResult(id=task.id, status="done", started_at=time.time())
+            self.records[task.id] = record
             try:
-                await self._run_in_slot(task, writer, send)
-            finally:
-                limiter.release()
-
-    async def _take_slot(self, task: Task, limiter: anyio.CapacityLimiter) -> None:
-        """Wait for one of the `concurrency` slots. A backend that can (`prepare_ahead`) copies
-        the workspaces of the next few tasks while they wait, off the slots' time."""
-        ahead: Callable[[Task, Path], Awaitable[None]] | None = getattr(self.backend, "prepare_ahead", None)
-        if ahead is None:
-            await limiter.acquire()
-            return
-        async with self._lookahead:
-            await ahead(task, self.run_dir / task.id)
-            await limiter.acquire()
-
-    async def _run_in_slot(
-        self, task: Task, writer: ResultsWriter | None, send: MemoryObjectSendStream[TaskResult]
-    ) -> None:
-        self.running[task.id] = time.monotonic()
-        record = TaskResult(id=task.id, status="done", started_at=time.time())
-        self.records[task.id] = record
-        try:
-            result = await self.backend.run_task(task, self.run_dir / task.id, record)
-        except anyio.get_cancelled_exc_class():
+                result = await self.backend.run_task(task, self.run_dir / task.id, record)
+            except anyio.get_cancelled_exc_class():
+                self.running.pop(task.id, None)
+                self.records.pop(task.id, None)
+                self.cancelled.append(task.id)
+                if writer is not None:
+                    writer.write(_stopped(record, "cancelled", "the fleet was interrupted"))
+                raise
+            except Exception as exc:  # a backend bug must not lose the other tasks' results
+                leaf = _leaf(exc)
+                result = _stopped(record, "failed", f"fleet error: {type(leaf).__name__}: {leaf}")
             self.running.pop(task.id, None)
             self.records.pop(task.id, None)
-            self.cancelled.append(task.id)
-            if writer is not None:
-                writer.write(_stopped(record, "cancelled", "the fleet was interrupted"))
-            raise
-        except Exception as exc:  # a backend bug must not lose the other tasks' results
-            leaf = _leaf(exc)
-            result = _stopped(record, "failed", f"fleet error: {type(leaf).__name__}: {leaf}")
-        self.running.pop(task.id, None)
-        self.records.pop(task.id, None)
-        self.finished.append(result)
-        if writer is not None:  # fsynced in a worker thread (the event loop goes on), and
-            # shielded: a finished task's line is written even if the fleet stops now
-            with anyio.CancelScope(shield=True):
-                async with self._write_lock:
-                    await anyio.to_thread.run_sync(writer.write, result)
-        send.send_nowait(result)
+            self.finished.append(result)
+            if writer is not None:  # fsynced in a worker thread (the event loop goes on), and
+                # shielded: a finished task's line is written even if the fleet stops now
+                with anyio.CancelScope(shield=True):
+                    async with self._write_lock:
+                        await anyio.to_thread.run_sync(writer.write, result)
+            send.send_nowait(result)
 
 
 def _leaf(exc: BaseException) -> BaseException:
