@@ -147,3 +147,7 @@ def test_the_cli_on_a_ray_cluster(lab: FleetLab, ray_address: str) -> None:
         "two": ("done", None),
     }
     assert all(r.node for r in results.values())
+    # The workers' engines kept the sessions in the command's share dir (not the node's
+    # default), where `soulwire --session` run here finds them.
+    stored = {p.name for p in (lab.share / "sessions").glob("*/*")}
+    assert {r.session_id for r in results.values()} <= stored

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -89,8 +90,11 @@ def _ray_backend(args: argparse.Namespace) -> Backend:
     from soulwire.fleet import EngineSettings
     from soulwire.fleet.ray_backend import RayBackend
 
-    # Workers resolve the engine on their own node unless --engine names one.
-    settings = EngineSettings(executable=args.engine)
+    # Workers resolve the engine on their own node unless --engine names one. A share dir set
+    # for this command goes to the workers' engines too (they do not get the driver's
+    # environment): the sessions land where `soulwire --session`, `web` and `vis` look here.
+    share = os.environ.get("SOULWIRE_SHARE_DIR") or os.environ.get("KIMI_SHARE_DIR")
+    settings = EngineSettings(executable=args.engine, share_dir=Path(share).expanduser() if share else None)
     return RayBackend(
         settings,
         address=args.address,
