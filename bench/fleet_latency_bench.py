@@ -347,7 +347,7 @@ def start_ray_head(cpus: int) -> tuple[subprocess.Popen[bytes], str, Path]:
     argv = [
         str(VENV_BIN / "ray"), "start", "--head", "--block", "--port", str(port),
         "--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus), "--disable-usage-stats",
-        "--include-dashboard", "false", "--temp-dir", str(temp),
+        "--include-dashboard", "false", "--include-log-monitor", "false", "--temp-dir", str(temp),
     ]  # fmt: skip
     head = subprocess.Popen(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True

@@ -350,11 +350,16 @@ class WarmBackend(LocalBackend):
 
 
 async def _create_session(engine: ServeEngine, work_dir: Path) -> str:
-    if engine.http is None:  # one client per engine: building one (its TLS context) is costly
+    if engine.http is None:  # one client per engine
         import httpx2
 
+        # Plain HTTP on loopback: `verify=False` skips building a TLS context that loads the
+        # CA bundle (~35 ms of CPU per engine, while the first wave starts).
         engine.http = httpx2.AsyncClient(
-            base_url=engine.url, timeout=30.0, headers={"Authorization": f"Bearer {engine.token}"}
+            base_url=engine.url,
+            timeout=30.0,
+            headers={"Authorization": f"Bearer {engine.token}"},
+            verify=False,
         )
     response = await engine.http.post("/api/sessions", json={"work_dir": str(work_dir)})
     if response.status_code != 201:
