@@ -32,6 +32,7 @@ from soulwire.llm.errors import (
     status_error,
 )
 from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.tls import shared_tls_context
 from soulwire.wire.types import WireModel
 
 TIMEOUT_ENV = "SOULWIRE_LLM_TIMEOUT"
@@ -228,21 +229,6 @@ class LazyClient:
                 await client.close()
             except Exception:
                 pass  # closing a broken pool must not mask the error being handled
-
-
-_tls_lock = threading.Lock()
-_tls_context: Any = None
-
-
-def shared_tls_context(httpx: Any) -> Any:
-    """The process's one TLS context for provider clients, built at first use as httpx2 builds
-    its default (CA bundle, `SSL_CERT_FILE`/`SSL_CERT_DIR`). Building one reads the whole CA
-    bundle (~30 ms of CPU), and a `serve` process builds a client per session."""
-    global _tls_context
-    with _tls_lock:
-        if _tls_context is None:
-            _tls_context = httpx.create_ssl_context()
-        return _tls_context
 
 
 def _close_soon(http_client: Any) -> None:

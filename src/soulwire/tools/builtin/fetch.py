@@ -83,10 +83,16 @@ def fetch_timeout() -> float:
 async def _get(url: str, timeout: float) -> _Page:
     import httpx2
 
+    from soulwire.tls import shared_tls_context
+
     headers = {"User-Agent": USER_AGENT, "Accept": ACCEPT}
     async with (
         httpx2.AsyncClient(
-            follow_redirects=True, max_redirects=MAX_REDIRECTS, timeout=timeout, headers=headers
+            follow_redirects=True,
+            max_redirects=MAX_REDIRECTS,
+            timeout=timeout,
+            headers=headers,
+            verify=shared_tls_context(httpx2),  # not a new one (the CA bundle) per call
         ) as client,
         client.stream("GET", url) as response,
     ):

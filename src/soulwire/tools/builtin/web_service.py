@@ -83,7 +83,9 @@ def _headers(service: ServiceConfig, key: str, tool_call_id: str, **extra: str) 
 async def _post(url: str, headers: dict[str, str], body: dict[str, Any], timeout: float) -> Any:
     import httpx2
 
-    async with httpx2.AsyncClient(timeout=timeout) as client:
+    from soulwire.tls import shared_tls_context
+
+    async with httpx2.AsyncClient(timeout=timeout, verify=shared_tls_context(httpx2)) as client:
         return await client.post(url, headers=headers, json=body)
 
 
