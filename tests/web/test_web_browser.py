@@ -109,6 +109,8 @@ def test_stop_cancels_a_running_tool_and_its_process_is_gone(chromium, serve, sa
         assert time.monotonic() < deadline, "the tool never started"
         time.sleep(0.05)
     pid = int(pid_file.read_text())
+    # The tool's process can start before the browser has drawn its call: wait for the card.
+    web.page.locator(".tool.running").wait_for(state="visible", timeout=10_000)
     assert web.page.locator(".tool.running").count() == 1
     web.page.keyboard.press("Escape")  # Esc stops the turn, like the Stop button
     web.wait_idle()
