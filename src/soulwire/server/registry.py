@@ -40,8 +40,8 @@ from soulwire.wire import PROTOCOL_VERSION
 log = logging.getLogger("soulwire.server")
 
 _REMEMBER_CREATED = 4096
-_DISK_THREADS = 2
 """The newest sessions created here that `locate` finds without a scan."""
+_DISK_THREADS = 2
 
 WORK_DIR_KEY = "work_dir"
 """Kept in state.json by the server: the work dir a session's directory hash stands for."""

@@ -55,6 +55,12 @@ def _write(share: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, share / INDEX_FILE)
 
 
+_pending_lock = threading.Lock()
+"""Guards `_pending` and `_writers`: updates queued per share dir, and who writes them."""
+_pending: dict[Path, list[tuple[str, str | None, str | None]]] = {}
+_writers: dict[Path, threading.Lock] = {}
+
+
 def update_work_dir_index(
     share: Path, work_dir: str, last_session_id: str | None, *, only_if: str | None = None
 ) -> None:
@@ -72,11 +78,6 @@ def update_work_dir_index(
             batch = _pending.pop(share, [])
         if batch:
             _apply(share, batch)
-
-
-_pending_lock = threading.Lock()
-_pending: dict[Path, list[tuple[str, str | None, str | None]]] = {}
-_writers: dict[Path, threading.Lock] = {}
 
 
 def _apply(share: Path, batch: list[tuple[str, str | None, str | None]]) -> None:
