@@ -170,7 +170,7 @@ export class ConfigView {
     row.env = el('textarea', {rows: 2, spellcheck: 'false', placeholder: 'NAME=value, one per line'});
     row.env.value = linesOf(p.env);
     const path = `providers.${key}`;
-    row.box = el('div', {class: 'cfg-entry', dataset: {provider: name}},
+    this.entry(this.providerRows, this.providerBox, row, {provider: name}, 'Remove provider', row.name,
       el('div', {class: 'cfg-grid'},
         this.field(`${path}.name`, 'Provider name', row.name),
         this.field(`${path}.type`, 'Type', row.type),
@@ -179,11 +179,7 @@ export class ConfigView {
       row.stored ? this.field(`${path}.clear_key`, 'Remove the stored key', row.clearKey) : null,
       el('div', {class: 'cfg-grid'},
         this.field(`${path}.custom_headers`, 'Custom headers', row.headers, 'stored values show as the placeholder'),
-        this.field(`${path}.env`, 'Environment', row.env)),
-      el('button', {type: 'button', class: 'danger', text: 'Remove provider', onclick: () => { row.removed = true; row.box.remove(); }}));
-    this.providerRows.push(row);
-    this.providerBox.append(row.box);
-    if (fresh) row.name.focus();
+        this.field(`${path}.env`, 'Environment', row.env)));
   }
 
   addModel(alias, m, fresh = false) {
@@ -196,18 +192,24 @@ export class ConfigView {
     row.caps = el('input', {value: (m.capabilities || []).join(', '), placeholder: 'thinking, image_in, …'});
     row.display = el('input', {value: m.display_name || '', placeholder: 'optional'});
     const path = `models.${key}`;
-    row.box = el('div', {class: 'cfg-entry', dataset: {model: alias}},
+    this.entry(this.modelRows, this.modelBox, row, {model: alias}, 'Remove model', row.alias,
       el('div', {class: 'cfg-grid'},
         this.field(`${path}.alias`, 'Alias', row.alias),
         this.field(`${path}.provider`, 'Provider', row.provider),
         this.field(`${path}.model`, 'Model name', row.model),
         this.field(`${path}.max_context_size`, 'Context size', row.size),
         this.field(`${path}.capabilities`, 'Capabilities', row.caps),
-        this.field(`${path}.display_name`, 'Display name', row.display)),
-      el('button', {type: 'button', class: 'danger', text: 'Remove model', onclick: () => { row.removed = true; row.box.remove(); }}));
-    this.modelRows.push(row);
-    this.modelBox.append(row.box);
-    if (fresh) row.alias.focus();
+        this.field(`${path}.display_name`, 'Display name', row.display)));
+  }
+
+  /** A removable entry of `rows`, shown in `box`: its parts and a Remove button; a fresh one
+   * gets the focus on `first`. */
+  entry(rows, box, row, dataset, removeText, first, ...parts) {
+    row.box = el('div', {class: 'cfg-entry', dataset}, ...parts,
+      el('button', {type: 'button', class: 'danger', text: removeText, onclick: () => { row.removed = true; row.box.remove(); }}));
+    rows.push(row);
+    box.append(row.box);
+    if (row.fresh) first.focus();
   }
 
   /** The values to send: numbers as numbers (a non-number is left as typed, for the server to
