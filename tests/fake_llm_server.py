@@ -43,6 +43,8 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    client: tuple[str, int] = ("", 0)
+    """The client's address: one per connection (kept-alive requests share it)."""
 
 
 def sse(data: Any, event: str | None = None) -> bytes:
@@ -91,7 +93,8 @@ class FakeLLMServer:
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
                 with owner._lock:
-                    owner.requests.append(Recorded(self.path, dict(self.headers.items()), body))
+                    client = (str(self.client_address[0]), int(self.client_address[1]))
+                    owner.requests.append(Recorded(self.path, dict(self.headers.items()), body, client))
                     reply = owner._replies.popleft() if owner._replies else None
                 if reply is None:
                     reply = json_reply(400, {"error": {"message": "fake server: no scripted reply"}})
@@ -124,6 +127,8 @@ class FakeLLMServer:
             return [r.body for r in self.requests]
 
     def _play(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        # Kept alive like a real API's connection, except after a stall or a failure.
+        handler.close_connection = True
         try:
             handler.send_response(reply.status)
             for name, value in reply.headers.items():
@@ -141,10 +146,9 @@ class FakeLLMServer:
                 handler.wfile.flush()
             handler.wfile.write(b"0\r\n\r\n")
             handler.wfile.flush()
+            handler.close_connection = self._closing.is_set()
         except (BrokenPipeError, ConnectionResetError):
             pass
-        finally:
-            handler.close_connection = True
 
     def __enter__(self) -> FakeLLMServer:
         self._thread.start()

@@ -14,10 +14,12 @@ def serve(sandbox: Sandbox) -> Iterator[Callable[..., ServeProcess]]:
     """Start the real `soulwire serve` in the sandbox: `serve(*scripts, args=(...))`."""
     started: list[ServeProcess] = []
 
-    def start(*scripts: str, args: tuple[str, ...] = (), stdin: int = subprocess.DEVNULL) -> ServeProcess:
+    def start(
+        *scripts: str, args: tuple[str, ...] = (), stdin: int = subprocess.DEVNULL, expect: int = 1
+    ) -> ServeProcess:
         if scripts:
             sandbox.scripts = list(scripts)
-        server = ServeProcess(sandbox, *args, stdin=stdin)
+        server = ServeProcess(sandbox, *args, stdin=stdin, expect=expect)
         started.append(server)
         return server
 

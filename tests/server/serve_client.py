@@ -25,7 +25,9 @@ TIMEOUT = 15.0
 class ServeProcess:
     """One `soulwire serve --listen 127.0.0.1:0` with the sandbox's scripted model."""
 
-    def __init__(self, sandbox: Sandbox, *args: str, stdin: int = subprocess.DEVNULL) -> None:
+    def __init__(
+        self, sandbox: Sandbox, *args: str, stdin: int = subprocess.DEVNULL, expect: int = 1
+    ) -> None:
         sandbox.write()
         self.sandbox = sandbox
         argv = [
@@ -38,7 +40,11 @@ class ServeProcess:
         )  # fmt: skip
         self.stderr_lines: list[str] = []
         self._port_found = threading.Event()
+        self._expect = expect
         self.port = 0
+        self.ports: list[int] = []
+        """Every `listening on` port (several with `--processes N`); `port` is the first."""
+        self.last_session = ""
         threading.Thread(target=self._read_stderr, daemon=True).start()
         if not self._port_found.wait(TIMEOUT):
             self.close()
@@ -55,8 +61,10 @@ class ServeProcess:
             self.stderr_lines.append(line)
             found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
             if found:
-                self.port = int(found.group(1))
-                self._port_found.set()
+                self.ports.append(int(found.group(1)))
+                self.port = self.ports[0]
+                if len(self.ports) >= self._expect:
+                    self._port_found.set()
 
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
@@ -65,14 +73,18 @@ class ServeProcess:
         headers = {**self.auth(), **kwargs.pop("headers", {})}
         return self.http.request(method, path, headers=headers, **kwargs)
 
-    def create_session(self, **body: Any) -> str:
-        response = self.api("POST", "/api/sessions", json=body)
+    def create_session(self, *, at: int | None = None, **body: Any) -> str:
+        """A new session on this server (`at`: on the process listening on that port)."""
+        url = f"http://127.0.0.1:{at}/api/sessions" if at else "/api/sessions"
+        response = self.api("POST", url, json=body)
         assert response.status_code == 201, response.text
         return response.json()["id"]
 
-    def ws(self, session_id: str, *, token: str | None = None, **query: Any) -> WireSocket:
+    def ws(
+        self, session_id: str, *, token: str | None = None, at: int | None = None, **query: Any
+    ) -> WireSocket:
         params = "&".join(f"{k}={v}" for k, v in {"token": token or self.token, **query}.items())
-        url = f"ws://127.0.0.1:{self.port}/ws/sessions/{session_id}?{params}"
+        url = f"ws://127.0.0.1:{at or self.port}/ws/sessions/{session_id}?{params}"
         return WireSocket(self._sockets.enter_context(connect(url)))
 
     def close(self) -> int:

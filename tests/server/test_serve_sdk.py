@@ -153,3 +153,56 @@ def test_an_observer_session_watches_and_rules_are_managed_through_the_sdk(serve
     assert seen == ["TurnBegin", "StepBegin", "TextPart", "StatusUpdate", "TurnEnd"]
     assert added == listed == ["Shell(git status*)"]
     assert "observ" in refused
+
+
+def test_a_session_created_on_its_websocket_streams_a_turn_and_reconnects_to_itself(serve, sandbox):
+    server = serve(*SHELL_TURN)
+    work = sandbox.root / "elsewhere"
+    work.mkdir()
+    asked: list[str] = []
+
+    async def main() -> tuple[str | None, list[dict[str, Any]], int]:
+        box: list[RemoteSession] = []
+
+        def on_request(kind: str, payload: dict[str, Any]) -> Any:
+            asked.append(kind)
+            if len(asked) == 1:
+                box[0].drop_connection()  # a re-attach must find this session, not create one
+                return None
+            return {"request_id": payload["id"], "response": "approve"}
+
+        server_url = f"ws://127.0.0.1:{server.port}"
+        async with RemoteSession.create(
+            server_url, server.token, work_dir=str(work), on_request=on_request
+        ) as remote:
+            box.append(remote)
+            events = [event async for event in remote.prompt("go")]
+            return remote.session_id, events, remote.reconnects
+
+    session_id, events, reconnects = anyio.run(main)
+    assert session_id is not None and reconnects == 1
+    assert [e["type"] for e in events].count("TurnBegin") == 1 and events[-1]["type"] == "TurnEnd"
+    sessions = server.api("GET", "/api/sessions").json()
+    assert [(s["id"], s["work_dir"]) for s in sessions] == [(session_id, str(work))]  # one, where asked
+
+
+def test_a_refused_creation_says_why_and_creates_nothing(serve, sandbox):
+    server = serve()
+
+    async def main() -> None:
+        server_url = f"ws://127.0.0.1:{server.port}"
+        async with RemoteSession.create(server_url, server.token, work_dir=str(sandbox.root / "missing")):
+            pass
+
+    try:
+        anyio.run(main)
+    except BaseException as exc:  # the group of the refused connection
+        leaf: BaseException = exc
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]
+        body = getattr(getattr(leaf, "response", None), "body", b"")
+        assert getattr(getattr(leaf, "response", None), "status_code", None) == 422, repr(leaf)
+        assert b"work_dir must be an existing absolute directory" in body
+    else:
+        raise AssertionError("the creation was not refused")
+    assert server.api("GET", "/api/sessions").json() == []

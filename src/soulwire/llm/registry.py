@@ -70,6 +70,25 @@ def _factory(kind: str) -> ProviderFactory | None:
     return factory
 
 
+def preload_sdk(kind: str) -> None:
+    """Import the adapter of provider type `kind`, its SDK and the shared TLS context: what a
+    first request of that type would load (a server about to fork copies of itself does it
+    once for all of them). An SDK that cannot be imported is left to that request to report."""
+    target = ADAPTERS.get(kind)
+    if target is None or kind in _OFFLINE:
+        return
+    module = importlib.import_module(target.partition(":")[0])
+    names = {getattr(v, "sdk_module", None) for v in vars(module).values() if isinstance(v, type)}
+    for name in sorted(n for n in names if isinstance(n, str)):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return
+    from soulwire.tls import shared_tls_context
+
+    shared_tls_context(importlib.import_module("httpx2"))
+
+
 def resolve_model(
     config: Config, *, model_alias: str | None, thinking: bool | None, env: dict[str, str] | None = None
 ) -> ResolvedModel | None:

@@ -201,14 +201,51 @@ class ErrorMapper:
         return ChatProviderError(f"{self.label} reported an error while streaming: {detail}")
 
 
+class SharedClients:
+    """SDK clients shared by the sessions of one process that talk to the same endpoint with
+    the same key: a server hosting many sessions (a fleet's engine) then keeps one connection
+    pool per provider instead of one per session, so a session's first request neither
+    connects (TCP and TLS handshakes) nor builds a client and its resources. Off unless the
+    process turns it on (`enable`): an async client's pool belongs to one event loop, and only
+    a host that runs every session on one loop may share it."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self._clients: dict[tuple[Any, ...], Any] = {}
+        self._lock = threading.Lock()
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    def get(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = self._clients[key] = build()
+            return client
+
+    def forget(self, key: tuple[Any, ...], client: Any) -> None:
+        """Stop handing out `client` (its connections failed); sessions using it keep it
+        until they reset, and it is closed once none holds it."""
+        with self._lock:
+            if self._clients.get(key) is client:
+                del self._clients[key]
+
+
+SHARED_CLIENTS = SharedClients()
+
+
 class LazyClient:
     """One SDK client per adapter, built at first use (that is when the SDK is imported) and
     rebuilt after a connection failure so a dead keep-alive connection is not reused. It may
-    be built from another thread (a preload) while the event loop waits for it."""
+    be built from another thread (a preload) while the event loop waits for it. With
+    `SHARED_CLIENTS` on and a `key`, adapters with the same key get the same client."""
 
-    def __init__(self, build: Callable[[], Any]) -> None:
+    def __init__(self, build: Callable[[], Any], key: Callable[[], tuple[Any, ...]] | None = None) -> None:
         self._build = build
+        self._key = key
         self._client: Any = None
+        self._shared: tuple[Any, ...] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -218,17 +255,26 @@ class LazyClient:
     def get(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = self._build()
+                if SHARED_CLIENTS.enabled and self._key is not None:
+                    self._shared = self._key()
+                    self._client = SHARED_CLIENTS.get(self._shared, self._build)
+                else:
+                    self._client = self._build()
             return self._client
 
     async def reset(self) -> None:
         with self._lock:
             client, self._client = self._client, None
-        if client is not None:
-            try:
-                await client.close()
-            except Exception:
-                pass  # closing a broken pool must not mask the error being handled
+            shared, self._shared = self._shared, None
+        if client is None:
+            return
+        if shared is not None:  # others may be streaming on it: the finalizer closes it
+            SHARED_CLIENTS.forget(shared, client)
+            return
+        try:
+            await client.close()
+        except Exception:
+            pass  # closing a broken pool must not mask the error being handled
 
 
 def _close_soon(http_client: Any) -> None:
@@ -325,7 +371,7 @@ class SDKAdapter(ABC, Generic[SettingsT]):
 
     def __init__(self, settings: SettingsT) -> None:
         self.settings = settings
-        self._client = LazyClient(self._build_client)
+        self._client = LazyClient(self._build_client, self._client_key)
         self._redact = Redactor.for_provider(settings.api_key, settings.headers)
 
     @property
@@ -340,6 +386,18 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         """Import the SDK and build its client: the import, the HTTP stack and the TLS
         context (it reads the CA bundle) are most of a first request's own cost."""
         self._client.get()
+
+    def _client_key(self) -> tuple[Any, ...]:
+        """What the built client depends on (adapters with the same key may share one)."""
+        s = self.settings
+        return (
+            self.sdk_module,
+            self.client_class,
+            s.base_url,
+            s.api_key,
+            tuple(sorted(s.headers.items())),
+            read_timeout(s.env),
+        )
 
     def _build_client(self) -> Any:
         sdk = importlib.import_module(self.sdk_module)

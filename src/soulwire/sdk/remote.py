@@ -6,6 +6,9 @@ events arrive exactly once however often the network fails.
         async for event in session.prompt("fix the failing test"):
             print(event["type"], event["payload"])
 
+`RemoteSession.create("ws://127.0.0.1:7437", token, work_dir="/src/app")` makes a new session
+and attaches to it on one connection (`session.session_id` names it).
+
 Events are the Wire event params (`{"seq", "type", "payload"}`, or `blob` for a large one).
 Requests to the client (approvals, questions, tool calls) go to `on_request(type, payload)`;
 its return value is the answer, and None leaves the request to its deadline's default.
@@ -44,8 +47,13 @@ class RemoteSession:
         serve_options: dict[str, Any] | None = None,
         reconnect_delay_s: float = 0.2,
         external_tools: list[dict[str, Any]] | None = None,
+        create: dict[str, str] | None = None,
     ) -> None:
         self.url = url
+        self.session_id: str | None = None
+        """The session's id, from the server's `attached` notice."""
+        self._create = create
+        """Query fields of `/ws/sessions/new` (`work_dir`, `title`, `model`) until it exists."""
         self.mode = mode
         self.last_seq = 0
         self.epoch: str | None = None
@@ -72,19 +80,49 @@ class RemoteSession:
     async def attach(cls, url: str, token: str, **options: Any) -> AsyncGenerator[RemoteSession]:
         """Attach (and keep attached) until the block ends."""
         session = cls(url, token, **options)
+        async with session._running():
+            yield session
+
+    @classmethod
+    @asynccontextmanager
+    async def create(
+        cls,
+        server: str,
+        token: str,
+        *,
+        work_dir: str | None = None,
+        title: str | None = None,
+        model: str | None = None,
+        **options: Any,
+    ) -> AsyncGenerator[RemoteSession]:
+        """A new session on the server at `server` (`ws://HOST:PORT`), attached on the same
+        connection until the block ends; its id is `session_id` once the block starts. A
+        refused creation (a missing work dir, an unknown model) raises as a refused attach."""
+        fields = {"work_dir": work_dir, "title": title, "model": model}
+        create = {k: v for k, v in fields.items() if v is not None}
+        session = cls(server.rstrip("/") + "/ws/sessions/new", token, create=create, **options)
+        async with session._running():
+            yield session
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncGenerator[None]:
         async with anyio.create_task_group() as group:
-            session._group = group
-            group.start_soon(session._supervise)
-            await session._connected.wait()
+            self._group = group
+            group.start_soon(self._supervise)
+            await self._connected.wait()
             try:
-                yield session
+                yield
             finally:
-                await session.aclose()
+                await self.aclose()
                 group.cancel_scope.cancel()
 
     # -- the connection ---------------------------------------------------------------
     def _query(self, *, again: bool) -> str:
         query: dict[str, Any] = {"token": self._token, "since_seq": self.last_seq, "mode": self.mode}
+        if self.session_id is None and self._create is not None:
+            if again:  # the connection dropped before the server named the new session
+                raise ConnectionError("the connection closed before the new session was created")
+            query.update(self._create)
         if self.epoch is not None:
             query["epoch"] = self.epoch
         if again and self.mode == "controller":
@@ -113,7 +151,8 @@ class RemoteSession:
             ) as peer:
                 peer.send_request("initialize", self._initialize_params(), lambda _r, _e: None)
                 self._peer = peer
-                self._connected.set()
+                if self.session_id is not None or self._create is None:
+                    self._connected.set()  # (a new session's waits for `attached`, which names it)
                 await peer.input_closed.wait()
                 self._peer = None
             first = False
@@ -146,6 +185,12 @@ class RemoteSession:
         if not isinstance(params, dict):
             return
         if "epoch" in params and "complete" in params:  # `attached`
+            named = params.get("session_id")
+            if isinstance(named, str) and self.session_id is None:
+                self.session_id = named
+                if self._create is not None:  # re-attach to it, never create another
+                    self.url = self.url.removesuffix("/new") + "/" + named
+                    self._connected.set()
             self.epoch = params["epoch"]
             self.complete = bool(params["complete"])
             if not self.complete:

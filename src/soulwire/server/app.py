@@ -123,6 +123,9 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
+        from soulwire.llm.transport import SHARED_CLIENTS
+
+        SHARED_CLIENTS.enable()  # every session runs on this one loop: they may share pools
         async with anyio.create_task_group() as group:
             state["registry"] = SessionRegistry(settings, group)
             group.start_soon(_warm_prices)
@@ -231,6 +234,26 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
             raise HTTPException(404, f"no blob {blob_id!r}")
         return FileResponse(path, media_type="application/json")
 
+    @app.websocket("/ws/sessions/new")
+    async def new_session_socket(websocket: WebSocket) -> None:  # pyright: ignore[reportUnusedFunction]
+        """Create a session (`work_dir`, `title`, `model` in the query, as `POST /api/sessions`
+        takes them) and attach to it on this connection: one round trip instead of two, for
+        clients that open many sessions (fleets). The `attached` notice names it."""
+        query = websocket.query_params
+
+        def create() -> Located:
+            return registry().create(query.get("work_dir"), query.get("title"), model=query.get("model"))
+
+        try:
+            created = await anyio.to_thread.run_sync(create, limiter=registry().disk_limiter)
+            live = await registry().open(created.id)
+        except SessionError as exc:
+            await websocket.send_denial_response(
+                JSONResponse({"detail": exc.message}, status_code=exc.status)
+            )
+            return
+        await _accept(websocket, live)
+
     @app.websocket("/ws/sessions/{session_id}")
     async def wire_socket(websocket: WebSocket, session_id: str) -> None:  # pyright: ignore[reportUnusedFunction]
         try:
@@ -240,6 +263,9 @@ def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
                 JSONResponse({"detail": exc.message}, status_code=exc.status)
             )
             return
+        await _accept(websocket, live)
+
+    async def _accept(websocket: WebSocket, live: LiveSession) -> None:
         offered = websocket.scope.get("subprotocols") or []
         await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
         read_only = websocket.scope.get("state", {}).get("role") != "full"

@@ -9,10 +9,13 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soulwire.server.security import is_loopback
 from soulwire.usage import CommandParser
+
+if TYPE_CHECKING:
+    from soulwire.server.prefork import Copies
 
 DEFAULT_LISTEN = "127.0.0.1:7437"
 TOKEN_ENV = "SOULWIRE_SERVER_TOKEN"
@@ -49,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--exit-with-stdin", action="store_true", help="shut down when stdin ends (a parent process died)"
     )
+    parser.add_argument(
+        "--processes", type=int, default=1, metavar="N",
+        help="N server processes forked from one loaded process, each on its own free port "
+        "(needs --listen HOST:0; one `listening on` line each; sessions stay where created)",
+    )  # fmt: skip
     parser.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME",
         help="another Host name clients use for this server (e.g. behind a proxy); repeatable",
@@ -107,6 +115,8 @@ def run_serve(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.max_steps_per_turn is not None and args.max_steps_per_turn < 1:
         parser.error("--max-steps-per-turn must be at least 1")
+    if args.processes < 1:
+        parser.error("--processes must be at least 1")
     from soulwire.config.loader import ConfigError, load_raw_config, share_dir
 
     try:
@@ -120,8 +130,13 @@ def run_serve(argv: list[str]) -> int:
     except (ValueError, ConfigError) as exc:
         sys.stderr.write(f"soulwire serve: error: {exc}\n")
         return 2
+    if args.processes > 1 and port != 0:
+        sys.stderr.write(
+            "soulwire serve: error: --processes needs --listen HOST:0 (each process takes a free port)\n"
+        )
+        return 2
     try:
-        sock = _bind(host, port)
+        socks = [_bind(host, port) for _ in range(args.processes)]
     except OSError as exc:
         in_use = exc.errno == errno.EADDRINUSE
         hint = (
@@ -131,12 +146,15 @@ def run_serve(argv: list[str]) -> int:
             f"soulwire serve: error: cannot listen on {args.listen}: {exc.strerror or exc}{hint}\n"
         )
         return 1
-    port = sock.getsockname()[1]
+    ports = [sock.getsockname()[1] for sock in socks]
     shown = f"[{host}]" if ":" in host else host
-    base = f"http://{shown}:{port}"
+    urls = [f"http://{shown}:{p}" for p in ports]
+    base = urls[0]
     if not is_loopback(host):
         sys.stderr.write(f"soulwire serve: warning: listening on {host}, reachable from other machines\n")
-    sys.stderr.write(f"soulwire serve: listening on {base}\n")
+    # Clients may connect now: the kernel queues them until the server (or its copy) accepts.
+    for url in urls:
+        sys.stderr.write(f"soulwire serve: listening on {url}\n")
     if created:
         sys.stderr.write(f"soulwire serve: open {base}/?token={token}  (token saved in the share dir)\n")
     sys.stderr.flush()
@@ -168,8 +186,16 @@ def run_serve(argv: list[str]) -> int:
             blobs=BlobStore(share / "blobs"),
         ),
     )
-    guard = Guard.for_listen(token, host, port, args.allow_host)
-    return _run_uvicorn(create_app(settings, guard), sock, exit_with_stdin=args.exit_with_stdin)
+    guard = Guard.for_listen(token, host, ports, args.allow_host)
+    app = create_app(settings, guard)
+    if len(socks) == 1:
+        return _run_uvicorn(app, socks[0], exit_with_stdin=args.exit_with_stdin)
+    from soulwire.server import prefork
+
+    prefork.preload(raw, args.model)
+    _tune_gc()  # before the fork: the copies share the frozen heap instead of each walking it
+    index, copies, watch = prefork.fork_copies(socks, urls)
+    return _run_uvicorn(app, socks[index], exit_with_stdin=args.exit_with_stdin, copies=copies, watch=watch)
 
 
 def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str, bool]:
@@ -219,7 +245,17 @@ async def _stop_at_stdin_eof(server: Any) -> None:
     server.should_exit = True
 
 
-def _run_uvicorn(app: object, sock: socket.socket, *, exit_with_stdin: bool = False) -> int:
+def _run_uvicorn(
+    app: object,
+    sock: socket.socket,
+    *,
+    exit_with_stdin: bool = False,
+    copies: Copies | None = None,
+    watch: int | None = None,
+) -> int:
+    """Serve `app` on `sock` until a signal (or stdin's end); with `copies` (the first of
+    several processes), report copies that die and stop them at the end; with `watch` (a copy
+    on a system that cannot signal it), stop when that parent is gone."""
     import contextlib
     import logging
     import signal
@@ -258,18 +294,47 @@ def _run_uvicorn(app: object, sock: socket.socket, *, exit_with_stdin: bool = Fa
         ws_per_message_deflate=False,
     )
     server = _Server(config)
-    _tune_gc()
+    if copies is None and watch is None:
+        _tune_gc()  # (forked processes did it before the fork)
+    if watch is not None:
+        from soulwire.server.prefork import watch_parent
+
+        watch_parent(watch, lambda: setattr(server, "should_exit", True))
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
             if exit_with_stdin:
                 group.start_soon(_stop_at_stdin_eof, server)
+            if copies is not None:
+                group.start_soon(_report_copies, copies, server)
             await server.serve(sockets=[sock])
             group.cancel_scope.cancel()
 
-    anyio.run(main)
+    try:
+        anyio.run(main)
+    finally:
+        if copies is not None:
+            copies.stop(timeout=config.timeout_graceful_shutdown or 5)
     sys.stderr.write("soulwire serve: stopped\n")
     return 0
+
+
+async def _report_copies(copies: Copies, server: Any) -> None:
+    """Say on stderr which forked copy died (a fleet fails over the sessions it held), unless
+    the server is stopping (a signal to the process group ends the copies too)."""
+    import signal
+
+    import anyio
+
+    def report(line: str) -> None:
+        if not server.should_exit:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+    with anyio.open_signal_receiver(signal.SIGCHLD) as signals:
+        copies.reap(report)  # one that died before the receiver was installed
+        async for _ in signals:
+            copies.reap(report)
 
 
 def _tune_gc() -> None:

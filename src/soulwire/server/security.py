@@ -65,11 +65,15 @@ class Guard:
     """Read-only tokens minted per session: token → session id."""
 
     @classmethod
-    def for_listen(cls, token: str, host: str, port: int, extra_hosts: list[str]) -> Guard:
+    def for_listen(cls, token: str, host: str, port: int | list[int], extra_hosts: list[str]) -> Guard:
+        """The guard of a server on `host`:`port` (or on each of several ports: forked copies
+        that share one app)."""
+        ports = port if isinstance(port, list) else [port]
         names = {"127.0.0.1", "localhost", "[::1]", *(h.lower() for h in extra_hosts)}
         if host not in ("0.0.0.0", "::"):  # a wildcard is no name: --allow-host gives them
             names.add(f"[{host}]" if ":" in host else host)
-        hosts = {f"{n}:{port}" for n in names} | (names if port in (80, 443) else set())
+        hosts = {f"{n}:{p}" for n in names for p in ports}
+        hosts |= names if any(p in (80, 443) for p in ports) else set()
         origins = {f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")}
         return cls(token, hosts, origins)
 
