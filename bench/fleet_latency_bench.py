@@ -296,7 +296,7 @@ def overhead(args: argparse.Namespace, url: str, repeat: int = 30) -> dict[str, 
     from fleet_bench import fleet_own_costs  # pyright: ignore[reportMissingImports]
 
     from soulwire.fleet import EngineSettings, Task
-    from soulwire.fleet.warm import GroupKey, WarmBackend, _create_session, start_engine
+    from soulwire.fleet.warm import GroupKey, WarmBackend, start_engine
     from soulwire.sdk.remote import RemoteSession
 
     root = Path(tempfile.mkdtemp(prefix="fleetbench-overhead-"))
@@ -318,9 +318,8 @@ def overhead(args: argparse.Namespace, url: str, repeat: int = 30) -> dict[str, 
                 work = root / "open" / str(i)
                 work.mkdir(parents=True)
                 t0 = time.perf_counter()
-                session_id = await _create_session(engine, work)
-                ws = engine.url.replace("http://", "ws://") + f"/ws/sessions/{session_id}"
-                async with RemoteSession.attach(ws, engine.token) as session:
+                server = engine.url.replace("http://", "ws://")
+                async with RemoteSession.create(server, engine.token, work_dir=str(work)) as session:
                     await session.call("requests/pending")  # answered after `initialize`
                     opens.append(time.perf_counter() - t0)
             record["session_open_ms"] = round(statistics.median(opens) * 1000, 1)

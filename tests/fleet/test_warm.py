@@ -164,3 +164,43 @@ async def test_a_read_only_sandbox_per_task(lab: FleetLab) -> None:
         assert {r.status for r in results.values()} == {"done"}, [r.reason for r in results.values()]
         assert not Path(results["confined"].work_dir or "", "out.txt").exists(), backend.name
         assert Path(results["free"].work_dir or "", "out.txt").read_text() == "x\n"
+
+
+def _forked_copies(pid: int) -> list[int]:
+    """The `soulwire serve` copies `pid` forked (its other children are its tools' commands)."""
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+        children = [int(p) for p in handle.read().split()]
+    return [c for c in children if b"serve" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+async def test_two_engines_are_one_process_and_a_dead_copy_fails_over_its_task(lab: FleetLab) -> None:
+    started = lab.root / "started"
+    started.mkdir()
+    script = shell(f"touch {started}/$$; sleep 30")
+    for name in ("one", "two"):
+        lab.task(name, script, "text: never", shared="both", time_limit=4)
+    tasks = fleet.load_tasks(lab.write_tasks())
+    out = lab.root / "results.jsonl"
+    backend = lab.warm_backend(engines=2, retries=1)
+    killed: list[int] = []
+
+    async def kill_the_copy_when_both_commands_run() -> None:
+        while len(list(started.iterdir())) < 2:
+            await anyio.sleep(0.05)
+        engines = backend.engines(tasks[0])
+        assert len(engines) == 2 and len({e.process.pid for e in engines}) == 1  # one process, forked
+        (copy,) = _forked_copies(engines[0].process.pid)
+        killed.append(copy)
+        os.kill(copy, signal.SIGKILL)  # the copy only: the first process and its sessions live on
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kill_the_copy_when_both_commands_run)
+        results = await fleet.run_all(tasks, concurrency=2, out=out, backend=backend)
+    assert killed
+    assert len(out.read_text().splitlines()) == 2  # one line per task
+    by_attempts = sorted(r.attempts for r in results)
+    assert by_attempts == [1, 2], [
+        (r.id, r.attempts, r.reason) for r in results
+    ]  # only the copy's task ran again
+    assert all(r.status == "timed_out" for r in results), [r.reason for r in results]
+    assert backend.started_engines == 3  # the two of the first process, and the copy's replacement

@@ -31,6 +31,7 @@ def test_the_diff_of_a_copy_against_its_source(tmp_path: Path) -> None:
     (work / "new.txt").write_text("no newline")
     (work / "image.bin").write_bytes(b"\0\1\3")
     (work / ".git" / "HEAD").write_text("changed\n")  # git's own files are not the task's work
+    (work / "kept.txt").write_text("same\n")  # written again, the same: no change
     diff, truncated = workspace_diff(source, work)
     assert not truncated
     assert "--- a/pkg/edit.py\n+++ b/pkg/edit.py\n" in diff and "-b = 2\n+b = 3\n" in diff

@@ -1,10 +1,12 @@
 """Warm engines: a few long-lived `soulwire serve` processes host the sessions of many tasks,
 so the interpreter, the engine and the provider SDK start once per process instead of once
 per task. Tasks with the same engine settings (model, configuration, yolo, thinking, step
-limit, sandbox, environment) share a group of processes; each task is one session on the
+limit, sandbox, environment) share a group of engines; each task is one session on the
 least busy of them, created over HTTP and driven over its WebSocket with the SDK's
-`RemoteSession`. A process that dies takes its tasks with it: they fail with
-`EngineLostError`, the backend runs them again, and the group starts a replacement."""
+`RemoteSession`. A group's engines start as one `soulwire serve --processes N`: one process
+loads everything once and forks the others, so N engines cost one start-up. An engine that
+dies takes its tasks with it: they fail with `EngineLostError`, the backend runs them again,
+and the group starts a replacement."""
 
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ from soulwire.sdk.options import resolve_executable
 from soulwire.wire.types import tool_error
 
 _LISTENING = "listening on "
+_COPY_EXITED = ") exited (code "
+"""How `soulwire serve --processes N` reports a forked copy that died (server/prefork.py)."""
 
 
 def engine_flags(task: Task) -> tuple[str, ...]:
@@ -69,33 +73,38 @@ class GroupKey:
 
 @dataclass
 class ServeEngine:
-    """One `soulwire serve` process on 127.0.0.1 with a token of its own."""
+    """One `soulwire serve` process on 127.0.0.1 with a token of its own (or one of the
+    copies such a process forked: `--processes N`, one port each)."""
 
     process: Process
+    """The spawned `soulwire serve` (the first process, for its forked copies)."""
     url: str
     token: str
     sessions: int = 0
     """Sessions of running tasks on it (the group picks the least busy)."""
     exited: anyio.Event = field(default_factory=anyio.Event)
-    http: Any = None
-    """The engine's HTTP client (httpx2.AsyncClient), made at the first session."""
     stderr_tail: list[str] = field(default_factory=lambda: list[str]())
+    siblings: list[ServeEngine] = field(default_factory=lambda: list[ServeEngine]())
+    """The engines of the same spawned process, this one included (stopped together)."""
 
     @property
     def alive(self) -> bool:
         return not self.exited.is_set()
 
     def describe_exit(self) -> str:
-        code = self.process.returncode
         tail = " | ".join(self.stderr_tail[-3:])
+        if self.process.returncode is None:  # a forked copy died, the process that forked it lives
+            return f"the engine at {self.url} exited{': ' + tail if tail else ''}"
+        code = self.process.returncode
         return f"the engine process {self.process.pid} exited (code {code}){': ' + tail if tail else ''}"
 
 
-async def start_engine(
-    settings: EngineSettings, flags: tuple[str, ...], env: dict[str, str], *, work_dir: Path
-) -> tuple[ServeEngine, Any]:
-    """Spawn `soulwire serve --listen 127.0.0.1:0` and wait for its address. Returns the
-    engine and a coroutine function that pumps its stderr until it exits (to run in a task)."""
+async def start_engines(
+    settings: EngineSettings, flags: tuple[str, ...], env: dict[str, str], *, work_dir: Path, count: int = 1
+) -> tuple[list[ServeEngine], Any]:
+    """Spawn `soulwire serve --listen 127.0.0.1:0` (with `--processes count`: one process that
+    loads once and forks, each copy on its own port) and wait for its addresses. Returns the
+    engines and a coroutine function that pumps its stderr until it exits (to run in a task)."""
     token = secrets.token_urlsafe(24)
     base = dict(os.environ) if settings.inherit_env else {}
     full_env = {**base, **settings.env, **env, "SOULWIRE_SERVER_TOKEN": token}
@@ -111,6 +120,7 @@ async def start_engine(
         "--idle-timeout",
         "2",
         "--exit-with-stdin",  # we hold its stdin: if this process dies, so does the engine
+        *(("--processes", str(count)) if count > 1 else ()),
         *flags,
     ]
     process = await anyio.open_process(
@@ -120,22 +130,21 @@ async def start_engine(
     stderr = process.stderr
     lines: list[str] = []
     pending = b""
-    url: str | None = None
+    urls: list[str] = []
     try:
         with anyio.fail_after(settings.startup_timeout):
-            while url is None:
+            while len(urls) < count:
                 try:
                     chunk = await stderr.receive()
                 except (anyio.EndOfStream, anyio.ClosedResourceError):
                     break
                 pending += chunk
-                *complete, pending_rest = pending.split(b"\n")
-                pending = pending_rest
+                *complete, pending = pending.split(b"\n")
                 for raw in complete:
                     line = raw.decode("utf-8", errors="replace")
                     lines.append(line)
                     if _LISTENING in line:
-                        url = line.split(_LISTENING, 1)[1].split()[0]
+                        urls.append(line.split(_LISTENING, 1)[1].split()[0])
     except TimeoutError:
         _kill(process)
         await process.wait()
@@ -145,26 +154,46 @@ async def start_engine(
         with anyio.CancelScope(shield=True):
             await process.wait()
         raise
-    if url is None:
+    if len(urls) < count:
+        _kill(process)
         await process.wait()
         raise EngineError(f"soulwire serve exited (code {process.returncode}): {' | '.join(lines[-3:])}")
-    engine = ServeEngine(process=process, url=url, token=token, stderr_tail=lines[-20:])
+    tail = lines[-20:]  # one list for all: what the process says concerns each of them
+    engines = [ServeEngine(process=process, url=url, token=token, stderr_tail=tail) for url in urls]
+    for engine in engines:
+        engine.siblings = engines
+    by_url = {engine.url: engine for engine in engines}
 
     async def pump() -> None:
+        rest = pending
         async for chunk in stderr:
-            text = chunk.decode("utf-8", errors="replace")
-            engine.stderr_tail.extend(text.splitlines())
-            del engine.stderr_tail[:-20]
+            *complete, rest = (rest + chunk).split(b"\n")
+            for raw in complete:
+                line = raw.decode("utf-8", errors="replace")
+                tail.append(line)
+                if _COPY_EXITED in line:  # `process PID (URL) exited (code C)`: that copy is gone
+                    gone = by_url.get(line.partition("(")[2].partition(")")[0])
+                    if gone is not None:
+                        gone.exited.set()
+            del tail[:-20]
         await process.wait()
-        engine.exited.set()
+        for engine in engines:
+            engine.exited.set()
 
+    return engines, pump
+
+
+async def start_engine(
+    settings: EngineSettings, flags: tuple[str, ...], env: dict[str, str], *, work_dir: Path
+) -> tuple[ServeEngine, Any]:
+    """One engine process (see `start_engines`)."""
+    (engine,), pump = await start_engines(settings, flags, env, work_dir=work_dir)
     return engine, pump
 
 
 async def stop_engine(engine: ServeEngine, timeout: float) -> None:
-    """SIGTERM (running turns are cancelled, files closed), SIGKILL after `timeout`."""
-    if engine.http is not None:
-        await engine.http.aclose()
+    """SIGTERM the engine's process group (running turns are cancelled, files closed; forked
+    copies stop too), SIGKILL after `timeout`."""
     _kill(engine.process, signal.SIGTERM)
     with anyio.move_on_after(timeout):
         await engine.process.wait()
@@ -198,20 +227,21 @@ class EngineGroup:
         """Start engines until `demand` (at most the group's size) are alive or starting."""
         self.engines = [e for e in self.engines if e.alive]
         wanted = min(self.backend.engines_per_group, max(demand, self.busy))
-        while len(self.engines) + self.starting < wanted:
-            self.starting += 1
-            self.backend.start_soon(self._start_one)
+        missing = wanted - len(self.engines) - self.starting
+        if missing > 0:  # one process for all of them: it loads once and forks the others
+            self.starting += missing
+            self.backend.start_soon(self._start_some, missing)
 
-    async def _start_one(self) -> None:
+    async def _start_some(self, count: int) -> None:
         try:
-            engine = await self.backend.spawn(self.key)
+            engines = await self.backend.spawn(self.key, count)
         except Exception as exc:  # told to the tasks waiting for an engine
             self.failure = exc
         else:
-            self.engines.append(engine)
+            self.engines.extend(engines)
             self.failure = None
         finally:
-            self.starting -= 1
+            self.starting -= count
             self._changed.set()
             self._changed = anyio.Event()
 
@@ -232,10 +262,12 @@ class EngineGroup:
             self.backend.start_soon(self._retire_if_idle, engine)
 
     async def _retire_if_idle(self, engine: ServeEngine) -> None:
-        """Stop an engine nobody used for `idle_s` (the group's tasks are done)."""
+        """Stop an engine process nobody used for `idle_s` (the group's tasks are done): when
+        none of the engines it serves has a session."""
         await anyio.sleep(self.backend.idle_s)
-        if engine.sessions == 0 and engine.alive:
-            self.engines.remove(engine)
+        siblings = engine.siblings or [engine]
+        if engine.alive and all(e.sessions == 0 for e in siblings) and engine in self.engines:
+            self.engines = [e for e in self.engines if e not in siblings]
             await stop_engine(engine, self.backend.settings.close_timeout)
 
     async def _acquire(self) -> ServeEngine:
@@ -288,9 +320,9 @@ class WarmBackend(LocalBackend):
     async def stop_engines(self) -> None:
         """SIGTERM every engine (running turns are cancelled, files closed), then SIGKILL
         what is left after `close_timeout`."""
-        engines = [e for g in self._groups.values() for e in g.engines if e.alive]
+        processes = {id(e.process): e for g in self._groups.values() for e in g.engines if e.alive}
         async with anyio.create_task_group() as group:
-            for engine in engines:
+            for engine in processes.values():  # one stop per process: its copies stop with it
                 group.start_soon(stop_engine, engine, self.settings.close_timeout)
         self._groups.clear()
 
@@ -320,13 +352,16 @@ class WarmBackend(LocalBackend):
             group = self._groups[key] = EngineGroup(self, key)
         return group
 
-    async def spawn(self, key: GroupKey) -> ServeEngine:
+    async def spawn(self, key: GroupKey, count: int = 1) -> list[ServeEngine]:
+        """`count` engines of one new process (forked copies after the first)."""
         if self._task_group is None:
             raise RuntimeError("WarmBackend is used outside `async with`")
-        engine, pump = await start_engine(self.settings, key.flags, dict(key.env), work_dir=self._home)
+        engines, pump = await start_engines(
+            self.settings, key.flags, dict(key.env), work_dir=self._home, count=count
+        )
         self._task_group.start_soon(pump)
-        self.started_engines += 1
-        return engine
+        self.started_engines += len(engines)
+        return engines
 
     async def _agent(self, task: Task, work_dir: Path, result: TaskResult) -> None:
         engine = await self._group(task).acquire()
@@ -347,24 +382,6 @@ class WarmBackend(LocalBackend):
             self._group(task).release(engine)
         if not engine.alive and not record.ended:
             raise EngineLostError(engine.describe_exit())
-
-
-async def _create_session(engine: ServeEngine, work_dir: Path) -> str:
-    if engine.http is None:  # one client per engine
-        import httpx2
-
-        # Plain HTTP on loopback: `verify=False` skips building a TLS context that loads the
-        # CA bundle (~35 ms of CPU per engine, while the first wave starts).
-        engine.http = httpx2.AsyncClient(
-            base_url=engine.url,
-            timeout=30.0,
-            headers={"Authorization": f"Bearer {engine.token}"},
-            verify=False,
-        )
-    response = await engine.http.post("/api/sessions", json={"work_dir": str(work_dir)})
-    if response.status_code != 201:
-        raise EngineError(f"creating a session failed: HTTP {response.status_code} {response.text[:200]}")
-    return str(response.json()["id"])
 
 
 @dataclass
@@ -431,8 +448,6 @@ async def run_remote_turn(
     approvals answered by the task's policy, `result` filled as events arrive."""
     from soulwire.sdk.remote import RemoteSession
 
-    session_id = await _create_session(engine, work_dir)
-    result.session_id = session_id
     policy = task.approval
 
     async def call_tool(payload: dict[str, Any]) -> Any:
@@ -456,14 +471,19 @@ async def run_remote_turn(
         )
         return {"request_id": payload.get("id"), "response": decision}
 
-    ws_url = engine.url.replace("http://", "ws://", 1) + f"/ws/sessions/{session_id}"
+    session_id: str | None = None
     try:
         async with (
             _attach_errors(),
-            RemoteSession.attach(
-                ws_url, engine.token, on_request=on_request, external_tools=[t.spec() for t in task.tools]
+            RemoteSession.create(  # created and attached on one connection
+                engine.url.replace("http://", "ws://", 1),
+                engine.token,
+                work_dir=str(work_dir),
+                on_request=on_request,
+                external_tools=[t.spec() for t in task.tools],
             ) as session,
         ):
+            session_id = result.session_id = session.session_id
             with anyio.move_on_after(task.time_limit + cancel_grace):
                 with anyio.move_on_after(task.time_limit) as soft:
                     try:
@@ -488,8 +508,9 @@ async def run_remote_turn(
             if result.status == "done":
                 _judge(result, outcome, record)
     except anyio.get_cancelled_exc_class():
-        with anyio.move_on_after(2, shield=True):  # the fleet stops: stop the turn on the server
-            await _cancel_quietly(engine, session_id)
+        if session_id is not None:
+            with anyio.move_on_after(2, shield=True):  # the fleet stops: stop the turn on the server
+                await _cancel_quietly(engine, session_id)
         raise
     finally:
         record.fill(result)
@@ -550,4 +571,12 @@ def _judge(result: TaskResult, outcome: Any, record: _TurnRecord) -> None:
         result.status, result.reason = "failed", f"turn ended: {outcome}"
 
 
-__all__ = ["EngineGroup", "GroupKey", "ServeEngine", "WarmBackend", "engine_flags", "start_engine"]
+__all__ = [
+    "EngineGroup",
+    "GroupKey",
+    "ServeEngine",
+    "WarmBackend",
+    "engine_flags",
+    "start_engine",
+    "start_engines",
+]

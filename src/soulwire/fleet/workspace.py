@@ -5,10 +5,12 @@ agent (and the check) are done."""
 from __future__ import annotations
 
 import difflib
+import os
 import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 IGNORED_IN_DIFF = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 MAX_DIFF_CHARS = 200_000
@@ -50,16 +52,38 @@ def prepare_workspace(source: Path | None, dest: Path, mode: str = "copy") -> No
     shutil.copytree(source, dest, symlinks=True)
 
 
-def _files(root: Path) -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    if not root.is_dir():
-        return found
-    for path in root.rglob("*"):
-        relative = path.relative_to(root)
-        if IGNORED_IN_DIFF.intersection(relative.parts):
+class _Entry(NamedTuple):
+    path: Path
+    size: int
+    mtime_ns: int
+    link: bool
+
+
+def _files(root: Path) -> dict[str, _Entry]:
+    """Every file and symlink under `root` (by relative posix path) with its lstat facts, in one
+    `scandir` pass: the diff runs after every task, and pathlib's walk cost more than the diff."""
+    found: dict[str, _Entry] = {}
+    pending = [(str(root), "")]
+    while pending:
+        directory, prefix = pending.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
             continue
-        if path.is_file() or path.is_symlink():
-            found[relative.as_posix()] = path
+        for entry in entries:
+            if entry.name in IGNORED_IN_DIFF:
+                continue
+            name = prefix + entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((entry.path, name + "/"))
+                    continue
+                facts = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            link = entry.is_symlink()
+            if link or entry.is_file(follow_symlinks=False):
+                found[name] = _Entry(Path(entry.path), facts.st_size, facts.st_mtime_ns, link)
     return found
 
 
@@ -99,9 +123,11 @@ def workspace_diff(source: Path | None, workspace: Path, mode: str = "copy") -> 
     chunks: list[str] = []
     size = 0
     for name in sorted(before.keys() | after.keys()):
-        old, new = before.get(name), after.get(name)
-        if old is not None and new is not None and _same(old, new):
+        old_entry, new_entry = before.get(name), after.get(name)
+        if old_entry is not None and new_entry is not None and _same(old_entry, new_entry):
             continue
+        old = old_entry.path if old_entry is not None else None
+        new = new_entry.path if new_entry is not None else None
         old_lines = _lines(old) if old is not None else []
         new_lines = _lines(new) if new is not None else []
         if old_lines is None or new_lines is None:
@@ -133,13 +159,21 @@ def _terminated(lines: Iterable[str]) -> list[str]:
     return out
 
 
-def _same(a: Path, b: Path) -> bool:
-    if a.is_symlink() or b.is_symlink():
-        return a.is_symlink() and b.is_symlink() and a.readlink() == b.readlink()
-    try:
-        if a.stat().st_size != b.stat().st_size:
+def _same(a: _Entry, b: _Entry) -> bool:
+    """Whether a workspace file is its source's, unchanged. The copy keeps the source's
+    modification time (copy2), and any write sets it to the time of the write: the same size
+    and time mean an untouched copy, read by nobody. Otherwise the contents decide."""
+    if a.link or b.link:
+        try:
+            return a.link and b.link and a.path.readlink() == b.path.readlink()
+        except OSError:
             return False
-        return a.read_bytes() == b.read_bytes()
+    if a.size != b.size:
+        return False
+    if a.mtime_ns == b.mtime_ns:
+        return True
+    try:
+        return a.path.read_bytes() == b.path.read_bytes()
     except OSError:
         return False
 
