@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from soulwire.config.model import ModelConfig, ProviderConfig
 from soulwire.ids import uuid4_hex
 from soulwire.llm.convert import openai_chat_messages, openai_chat_tools
 from soulwire.llm.errors import MalformedResponseError
 from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.llm.sse import EventData
 from soulwire.llm.transport import AdapterSettings, Attempt, SDKAdapter, env_float
 from soulwire.wire.types import (
     FunctionCall,
@@ -69,6 +70,13 @@ def gemini_factory(provider: ProviderConfig, model: ModelConfig, env: dict[str, 
     return OpenAIChatProvider(chat_settings("gemini", provider, model, env))
 
 
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON array (nothing for anything else)."""
+    if not isinstance(value, list):
+        return []
+    return [cast(dict[str, Any], v) for v in cast(list[Any], value) if isinstance(v, dict)]
+
+
 def _int(value: Any) -> int:
     return value if isinstance(value, int) else 0
 
@@ -113,24 +121,26 @@ class _ToolCalls:
         self.pending: dict[int, dict[str, Any]] = {}
         self.current: int | None = None
 
-    def feed(self, delta: Any) -> list[WireModel]:
-        index = _int(getattr(delta, "index", 0))
-        function = getattr(delta, "function", None)
-        name = getattr(function, "name", None)
-        arguments = getattr(function, "arguments", None)
+    def feed(self, delta: dict[str, Any]) -> list[WireModel]:
+        index = _int(delta.get("index", 0))
+        function = delta.get("function")
+        function = cast(dict[str, Any], function) if isinstance(function, dict) else {}
+        name = function.get("name")
+        arguments = function.get("arguments")
         arguments = arguments if isinstance(arguments, str) and arguments else None
         if index in self.started:
             if index != self.current:
                 raise MalformedResponseError("the provider interleaved the arguments of parallel tool calls")
             return [ToolCallPart(arguments_part=arguments)] if arguments else []
         slot = self.pending.setdefault(index, {"id": None, "name": "", "args": [], "extra": None})
-        if isinstance(getattr(delta, "id", None), str) and delta.id:
-            slot["id"] = delta.id
+        call_id = delta.get("id")
+        if isinstance(call_id, str) and call_id:
+            slot["id"] = call_id
         if isinstance(name, str) and name:
             slot["name"] += name
         if arguments:
             slot["args"].append(arguments)
-        extra = getattr(delta, "extra_content", None)
+        extra = delta.get("extra_content")
         if extra is not None:
             slot["extra"] = extra
         if not slot["name"]:
@@ -194,39 +204,49 @@ class OpenAIChatProvider(SDKAdapter[ChatSettings]):
     def _attempt(self, request: ChatRequest, result: StreamResult) -> Attempt:
         body, extra = self.request_body(request)
         calls = _ToolCalls()
-        return Attempt(
-            open=lambda client: client.chat.completions.create(**as_extra_body(body, extra), stream=True),
-            parts=lambda chunk: self._parts(chunk, calls, result),
-        )
+
+        async def open_stream(client: Any) -> EventData:
+            # The raw stream: each chunk's JSON as a dict, not a typed model built per chunk.
+            manager = client.chat.completions.with_streaming_response.create(
+                **as_extra_body(body, extra), stream=True
+            )
+            return EventData(manager, lambda data: self._errors().stream_error(data))
+
+        return Attempt(open=open_stream, parts=lambda chunk: self._parts(chunk, calls, result))
 
     def _parts(self, chunk: Any, calls: _ToolCalls, result: StreamResult) -> list[WireModel]:
-        if result.message_id is None and isinstance(getattr(chunk, "id", None), str) and chunk.id:
-            result.message_id = chunk.id
-        usage = chat_usage(getattr(chunk, "usage", None))
+        if not isinstance(chunk, dict):
+            return []
+        data = cast(dict[str, Any], chunk)
+        chunk_id = data.get("id")
+        if result.message_id is None and isinstance(chunk_id, str) and chunk_id:
+            result.message_id = chunk_id
+        usage = chat_usage(data.get("usage"))
         parts: list[WireModel] = []
-        for choice in getattr(chunk, "choices", None) or []:
+        for choice in _dicts(data.get("choices")):
             # Moonshot reports usage inside the last choice instead of at the top level.
-            usage = usage or chat_usage(getattr(choice, "usage", None))
-            delta = getattr(choice, "delta", None)
-            if delta is None or _int(getattr(choice, "index", 0)) != 0:
+            usage = usage or chat_usage(choice.get("usage"))
+            delta = choice.get("delta")
+            if not isinstance(delta, dict) or _int(choice.get("index", 0)) != 0:
                 continue
+            delta = cast(dict[str, Any], delta)
             thinking = self._reasoning(delta)
             if thinking:
                 parts.append(ThinkPart(think=thinking))
-            content = getattr(delta, "content", None)
+            content = delta.get("content")
             if isinstance(content, str) and content:
                 parts.append(TextPart(text=content))
-            for call in getattr(delta, "tool_calls", None) or []:
+            for call in _dicts(delta.get("tool_calls")):
                 parts.extend(calls.feed(call))
         if usage is not None:
             result.usage = usage
         return parts
 
-    def _reasoning(self, delta: Any) -> str:
+    def _reasoning(self, delta: dict[str, Any]) -> str:
         key = self.settings.reasoning_key
         keys = _AUTO_REASONING_KEYS if key is None else ((key,) if key else ())
         for name in keys:
-            value = getattr(delta, name, None)
+            value = delta.get(name)
             if isinstance(value, str) and value:
                 return value
         return ""
