@@ -206,3 +206,18 @@ def test_a_refused_creation_says_why_and_creates_nothing(serve, sandbox):
     else:
         raise AssertionError("the creation was not refused")
     assert server.api("GET", "/api/sessions").json() == []
+
+
+def test_frames_of_several_messages_are_split_one_message_each():
+    from soulwire.sdk.remote import _messages  # pyright: ignore[reportPrivateUsage]
+
+    frames: list[str | bytes] = ['{"a":1}\n{"b":2}\n', '{"c":3}', b'{"d":4}\n{"e":5}', '{"f":6}\n']
+
+    async def receive() -> str | bytes:
+        return frames.pop(0)
+
+    async def main() -> list[str | bytes]:
+        next_message = _messages(receive)
+        return [await next_message() for _ in range(6)]
+
+    assert anyio.run(main) == ['{"a":1}', '{"b":2}', '{"c":3}', '{"d":4}', '{"e":5}', '{"f":6}\n']

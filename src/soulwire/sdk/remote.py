@@ -17,6 +17,7 @@ The `websockets` library is imported when a session attaches."""
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -63,7 +64,9 @@ class RemoteSession:
         self.last_result: dict[str, Any] | None = None
         self._token = token
         self._on_request = on_request
-        self._serve = {"seq": True, **(serve_options or {})}
+        # `batch`: the server may join the messages it has ready into one frame (fewer frames
+        # and wake-ups on both sides when a turn streams); `_messages` splits them again.
+        self._serve = {"seq": True, "batch": True, **(serve_options or {})}
         self._delay = reconnect_delay_s
         self._external_tools = external_tools
         """`{name, description, parameters}` entries registered in `initialize`; their
@@ -143,7 +146,9 @@ class RemoteSession:
                 await anyio.sleep(self._delay)
                 continue
             self._socket = socket
-            stream = CallbackStream(socket.recv, socket.send, socket.close, closed_errors=(ConnectionClosed,))
+            stream = CallbackStream(
+                _messages(socket.recv), socket.send, socket.close, closed_errors=(ConnectionClosed,)
+            )
             notices: dict[str, Callable[[Any], None]] = {name: self._on_notice for name in NOTICES}
             notices["event"] = self._on_event
             async with Peer(
@@ -271,6 +276,23 @@ class RemoteSession:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def _messages(receive: Callable[[], Awaitable[str | bytes]]) -> Callable[[], Awaitable[str | bytes]]:
+    """One message per call from frames that may hold several, newline-separated (negotiated
+    `batch`); a frame of one message passes through as it is."""
+    pending: deque[str | bytes] = deque()
+
+    async def next_message() -> str | bytes:
+        while not pending:
+            frame = await receive()
+            text = frame if isinstance(frame, str) else frame.decode("utf-8", "replace")
+            if "\n" not in text.rstrip("\n"):
+                return frame
+            pending.extend(line for line in text.split("\n") if line)
+        return pending.popleft()
+
+    return next_message
 
 
 __all__ = ["RemoteSession"]

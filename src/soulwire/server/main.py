@@ -193,7 +193,7 @@ def run_serve(argv: list[str]) -> int:
     from soulwire.server import prefork
 
     prefork.preload(raw, args.model)
-    _tune_gc()  # before the fork: the copies share the frozen heap instead of each walking it
+    _tune_gc(collect=False)  # before the fork: the copies share the frozen heap instead of each walking it
     index, copies, watch = prefork.fork_copies(socks, urls)
     return _run_uvicorn(app, socks[index], exit_with_stdin=args.exit_with_stdin, copies=copies, watch=watch)
 
@@ -337,16 +337,19 @@ async def _report_copies(copies: Copies, server: Any) -> None:
             copies.reap(report)
 
 
-def _tune_gc() -> None:
+def _tune_gc(*, collect: bool = True) -> None:
     """Fewer, cheaper cyclic collections for a long-lived process full of ring entries.
 
     With 100 sessions streaming, CPython's default thresholds (700, 10, 10) ran a collection
     every few events and full ones over every live session's ring: a third of the server's
     CPU (bench/RESULTS.md §10). Objects that exist at start-up are frozen out of collection;
-    young cycles are still collected, every 20,000 allocations instead of 700."""
+    young cycles are still collected, every 20,000 allocations instead of 700. `collect=False`
+    skips the full collection first (~0.1 s on the start-up path of forked servers: what
+    garbage the imports left is not worth that wait before the first session)."""
     import gc
 
-    gc.collect()
+    if collect:
+        gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 10)
 
