@@ -407,6 +407,7 @@ def main() -> int:
     parser.add_argument("--kimi", help="the reference engine, for xargs-kimi")
     parser.add_argument("--ray-address", help="a running Ray cluster for fleet-ray (default: start one)")
     parser.add_argument("--engines-per-group", type=int, help="fleet-warm: serve processes")
+    parser.add_argument("--ray-flags", default="", help="fleet-ray: more `fleet run` flags")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
     parser.add_argument("--json-out", help="append the records here as JSON lines")
     args = parser.parse_args()
@@ -429,7 +430,8 @@ def main() -> int:
                     head, address, temp = start_ray_head(os.cpu_count() or 2)
                 try:
                     also = (head.pid,) if head is not None else ()
-                    record = run_fleet(name, args, url, ["--backend", "ray", "--address", address], also)
+                    flags = ["--backend", "ray", "--address", address, *shlex.split(args.ray_flags)]
+                    record = run_fleet(name, args, url, flags, also)
                 finally:
                     if head is not None:
                         stop_ray_head(head, temp)

@@ -1,0 +1,63 @@
+"""Shared SDK clients (llm/transport.SharedClients): adapters with the same endpoint and key
+get one client when the host turns sharing on; a reset after a connection failure stops
+handing that client out without closing it under the sessions still streaming on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from soulwire.llm.transport import SHARED_CLIENTS, LazyClient
+
+
+class FakeClient:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.closed = False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def sharing() -> Iterator[None]:
+    was = SHARED_CLIENTS.enabled
+    SHARED_CLIENTS.enable()
+    yield
+    SHARED_CLIENTS.enabled = was
+
+
+def counter() -> Any:
+    built: list[FakeClient] = []
+
+    def build() -> FakeClient:
+        built.append(FakeClient(len(built)))
+        return built[-1]
+
+    return build, built
+
+
+def test_without_sharing_every_adapter_builds_its_own() -> None:
+    build, built = counter()
+    assert not SHARED_CLIENTS.enabled  # off unless a host turns it on
+    first = LazyClient(build, lambda: ("k",)).get()
+    second = LazyClient(build, lambda: ("k",)).get()
+    assert first is not second and len(built) == 2
+
+
+def test_same_key_one_client_and_a_reset_forgets_it_without_closing_it(sharing: None) -> None:
+    build, built = counter()
+    key = ("openai", "AsyncOpenAI", "http://x", "k-reset-test", (), 300.0)
+    a, b = LazyClient(build, lambda: key), LazyClient(build, lambda: key)
+    other = LazyClient(build, lambda: (*key[:3], "another key", *key[4:]))
+    shared = a.get()
+    assert b.get() is shared and other.get() is not shared and len(built) == 2
+
+    anyio.run(a.reset)  # a's connection failed: a gets a new client, b keeps streaming on the old
+    assert not shared.closed
+    fresh = a.get()
+    assert fresh is not shared and b.get() is shared
+    assert LazyClient(build, lambda: key).get() is fresh  # newcomers get the new one
