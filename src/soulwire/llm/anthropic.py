@@ -74,6 +74,7 @@ class AnthropicProvider(SDKAdapter[AdapterSettings]):
 
     sdk_module = "anthropic"
     client_class = "AsyncAnthropic"
+    sdk_resources = ("anthropic.resources.messages:AsyncMessages",)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         s = self.settings

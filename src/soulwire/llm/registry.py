@@ -78,11 +78,14 @@ def preload_sdk(kind: str) -> None:
     if target is None or kind in _OFFLINE:
         return
     module = importlib.import_module(target.partition(":")[0])
-    names = {getattr(v, "sdk_module", None) for v in vars(module).values() if isinstance(v, type)}
-    for name in sorted(n for n in names if isinstance(n, str)):
+    adapters = [v for v in vars(module).values() if isinstance(getattr(v, "sdk_module", None), str)]
+    for name in sorted({name for a in adapters for name in (a.sdk_module, *a.sdk_resources)}):
+        module_name, _, attribute = name.partition(":")
         try:
-            importlib.import_module(name)
-        except ImportError:
+            loaded = importlib.import_module(module_name)
+            if attribute:
+                getattr(loaded, attribute)  # a lazy export: its module loads now
+        except (ImportError, AttributeError):
             return
     from soulwire.tls import shared_tls_context
 

@@ -368,6 +368,9 @@ class SDKAdapter(ABC, Generic[SettingsT]):
 
     sdk_module: ClassVar[str]
     client_class: ClassVar[str]
+    sdk_resources: ClassVar[tuple[str, ...]] = ()
+    """`module:Class` of the SDK resources a first request loads (SDKs import them lazily);
+    a preload loads them too."""
 
     def __init__(self, settings: SettingsT) -> None:
         self.settings = settings

@@ -30,8 +30,11 @@ _PR_SET_PDEATHSIG = 1
 def preload(raw_config: dict[str, Any], model_alias: str | None) -> None:
     """Import what every session needs, before the fork: the engine and its tools, and the SDK
     (with its HTTP stack and the shared TLS context) of the model sessions use by default."""
-    for module in ("soulwire.runtime.builder", "soulwire.ui.wire.server"):
+    for module in ("soulwire.runtime.builder", "soulwire.ui.wire.server", "soulwire.engine.state_check"):
         importlib.import_module(module)
+    from soulwire.tools.builtin import default_tools
+
+    default_tools()  # (imports the built-in tools' modules)
     kind = _provider_type(raw_config, model_alias)
     if kind is not None:
         from soulwire.llm.registry import preload_sdk
