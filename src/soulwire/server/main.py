@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -101,8 +102,35 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+_interrupted: list[int] = []
+"""The signals that came during the start-up."""
+
+
+def _interrupt_start_up(sig: int, _frame: object) -> None:
+    """SIGINT/SIGTERM before the server runs: stop the start-up at once, and remember it, for
+    the KeyboardInterrupt is lost where it lands in a weakref callback or a finalizer (as
+    during imports: "Exception ignored in …"), and the server then ran on, signal or not."""
+    _interrupted.append(sig)
+    raise KeyboardInterrupt
+
+
 def run_serve(argv: list[str]) -> int:
     """Entry point of `soulwire serve`; returns the exit code."""
+    # Until the server is up, SIGINT and SIGTERM end the start-up as quietly as they end the
+    # server later (exit 0): not SIGTERM's default death, nor nothing at all when SIGINT came
+    # ignored (a background job of a non-interactive shell).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt_start_up)
+    try:
+        return _serve(argv)
+    except KeyboardInterrupt:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # `soulwire web` forwards a Ctrl-C we got too
+            signal.signal(sig, signal.SIG_IGN)
+        sys.stderr.write("soulwire serve: stopped\n")
+        return 0
+
+
+def _serve(argv: list[str]) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.max_steps_per_turn is not None and args.max_steps_per_turn < 1:
@@ -222,7 +250,6 @@ async def _stop_at_stdin_eof(server: Any) -> None:
 def _run_uvicorn(app: object, sock: socket.socket, *, exit_with_stdin: bool = False) -> int:
     import contextlib
     import logging
-    import signal
     from collections.abc import Generator
 
     import anyio
@@ -259,6 +286,13 @@ def _run_uvicorn(app: object, sock: socket.socket, *, exit_with_stdin: bool = Fa
     )
     server = _Server(config)
     _tune_gc()
+    # From here on a signal only asks the server to stop, as uvicorn's handler does: an
+    # exception raised into the event loop could land anywhere. One that comes before the
+    # server serves stops it right after its start-up (lifespan and all).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, server.handle_exit)
+    if _interrupted:  # its KeyboardInterrupt was swallowed
+        raise KeyboardInterrupt
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
