@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.server.serve_client import ServeProcess
 from tests.tool_calls import call
-from tests.wire_client import WireProcess
+from tests.wire_client import Sandbox, WireProcess
 
 
 def long_running(pid_file: Path) -> str:
@@ -68,6 +71,32 @@ def test_sigterm_stops_a_server_whose_stdin_its_parent_still_holds(serve):
     server.create_session()
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_the_start_up_stops_the_server_quietly(sandbox: Sandbox, sig: int):
+    # Sent once the address is printed, while the app is still being imported. SIGINT comes
+    # ignored here, as in a background job of a non-interactive shell: it was lost then, and
+    # the server ran on; SIGTERM killed the process (-15) instead of stopping it.
+    sandbox.write()
+    argv = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', sys.executable, "-m", "soulwire", "serve",
+            "--listen", "127.0.0.1:0", "--config-file", str(sandbox.config_path),
+            "--work-dir", str(sandbox.work)]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, env=sandbox.env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        assert "listening on" in proc.stderr.readline()
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == 0
+        rest = proc.stderr.read()
+        assert "soulwire serve: stopped" in rest and "Traceback" not in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_the_end_of_stdin_stops_a_server_started_with_exit_with_stdin(serve):

@@ -5,7 +5,9 @@ same Host/Origin checks, the browser's endpoints, and `soulwire web` / `soulwire
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from tests.server.serve_client import ServeProcess
+from tests.wire_client import Sandbox
 
 STATIC = resources.files("soulwire.server") / "static"
 
@@ -252,6 +255,35 @@ def test_soulwire_web_moves_to_a_free_port_when_the_address_is_taken(serve, sand
     finally:
         proc.send_signal(2)
         assert proc.wait(timeout=20) == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_soulwire_web_stops_with_its_server_also_when_started_with_sigint_ignored(sandbox: Sandbox, sig: int):
+    # As a background job of a non-interactive shell (`pytest &` in a script) is: Python then
+    # raised no KeyboardInterrupt, and `web` and its `serve` ran on; SIGTERM orphaned `serve`.
+    sandbox.write()
+    argv = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', sys.executable, "-m", "soulwire", "web",
+            "--listen", "127.0.0.1:0", "--no-browser", "--config-file", str(sandbox.config_path),
+            "--work-dir", str(sandbox.work)]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, env=sandbox.env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    serve = []
+    try:
+        assert proc.stderr is not None
+        url = next(found.group(1) for line in proc.stderr if (found := re.search(r"open (http://\S+)", line)))
+        assert httpx2.get(url, follow_redirects=False, timeout=10).status_code == 303  # serving
+        serve = [int(pid) for pid in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        assert len(serve) == 1
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == 0
+        assert not Path(f"/proc/{serve[0]}").exists()  # ended, and reaped by `web`
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        for pid in [*serve, proc.pid]:
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
 
 
 def test_the_cookie_opens_the_websocket_from_this_origin_only(serve):

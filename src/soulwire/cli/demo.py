@@ -131,6 +131,9 @@ def run_demo(argv: list[str]) -> int:
         ),
         examples=("soulwire demo", "soulwire demo | less"),
     ).parse_args(argv)
+    # Ctrl-C ends the demo also when it came with SIGINT ignored (a background job of a
+    # non-interactive shell), in which case Python would raise no KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with tempfile.TemporaryDirectory(prefix="soulwire-demo-") as tmp:
         root = Path(tmp)
         env = {**os.environ, "HOME": str(root), "SOULWIRE_SHARE_DIR": str(root / "share")}

@@ -51,6 +51,11 @@ def _parser(command: str) -> argparse.ArgumentParser:
 
 def run_web(command: str, argv: list[str]) -> int:
     """Entry point of `soulwire web` / `soulwire vis`; returns the exit code."""
+    # Ctrl-C and SIGTERM both stop a server started here (SIGTERM's default would orphan it),
+    # also when this process came with SIGINT ignored, as a background job of a
+    # non-interactive shell does: Python then raises no KeyboardInterrupt and both ran on.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
     args = _parser(command).parse_args(argv)
     from soulwire.config.loader import share_dir
 
@@ -92,8 +97,8 @@ def run_web(command: str, argv: list[str]) -> int:
     if args.yolo:
         serve.append("--yolo")
     proc = subprocess.Popen(serve, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
     try:
+        assert proc.stderr is not None
         for raw in proc.stderr:
             line = raw.decode("utf-8", "replace")
             found = re.search(r"listening on (http://\S+)", line)
@@ -113,7 +118,7 @@ def run_web(command: str, argv: list[str]) -> int:
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):  # a second Ctrl-C does not wait
             proc.kill()
             proc.wait()
         return 0

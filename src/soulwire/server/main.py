@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -109,8 +110,35 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+_interrupted: list[int] = []
+"""The signals that came during the start-up."""
+
+
+def _interrupt_start_up(sig: int, _frame: object) -> None:
+    """SIGINT/SIGTERM before the server runs: stop the start-up at once, and remember it, for
+    the KeyboardInterrupt is lost where it lands in a weakref callback or a finalizer (as
+    during imports: "Exception ignored in …"), and the server then ran on, signal or not."""
+    _interrupted.append(sig)
+    raise KeyboardInterrupt
+
+
 def run_serve(argv: list[str]) -> int:
     """Entry point of `soulwire serve`; returns the exit code."""
+    # Until the server is up, SIGINT and SIGTERM end the start-up as quietly as they end the
+    # server later (exit 0): not SIGTERM's default death, nor nothing at all when SIGINT came
+    # ignored (a background job of a non-interactive shell).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt_start_up)
+    try:
+        return _serve(argv)
+    except KeyboardInterrupt:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # `soulwire web` forwards a Ctrl-C we got too
+            signal.signal(sig, signal.SIG_IGN)
+        sys.stderr.write("soulwire serve: stopped\n")
+        return 0
+
+
+def _serve(argv: list[str]) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.max_steps_per_turn is not None and args.max_steps_per_turn < 1:
@@ -195,7 +223,9 @@ def run_serve(argv: list[str]) -> int:
     prefork.preload(raw, args.model)
     _tune_gc(collect=False)  # before the fork: the copies share the frozen heap instead of each walking it
     index, copies, watch = prefork.fork_copies(socks, urls)
-    return _run_uvicorn(app, socks[index], exit_with_stdin=args.exit_with_stdin, copies=copies, watch=watch)
+    return _run_uvicorn(
+        app, socks[index], exit_with_stdin=args.exit_with_stdin, copies=copies, watch=watch, tune_gc=False
+    )
 
 
 def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str, bool]:
@@ -252,13 +282,14 @@ def _run_uvicorn(
     exit_with_stdin: bool = False,
     copies: Copies | None = None,
     watch: int | None = None,
+    tune_gc: bool = True,
 ) -> int:
     """Serve `app` on `sock` until a signal (or stdin's end); with `copies` (the first of
     several processes), report copies that die and stop them at the end; with `watch` (a copy
-    on a system that cannot signal it), stop when that parent is gone."""
+    on a system that cannot signal it), stop when that parent is gone; `tune_gc=False` where
+    it was done before a fork."""
     import contextlib
     import logging
-    import signal
     from collections.abc import Generator
 
     import anyio
@@ -294,12 +325,17 @@ def _run_uvicorn(
         ws_per_message_deflate=False,
     )
     server = _Server(config)
-    if copies is None and watch is None:
-        _tune_gc()  # (forked processes did it before the fork)
+    if tune_gc:
+        _tune_gc()
     if watch is not None:
         from soulwire.server.prefork import watch_parent
 
         watch_parent(watch, lambda: setattr(server, "should_exit", True))
+    # From here on a signal only asks the server to stop, as uvicorn's handler does: an
+    # exception raised into the event loop could land anywhere. One that comes before the
+    # server serves stops it right after its start-up (lifespan and all).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, server.handle_exit)
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
@@ -311,6 +347,8 @@ def _run_uvicorn(
             group.cancel_scope.cancel()
 
     try:
+        if _interrupted:  # its KeyboardInterrupt was swallowed
+            raise KeyboardInterrupt
         anyio.run(main)
     finally:
         if copies is not None:

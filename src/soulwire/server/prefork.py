@@ -63,16 +63,18 @@ class Copies:
         self.stopping = False
 
     def reap(self, report: Callable[[str], None]) -> None:
-        """Collect the copies that ended; report those that ended while nobody stopped them."""
-        while self.urls:
+        """Collect the copies that ended (only them: the sessions' own tool processes are
+        this process's children too, and their exit belongs to whoever waits for them);
+        report those that ended while nobody stopped them."""
+        for pid, url in list(self.urls.items()):
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                done, status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            url = self.urls.pop(pid, None)
-            if url is not None and not self.stopping:
+                done, status = pid, 0
+            if done == 0:
+                continue
+            del self.urls[pid]
+            if not self.stopping:
                 code = os.waitstatus_to_exitcode(status)
                 report(f"soulwire serve: process {pid} ({url}) {EXITED}{code})\n")
 
@@ -93,9 +95,9 @@ class Copies:
         self.urls.clear()
 
 
-def fork_copies(socks: list[socket.socket], urls: list[str]) -> tuple[int, Copies, int | None]:
+def fork_copies(socks: list[socket.socket], urls: list[str]) -> tuple[int, Copies | None, int | None]:
     """Fork one copy per socket after the first. Returns (the index of the socket this
-    process serves, the copies: empty in a copy, the parent a copy must watch itself: None
+    process serves, the copies: None in a copy, the parent a copy must watch itself: None
     where the system stops it). Each process closes the others' sockets."""
     if threading.active_count() != 1:  # a thread's locks would be copied held
         raise RuntimeError("soulwire serve --processes: a thread is running before the fork")
@@ -107,7 +109,7 @@ def fork_copies(socks: list[socket.socket], urls: list[str]) -> tuple[int, Copie
         if pid == 0:
             stopped_with_parent = _die_with(parent)
             _keep_only(socks, index)
-            return index, Copies(), None if stopped_with_parent else parent
+            return index, None, None if stopped_with_parent else parent
         copies.urls[pid] = urls[index]
     _keep_only(socks, 0)
     return 0, copies, None
