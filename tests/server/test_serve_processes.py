@@ -134,3 +134,31 @@ def test_sessions_of_one_server_share_the_provider_connection(sandbox, serve) ->
         assert len(provider.requests) == 3
         # Three sessions, one kept-alive connection: no connect (or TLS handshake) per session.
         assert len({r.client for r in provider.requests}) == 1, [r.client for r in provider.requests]
+
+
+def test_the_first_process_leaves_its_sessions_tool_processes_to_their_waiters(serve) -> None:
+    # It collects its dead copies on SIGCHLD, which comes for its sessions' commands too: a
+    # wait for any child could take a command's exit status from the one waiting for it (on
+    # 3.11 asyncio's watcher thread blocks in its own wait and wins; watchers that poll
+    # may not).
+    from tests.tool_calls import call
+
+    server = serve(
+        call("c1", "Shell", {"command": "sleep 0.2; exit 3"}),
+        "text: done",
+        args=("--yolo", "--processes", "2"),
+        expect=2,
+    )
+    children(server.proc.pid, 1)
+    session_id = server.create_session(at=server.port)
+    ws = server.ws(session_id, at=server.port)
+    ws.initialize()
+    rid = ws.request("prompt", {"user_input": "go"})
+    seen = ws.until(lambda m: m.get("id") == rid and "method" not in m)
+    (result,) = [
+        m["params"]["payload"]["return_value"]
+        for m in seen
+        if m.get("method") == "event" and m["params"]["type"] == "ToolResult"
+    ]
+    assert result["is_error"] is True and "3" in result["message"], result
+    assert server.close() == 0
