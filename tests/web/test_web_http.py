@@ -286,6 +286,42 @@ def test_soulwire_web_stops_with_its_server_also_when_started_with_sigint_ignore
         proc.wait()
 
 
+def test_a_killed_soulwire_web_leaves_no_server_behind(sandbox: Sandbox):
+    # Its server runs in a session of its own (a terminal's Ctrl-C reaches `web` only, which
+    # passes it on once) and holds a pipe from `web`: SIGKILL, which `web` cannot pass on,
+    # still ends it.
+    sandbox.write()
+    argv = [sys.executable, "-m", "soulwire", "web", "--listen", "127.0.0.1:0", "--no-browser",
+            "--config-file", str(sandbox.config_path), "--work-dir", str(sandbox.work)]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, env=sandbox.env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    serve: list[int] = []
+    try:
+        assert proc.stderr is not None
+        next(line for line in proc.stderr if "open http" in line)
+        serve = [int(pid) for pid in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        assert len(serve) == 1 and os.getsid(serve[0]) != os.getsid(proc.pid)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while Path(f"/proc/{serve[0]}").exists() and b"zombie" not in _state(serve[0]):
+            assert time.monotonic() < deadline, "the server outlived `soulwire web`"
+            time.sleep(0.05)
+    finally:
+        for pid in [*serve, proc.pid]:
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _state(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/status").read_bytes().lower()
+    except OSError:
+        return b"zombie"
+
+
 def test_the_cookie_opens_the_websocket_from_this_origin_only(serve):
     server = serve()
     session = server.create_session()

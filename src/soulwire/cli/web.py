@@ -96,7 +96,11 @@ def run_web(command: str, argv: list[str]) -> int:
         serve += ["--model", args.model]
     if args.yolo:
         serve.append("--yolo")
-    proc = subprocess.Popen(serve, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Its own session: a Ctrl-C in the terminal reaches this process only, which passes it on
+    # once (the terminal's copy and ours both arriving made uvicorn skip the graceful stop).
+    # It holds our pipe instead, and stops when we are gone however we end.
+    serve.append("--exit-with-stdin")
+    proc = subprocess.Popen(serve, stdin=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         assert proc.stderr is not None
         for raw in proc.stderr:
