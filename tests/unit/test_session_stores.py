@@ -176,6 +176,28 @@ def test_the_work_dir_index_is_rewritten_only_when_it_changes(tmp_path):
     assert last_session_id(share, "/w") is None
 
 
+def test_the_index_is_parsed_again_only_when_another_process_rewrote_it(tmp_path, monkeypatch):
+    import soulwire.sessions.index as index
+
+    share = tmp_path / "share"
+    reads: list[int] = []
+    read = index._read  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(index, "_read", lambda share_dir: reads.append(1) or read(share_dir))
+    index.update_work_dir_index(share, "/w1", "s1")
+    index.update_work_dir_index(share, "/w1", "s1")
+    index.update_work_dir_index(share, "/w2", "s2")
+    assert len(reads) == 1  # its own writes are what it remembers
+    # Another process replaces the index (a new file: another inode, size, time).
+    other = json.loads((share / "kimi.json").read_text())
+    other["work_dirs"].append({"path": "/elsewhere", "kaos": "local", "last_session_id": "x"})
+    tmp = share / "other.tmp"
+    tmp.write_text(json.dumps(other, indent=1))
+    tmp.replace(share / "kimi.json")
+    index.update_work_dir_index(share, "/w3", "s3")
+    assert len(reads) == 2
+    assert index.known_work_dirs(share) == ["/w1", "/w2", "/elsewhere", "/w3"]  # nothing lost
+
+
 def test_index_updates_from_many_threads_all_land_and_are_written_together(tmp_path, monkeypatch):
     import threading
 

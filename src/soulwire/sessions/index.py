@@ -55,6 +55,37 @@ def _write(share: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, share / INDEX_FILE)
 
 
+_parsed: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+"""The index as this process last read or wrote it, by the file's (inode, size, mtime): every
+session updates the index two or three times, and most updates change nothing; with one work
+dir per fleet task the file grows, and parsing it each time made a session's cost grow with
+the number of sessions before it. Used under the index lock only."""
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _read_for_update(share: Path) -> dict[str, Any]:
+    """The index (under the lock): the parse of the last read or write when the file is still
+    that one, else a fresh read. The caller owns the result until `_remember` or `_forget`."""
+    identity = _identity(share / INDEX_FILE)
+    cached = _parsed.pop(share, None)
+    if identity is not None and cached is not None and cached[0] == identity:
+        return cached[1]
+    return _read(share)
+
+
+def _remember(share: Path, data: dict[str, Any]) -> None:
+    identity = _identity(share / INDEX_FILE)
+    if identity is not None:
+        _parsed[share] = (identity, data)
+
+
 _pending_lock = threading.Lock()
 """Guards `_pending` and `_writers`: updates queued per share dir, and who writes them."""
 _pending: dict[Path, list[tuple[str, str | None, str | None]]] = {}
@@ -82,7 +113,7 @@ def update_work_dir_index(
 
 def _apply(share: Path, batch: list[tuple[str, str | None, str | None]]) -> None:
     with _locked(share):
-        data = _read(share)
+        data = _read_for_update(share)
         entries = _entries(data)
         by_path: dict[Any, Any] = {}
         for entry in entries:
@@ -104,7 +135,8 @@ def _apply(share: Path, batch: list[tuple[str, str | None, str | None]]) -> None
                 changed = True
         if changed:  # a session is announced, then closed, with the same id: nothing to write
             data["work_dirs"] = entries
-            _write(share, data)
+            _write(share, data)  # (an error here leaves nothing remembered: the next update reads)
+        _remember(share, data)
 
 
 def last_session_id(share: Path, work_dir: str) -> str | None:
