@@ -173,3 +173,22 @@ def test_a_reader_gets_large_messages_by_reference_and_queued_answers_in_their_p
     batch = anyio.run(client.next_batch)
     assert batch is not None and batch[0] == b"first\n" and batch[2] == b"answer\n"
     assert b'"seq":1,' in batch[1] and batch[3].startswith(b"REF ")
+
+
+def test_connections_to_the_server_are_sent_without_nagle_delays():
+    # asyncio sets TCP_NODELAY only on connections whose socket names IPPROTO_TCP; with a plain
+    # socket() the server's small answers waited for the client's delayed ACK (40 ms).
+    import socket
+
+    from soulwire.server.main import _bind  # pyright: ignore[reportPrivateUsage]
+
+    listener = _bind("127.0.0.1", 0)
+    client = socket.create_connection(listener.getsockname())
+    try:
+        accepted, _ = listener.accept()
+        with accepted:
+            assert accepted.proto == socket.IPPROTO_TCP
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        client.close()
+        listener.close()

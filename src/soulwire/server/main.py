@@ -102,7 +102,12 @@ def _split_listen(value: str) -> tuple[str, int]:
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections whose socket names
+    # the protocol, and accepted ones inherit it from this one. Without it Nagle held a small
+    # answer back until the client's delayed ACK (40 ms) whenever the previous small write
+    # was not yet acknowledged: an `initialize` sent right after the handshake waited 40 ms.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(256)
