@@ -151,3 +151,15 @@ def test_the_cli_on_a_ray_cluster(lab: FleetLab, ray_address: str) -> None:
     # default), where `soulwire --session` run here finds them.
     stored = {p.name for p in (lab.share / "sessions").glob("*/*")}
     assert {r.session_id for r in results.values()} <= stored
+
+
+async def test_by_default_one_worker_per_node_with_an_engine_per_cpu(lab: FleetLab, ray_address: str) -> None:
+    for name in ("a", "b", "c", "d"):
+        lab.task(name, "text: ok", shared="same")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    settings = lab.settings(executable=None)
+    ray_backend = fleet.RayBackend(settings, address=ray_address)  # no workers: the default layout
+    results = await fleet.run_all(tasks, concurrency=4, backend=ray_backend)
+    assert {r.status for r in results} == {"done"}, [r.reason for r in results]
+    assert ray_backend.capacity == [2]  # the test cluster: one node of 2 CPUs, 2 engines
+    assert len({r.node for r in results}) == 1

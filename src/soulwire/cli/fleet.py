@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     address_help = "ray: the cluster (HOST:PORT, ray://…, auto; default: a local one in this process)"
     run.add_argument("--address", metavar="ADDR", help=address_help)
     run.add_argument(
-        "--ray-workers", type=_positive, metavar="N", help="ray: worker actors (default: its CPUs)"
+        "--ray-workers", type=_positive, metavar="N", help="ray: worker actors (default: one per node)"
     )
     run.add_argument("--ship-workspaces", action="store_true", help="ray: send workspaces to the workers")
     run.add_argument("--engine", metavar="CMD", help="the engine executable (default: this soulwire)")
@@ -61,7 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--engines", choices=["warm", "fresh"], help=engines_help)
     run.add_argument(
-        "--engines-per-group", type=_positive, metavar="N", help="warm engine processes per settings"
+        "--engines-per-group",
+        type=_positive,
+        metavar="N",
+        help="warm engines per settings (ray: per worker; default: the CPUs, at most 4)",
     )
     run.add_argument("--json", action="store_true", help="progress as JSON lines on stdout")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
@@ -99,7 +102,7 @@ def _ray_backend(args: argparse.Namespace) -> Backend:
         settings,
         address=args.address,
         workers=args.ray_workers,
-        engines_per_worker=args.engines_per_group or 1,
+        engines_per_worker=args.engines_per_group,
         ship_workspaces=args.ship_workspaces,
     )
 

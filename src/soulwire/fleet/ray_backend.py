@@ -103,8 +103,10 @@ class RayBackend:
     """Runs tasks on a Ray cluster (see the module doc). Use `async with` (the driver does).
 
     `address`: a cluster to join (`ray://…`, `HOST:PORT`, or `auto`); None starts a local
-    one in this process bound to 127.0.0.1. `workers`: actors (default: the cluster's CPUs
-    divided by `worker_cpus`); `resources`: custom resources each worker declares."""
+    one in this process bound to 127.0.0.1. `workers`: actors placed by Ray's scheduler, each
+    with `engines_per_worker` engines (default 1); without it, one worker on each node with
+    room, with as many engines as the node's CPUs (at most 4) unless `engines_per_worker`
+    says otherwise. `resources`: custom resources each worker declares."""
 
     name = "ray"
 
@@ -116,7 +118,7 @@ class RayBackend:
         workers: int | None = None,
         worker_cpus: float = 1.0,
         resources: Mapping[str, float] | None = None,
-        engines_per_worker: int = 1,
+        engines_per_worker: int | None = None,
         max_retries: int = 3,
         ship_workspaces: bool = False,
         runtime_env: Mapping[str, Any] | None = None,
@@ -133,6 +135,8 @@ class RayBackend:
         self.runtime_env = dict(runtime_env) if runtime_env else None
         self.num_cpus = num_cpus
         self.actors: list[Any] = []
+        self.capacity: list[int] = []
+        """Each worker's engines."""
         self._in_flight: list[int] = []
         self._owns_ray = False
         self._shipped: dict[Path, Any] = {}
@@ -150,21 +154,24 @@ class RayBackend:
                 options["address"] = self.address
             await asyncio.to_thread(lambda: ray.init(**options))
             self._owns_ray = True
-        count = self.workers
-        if count is None:
-            cpus = float(ray.cluster_resources().get("CPU", 1.0))
-            count = max(1, int(cpus // self.worker_cpus)) if self.worker_cpus > 0 else 1
-        worker_class = ray.remote(FleetWorker).options(
-            num_cpus=self.worker_cpus,
-            resources=self.resources or None,
-            max_restarts=-1,  # a killed worker comes back (on any node with room)
-            max_task_retries=self.max_retries,  # and its calls in flight run again
-            max_concurrency=10_000,  # async actor: its tasks interleave on its event loop
-        )
+        worker_class = ray.remote(FleetWorker)
+        common: dict[str, Any] = {
+            "num_cpus": self.worker_cpus,
+            "resources": self.resources or None,
+            "max_restarts": -1,  # a killed worker comes back (on any node with room)
+            "max_task_retries": self.max_retries,  # and its calls in flight run again
+            "max_concurrency": 10_000,  # async actor: its tasks interleave on its event loop
+        }
+        if self.workers is None:
+            layout = self._one_per_node(ray)
+        else:
+            layout = [({}, self.engines_per_worker or 1)] * self.workers
         self.actors = [
-            worker_class.remote(self.settings, self.engines_per_worker, None) for _ in range(count)
+            worker_class.options(**common, **placement).remote(self.settings, engines, None)
+            for placement, engines in layout
         ]
-        self._in_flight = [0] * count
+        self.capacity = [engines for _, engines in layout]
+        self._in_flight = [0] * len(self.actors)
         await asyncio.gather(*(actor.pid.remote() for actor in self.actors))  # up before timing
         return self
 
@@ -177,6 +184,25 @@ class RayBackend:
         if self._owns_ray:
             await asyncio.to_thread(ray.shutdown)
             self._owns_ray = False
+
+    def _one_per_node(self, ray: Any) -> list[tuple[dict[str, Any], int]]:
+        """The default layout: one worker on each live node with room for it, with as many
+        engines as the node has CPUs (at most 4). A worker's engines are forked from one
+        start-up, and one worker per node pays Ray's per-actor costs once: on one 2-CPU node,
+        a fifth less CPU than two 1-engine workers (bench/RESULTS.md §11f). Pinned softly, so
+        a worker whose node went away is restarted elsewhere."""
+        strategies = importlib.import_module("ray.util.scheduling_strategies")
+        layout: list[tuple[dict[str, Any], int]] = []
+        for node in ray.nodes():
+            resources: dict[str, float] = node.get("Resources") or {}
+            cpus = float(resources.get("CPU", 0.0))
+            wanted = {"CPU": self.worker_cpus, **self.resources}
+            if not node.get("Alive") or any(resources.get(k, 0.0) < v for k, v in wanted.items()):
+                continue
+            engines = self.engines_per_worker or max(1, min(4, int(cpus)))
+            pin = strategies.NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=True)
+            layout.append(({"scheduling_strategy": pin}, engines))
+        return layout or [({}, self.engines_per_worker or 1)]
 
     def _workspace_ref(self, task: Task) -> Any:
         ray = _ray()
@@ -192,8 +218,8 @@ class RayBackend:
         ray = _ray()
         RayError = importlib.import_module("ray.exceptions").RayError
 
-        # Spread the calls: the worker with the fewest tasks in flight gets the next one.
-        index = min(range(len(self.actors)), key=self._in_flight.__getitem__)
+        # Spread the calls: the worker with the fewest tasks in flight per engine gets the next.
+        index = min(range(len(self.actors)), key=lambda i: self._in_flight[i] / self.capacity[i])
         self._in_flight[index] += 1
         ref = self.actors[index].run.remote(task, str(task_dir), record, self._workspace_ref(task))
         try:

@@ -226,7 +226,12 @@ class EngineGroup:
     def fill(self, demand: int = 1) -> None:
         """Start engines until `demand` (at most the group's size) are alive or starting."""
         self.engines = [e for e in self.engines if e.alive]
-        wanted = min(self.backend.engines_per_group, max(demand, self.busy))
+        size = self.backend.engines_per_group
+        if not self.engines and not self.starting:
+            # All of them at once: one process loads and forks the rest (nearly free), instead
+            # of each later task that finds the engines busy paying another start-up.
+            demand = size
+        wanted = min(size, max(demand, self.busy))
         missing = wanted - len(self.engines) - self.starting
         if missing > 0:  # one process for all of them: it loads once and forks the others
             self.starting += missing
