@@ -2,8 +2,8 @@
 so the interpreter, the engine and the provider SDK start once per process instead of once
 per task. Tasks with the same engine settings (model, configuration, yolo, thinking, step
 limit, sandbox, environment) share a group of engines; each task is one session on the
-least busy of them, created over HTTP and driven over its WebSocket with the SDK's
-`RemoteSession`. A group's engines start as one `soulwire serve --processes N`: one process
+least busy of them, created and driven over one WebSocket with the SDK's
+`RemoteSession.create`. A group's engines start as one `soulwire serve --processes N`: one process
 loads everything once and forks the others, so N engines cost one start-up. An engine that
 dies takes its tasks with it: they fail with `EngineLostError`, the backend runs them again,
 and the group starts a replacement."""
@@ -90,6 +90,11 @@ class ServeEngine:
     @property
     def alive(self) -> bool:
         return not self.exited.is_set()
+
+    @property
+    def ws_base(self) -> str:
+        """`ws://HOST:PORT` of the engine, what its session URLs start with."""
+        return self.url.replace("http://", "ws://", 1)
 
     def describe_exit(self) -> str:
         tail = " | ".join(self.stderr_tail[-3:])
@@ -481,7 +486,7 @@ async def run_remote_turn(
         async with (
             _attach_errors(),
             RemoteSession.create(  # created and attached on one connection
-                engine.url.replace("http://", "ws://", 1),
+                engine.ws_base,
                 engine.token,
                 work_dir=str(work_dir),
                 on_request=on_request,
@@ -555,7 +560,7 @@ async def _cancel_quietly(engine: ServeEngine, session_id: str) -> None:
 
     if not engine.alive:
         return
-    ws_url = engine.url.replace("http://", "ws://", 1) + f"/ws/sessions/{session_id}"
+    ws_url = f"{engine.ws_base}/ws/sessions/{session_id}"
     try:
         async with _attach_errors(), RemoteSession.attach(ws_url, engine.token) as session:
             await session.call("cancel")

@@ -365,8 +365,6 @@ def _run_uvicorn(
 async def _report_copies(copies: Copies, server: Any) -> None:
     """Say on stderr which forked copy died (a fleet fails over the sessions it held), unless
     the server is stopping (a signal to the process group ends the copies too)."""
-    import signal
-
     import anyio
 
     def report(line: str) -> None:

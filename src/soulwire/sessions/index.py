@@ -72,7 +72,7 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
 
 def _read_for_update(share: Path) -> dict[str, Any]:
     """The index (under the lock): the parse of the last read or write when the file is still
-    that one, else a fresh read. The caller owns the result until `_remember` or `_forget`."""
+    that one, else a fresh read. The caller owns the result until it hands it to `_remember`."""
     identity = _identity(share / INDEX_FILE)
     cached = _parsed.pop(share, None)
     if identity is not None and cached is not None and cached[0] == identity:
