@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 
 from soulwire import fleet
+from soulwire.fleet.backend import TurnSlot
 from tests.fleet.conftest import FleetLab, shell, write_file
 
 pytestmark = pytest.mark.anyio
@@ -204,3 +207,38 @@ async def test_two_engines_are_one_process_and_a_dead_copy_fails_over_its_task(l
     ]  # only the copy's task ran again
     assert all(r.status == "timed_out" for r in results), [r.reason for r in results]
     assert backend.started_engines == 3  # the two of the first process, and the copy's replacement
+
+
+async def test_the_next_tasks_are_staged_while_every_place_is_taken(lab: FleetLab) -> None:
+    """At concurrency 1 the next task's workspace and session are ready before the running
+    task ends, and its turn starts only once that task's place is free."""
+    for name in ("a", "b", "c"):
+        lab.task(name, shell("sleep 0.4"), "text: slept", shared="same")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    backend = lab.warm_backend(engines=1)
+    waits: dict[str, tuple[float, str | None]] = {}
+    run_task = backend.run_task
+
+    async def spying(
+        task: fleet.Task, task_dir: Path, record: fleet.TaskResult, slot: TurnSlot | None = None
+    ) -> fleet.TaskResult:
+        assert slot is not None  # the warm backend stages
+        take = slot.take
+
+        async def noted_take() -> None:
+            waits.setdefault(task.id, (time.time(), record.session_id))
+            await take()
+
+        slot.take = noted_take  # type: ignore[method-assign]
+        return await run_task(task, task_dir, record, slot)
+
+    backend.run_task = spying  # type: ignore[method-assign]
+    results = await fleet.run_all(tasks, concurrency=1, backend=backend)
+
+    assert [r.status for r in results] == ["done"] * 3, [r.reason for r in results]
+    ordered = sorted(results, key=lambda r: r.started_at or 0)
+    for earlier, later in itertools.pairwise(ordered):
+        assert (earlier.finished_at or 0) <= (later.started_at or 0)  # one turn at a time
+        waited_at, session = waits[later.id]
+        assert session == later.session_id  # its session was open when it asked for a place…
+        assert waited_at < (earlier.finished_at or 0)  # …before the task ahead had finished

@@ -31,6 +31,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = CommandParser(
         prog="soulwire fleet",
@@ -66,6 +76,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="warm engines per settings (ray: per worker; default: the CPUs, at most 4)",
     )
+    ahead_help = (
+        "tasks whose workspace and session are prepared while every place is taken"
+        " (default: half the concurrency; 0: none)"
+    )
+    run.add_argument("--stage-ahead", type=_non_negative, metavar="N", help=ahead_help)
     run.add_argument("--json", action="store_true", help="progress as JSON lines on stdout")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
     interval_help = "with --json: seconds between progress lines (default 2)"
@@ -135,7 +150,14 @@ def _run(args: argparse.Namespace) -> int:
     else:
         backend = LocalBackend(settings)
     try:
-        fleet = Fleet(tasks, concurrency=args.concurrency, out=out, run_dir=args.run_dir, backend=backend)
+        fleet = Fleet(
+            tasks,
+            concurrency=args.concurrency,
+            out=out,
+            run_dir=args.run_dir,
+            backend=backend,
+            ahead=args.stage_ahead,
+        )
     except OSError as exc:  # the results file cannot be read
         sys.stderr.write(f"soulwire fleet: {exc}\n")
         return EXIT_FAILURES

@@ -12,7 +12,7 @@ only (import-linter enforces it). See docs/fleet.md.
 
 from typing import TYPE_CHECKING
 
-from soulwire.fleet.backend import Backend, EngineSettings
+from soulwire.fleet.backend import Backend, EngineSettings, TurnSlot
 from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.policy import ApprovalRule, ApprovalRules
 from soulwire.fleet.results import FINISHED, CheckOutcome, TaskResult, Usage, read_results
@@ -45,6 +45,7 @@ __all__ = [
     "Task",
     "TaskFileError",
     "TaskResult",
+    "TurnSlot",
     "Usage",
     "WarmBackend",
     "default_run_dir",

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+import anyio
 
 from soulwire.fleet.results import TaskResult
 from soulwire.fleet.tasks import Task
@@ -40,17 +42,46 @@ class EngineSettings:
     """Seconds a turn past its time limit gets to end after `cancel` before the engine is killed."""
 
 
+class TurnSlot:
+    """One of the fleet's `concurrency` places, as a task holds it: a backend that stages
+    tasks (copies the workspace and opens the session before a place is free) `take`s it
+    right before the prompt and holds it through the check and the diff; the driver
+    releases it when the task's result is in. Taking it again is a no-op."""
+
+    def __init__(self, limiter: anyio.CapacityLimiter, on_take: Callable[[], None]) -> None:
+        self._limiter = limiter
+        self._on_take = on_take
+        self.taken = False
+
+    async def take(self) -> None:
+        if not self.taken:
+            await self._limiter.acquire_on_behalf_of(self)
+            self.taken = True
+            self._on_take()
+
+    def release(self) -> None:
+        if self.taken:
+            self.taken = False
+            self._limiter.release_on_behalf_of(self)
+
+
 class Backend(Protocol):
     """Runs one task in `task_dir` (its own directory, created by the backend) to a result.
 
     `record` is the task's result, filled in as the backend learns things (work dir, session
     id, steps) and returned at the end; failures are `failed` results, not exceptions. When
     the calling task is cancelled the backend stops the engine and re-raises: the driver then
-    writes `record` as `cancelled`, so the line still names the session."""
+    writes `record` as `cancelled`, so the line still names the session.
+
+    A backend with `stages = True` gets a `slot` and takes it itself when the task's turn
+    starts (what comes before, it may do while other tasks hold every place); others are
+    called with the place already held and no slot."""
 
     name: str
 
-    async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult: ...
+    async def run_task(
+        self, task: Task, task_dir: Path, record: TaskResult, slot: TurnSlot | None = None
+    ) -> TaskResult: ...
 
 
-__all__ = ["Backend", "EngineSettings"]
+__all__ = ["Backend", "EngineSettings", "TurnSlot"]

@@ -15,7 +15,7 @@ from anyio.abc import Process
 from pydantic import BaseModel, ConfigDict
 
 import soulwire.sdk as sdk
-from soulwire.fleet.backend import EngineSettings
+from soulwire.fleet.backend import EngineSettings, TurnSlot
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import CheckOutcome, EngineError, EngineLostError, TaskResult, Usage, task_cost
 from soulwire.fleet.tasks import Task
@@ -35,6 +35,9 @@ class LocalBackend:
     """Runs tasks on this machine (concurrency is the driver's limiter)."""
 
     name = "local"
+    stages = True
+    """Workspaces are copied and sessions opened before the task's place in the fleet is
+    free (see `TurnSlot`): the place is taken at the prompt."""
 
     def __init__(self, settings: EngineSettings | None = None) -> None:
         self.settings = settings or EngineSettings()
@@ -103,8 +106,9 @@ class LocalBackend:
 
         return [make(spec) for spec in task.tools]
 
-    async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult:
-        started = record.started_at or time.time()
+    async def run_task(
+        self, task: Task, task_dir: Path, record: TaskResult, slot: TurnSlot | None = None
+    ) -> TaskResult:
         work_dir = task_dir / "workspace"
         result = record
         result.work_dir = str(work_dir)
@@ -119,10 +123,12 @@ class LocalBackend:
                 )
             except (WorkspaceError, OSError) as exc:
                 result.status, result.reason = "failed", f"workspace: {_one_line(exc)}"
-                return _finish(result, started)
+                if slot is not None:
+                    await slot.take()
+                return _finish(result)
             result.status, result.reason, result.session_id = "done", None, None
             try:
-                await self._agent(task, work_dir, result)
+                await self._agent(task, work_dir, result, slot)
             except EngineLostError as exc:  # the engine died under the task: run it again
                 result.status, result.reason = "failed", f"EngineLostError: {_one_line(exc)}"
                 if attempt < attempts:
@@ -130,6 +136,8 @@ class LocalBackend:
             except (sdk.SDKError, EngineError) as exc:
                 result.status, result.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
             break
+        if slot is not None:  # (taken at the prompt, unless the session never got there)
+            await slot.take()
         if task.check is not None and result.status != "cancelled":
             result.check = await run_check(task.check, work_dir, self.tool_env(task), task.check_time_limit)
             result.passed = result.status == "done" and result.check.passed
@@ -141,12 +149,15 @@ class LocalBackend:
         except WorkspaceError as exc:
             result.diff = f"[no diff: {_one_line(exc)}]"
         result.cost_usd = task_cost(task, result.usage, self.settings.prices)
-        return _finish(result, started)
+        return _finish(result)
 
-    async def _agent(self, task: Task, work_dir: Path, result: TaskResult) -> None:
-        """The session and its one turn, filling `result` (status, message, usage, steps)."""
+    async def _agent(self, task: Task, work_dir: Path, result: TaskResult, slot: TurnSlot | None) -> None:
+        """The session and its one turn, filling `result` (status, message, usage, steps);
+        `slot` is taken once the session is open, before the prompt."""
         async with sdk.Session(self.options(task, work_dir)) as session:
             result.session_id = session.id
+            if slot is not None:
+                await slot.take()
             turn = session.prompt(task.prompt)
             try:
                 # The hard limit covers a turn that does not end after `cancel`: leaving the
@@ -168,9 +179,11 @@ class LocalBackend:
                 raise EngineLostError(str(turn.error))
 
 
-def _finish(result: TaskResult, started: float) -> TaskResult:
+def _finish(result: TaskResult) -> TaskResult:
     result.finished_at = time.time()
-    result.duration_s = round(result.finished_at - started, 3)
+    if result.started_at is None:
+        result.started_at = result.finished_at
+    result.duration_s = round(result.finished_at - result.started_at, 3)
     return result
 
 

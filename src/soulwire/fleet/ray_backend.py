@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from soulwire.fleet.backend import EngineSettings
+from soulwire.fleet.backend import EngineSettings, TurnSlot
 from soulwire.fleet.results import TaskResult
 from soulwire.fleet.tasks import Task
 
@@ -214,7 +214,11 @@ class RayBackend:
             ref = self._shipped[task.workspace] = ray.put(pack_workspace(task.workspace))
         return ref
 
-    async def run_task(self, task: Task, task_dir: Path, record: TaskResult) -> TaskResult:
+    async def run_task(
+        self, task: Task, task_dir: Path, record: TaskResult, slot: TurnSlot | None = None
+    ) -> TaskResult:
+        """Run `task` on the least loaded worker (called with its place held: no `stages`)."""
+        del slot
         ray = _ray()
         RayError = importlib.import_module("ray.exceptions").RayError
 

@@ -16,7 +16,7 @@ import anyio
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from soulwire.fleet.backend import Backend
+from soulwire.fleet.backend import Backend, TurnSlot
 from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.results import ResultsWriter, Status, TaskResult, read_results
 from soulwire.fleet.tasks import Task
@@ -42,11 +42,18 @@ class Fleet:
         out: str | Path | None = None,
         run_dir: str | Path | None = None,
         backend: Backend | None = None,
+        ahead: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if ahead is not None and ahead < 0:
+            raise ValueError(f"ahead must not be negative, not {ahead}")
         self.tasks = list(tasks)
         self.concurrency = concurrency
+        self.ahead = max(1, concurrency // 2) if ahead is None else ahead
+        """Tasks a staging backend prepares beyond `concurrency` (workspace copied, session
+        open), so a task whose place frees is followed by a turn at once instead of by
+        the next task's set-up."""
         self.out = Path(out) if out is not None else None
         self.temporary_run_dir = run_dir is None and self.out is None
         if run_dir is not None:
@@ -79,6 +86,7 @@ class Fleet:
         writer = ResultsWriter(self.out) if self.out is not None else None
         send, receive = anyio.create_memory_object_stream[TaskResult](math.inf)
         limiter = anyio.CapacityLimiter(self.concurrency)
+        staged = anyio.CapacityLimiter(self.concurrency + self.ahead)
         try:
             async with AsyncExitStack() as stack:
                 if isinstance(self.backend, AbstractAsyncContextManager):  # warm engines, a Ray cluster
@@ -87,7 +95,7 @@ class Fleet:
                 if callable(prepare):  # start engines (or workers) before the first task needs them
                     prepare(self.pending, self.concurrency)
                 group = await stack.enter_async_context(anyio.create_task_group())
-                group.start_soon(self._run_all, limiter, writer, send)
+                group.start_soon(self._run_all, limiter, staged, writer, send)
                 async with receive:
                     yield receive
         finally:
@@ -110,27 +118,46 @@ class Fleet:
     async def _run_all(
         self,
         limiter: anyio.CapacityLimiter,
+        staged: anyio.CapacityLimiter,
         writer: ResultsWriter | None,
         send: MemoryObjectSendStream[TaskResult],
     ) -> None:
+        stages = bool(getattr(self.backend, "stages", False)) and self.ahead > 0
+        wider = staged if stages else None
         async with send, anyio.create_task_group() as tasks:
             for task in self.pending:
-                tasks.start_soon(self._run_one, task, limiter, writer, send.clone())
+                tasks.start_soon(self._run_one, task, limiter, wider, writer, send.clone())
 
     async def _run_one(
         self,
         task: Task,
         limiter: anyio.CapacityLimiter,
+        staged: anyio.CapacityLimiter | None,
         writer: ResultsWriter | None,
         send: MemoryObjectSendStream[TaskResult],
     ) -> None:
-        async with send, limiter:
+        """One task: with a staging backend under the wider `staged` limit, the backend
+        taking its place in `limiter` when the turn starts; else under `limiter` throughout.
+        The task counts as started (`started_at`, running) once it holds its place."""
+        record = TaskResult(id=task.id, status="done")
+
+        def started() -> None:
             self.running[task.id] = time.monotonic()
-            record = TaskResult(id=task.id, status="done", started_at=time.time())
+            record.started_at = time.time()
+
+        slot = TurnSlot(limiter, started) if staged is not None else None
+        async with send, staged if staged is not None else limiter:
+            if slot is None:
+                started()
             self.records[task.id] = record
             try:
-                result = await self.backend.run_task(task, self.run_dir / task.id, record)
+                if slot is None:
+                    result = await self.backend.run_task(task, self.run_dir / task.id, record)
+                else:
+                    result = await self.backend.run_task(task, self.run_dir / task.id, record, slot)
             except anyio.get_cancelled_exc_class():
+                if slot is not None:
+                    slot.release()
                 self.running.pop(task.id, None)
                 self.records.pop(task.id, None)
                 self.cancelled.append(task.id)
@@ -140,6 +167,8 @@ class Fleet:
             except Exception as exc:  # a backend bug must not lose the other tasks' results
                 leaf = _leaf(exc)
                 result = _stopped(record, "failed", f"fleet error: {type(leaf).__name__}: {leaf}")
+            if slot is not None:
+                slot.release()
             self.running.pop(task.id, None)
             self.records.pop(task.id, None)
             self.finished.append(result)
@@ -175,10 +204,11 @@ async def run_fleet(
     out: str | Path | None = None,
     run_dir: str | Path | None = None,
     backend: Backend | None = None,
+    ahead: int | None = None,
 ) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
     """`async with run_fleet(tasks, concurrency=8, out="results.jsonl") as results:
     async for result in results: ...` — see `Fleet`."""
-    fleet = Fleet(tasks, concurrency=concurrency, out=out, run_dir=run_dir, backend=backend)
+    fleet = Fleet(tasks, concurrency=concurrency, out=out, run_dir=run_dir, backend=backend, ahead=ahead)
     async with fleet.results() as stream:
         yield stream
 
@@ -190,10 +220,11 @@ async def run_all(
     out: str | Path | None = None,
     run_dir: str | Path | None = None,
     backend: Backend | None = None,
+    ahead: int | None = None,
 ) -> list[TaskResult]:
     """Every result of a fleet, in the order they finished."""
     collected: list[TaskResult] = []
-    fleet = Fleet(tasks, concurrency=concurrency, out=out, run_dir=run_dir, backend=backend)
+    fleet = Fleet(tasks, concurrency=concurrency, out=out, run_dir=run_dir, backend=backend, ahead=ahead)
     async with fleet.results() as results:
         async for result in results:
             collected.append(result)

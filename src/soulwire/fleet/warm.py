@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
-from soulwire.fleet.backend import EngineSettings
+from soulwire.fleet.backend import EngineSettings, TurnSlot
 from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import EngineError, EngineLostError, TaskResult, Usage
@@ -373,7 +373,7 @@ class WarmBackend(LocalBackend):
         self.started_engines += len(engines)
         return engines
 
-    async def _agent(self, task: Task, work_dir: Path, result: TaskResult) -> None:
+    async def _agent(self, task: Task, work_dir: Path, result: TaskResult, slot: TurnSlot | None) -> None:
         engine = await self._group(task).acquire()
         record = _TurnRecord()
         try:
@@ -384,9 +384,8 @@ class WarmBackend(LocalBackend):
                     watch.cancel_scope.cancel()
 
                 watch.start_soon(lost)
-                await run_remote_turn(
-                    engine, task, work_dir, result, record, self.settings.cancel_grace, self.tool_env(task)
-                )
+                grace, env = self.settings.cancel_grace, self.tool_env(task)
+                await run_remote_turn(engine, task, work_dir, result, record, grace, env, slot)
                 watch.cancel_scope.cancel()
         finally:
             self._group(task).release(engine)
@@ -453,9 +452,11 @@ async def run_remote_turn(
     record: _TurnRecord,
     cancel_grace: float,
     tool_env: dict[str, str],
+    slot: TurnSlot | None = None,
 ) -> None:
     """One session on `engine` for `task`: its prompt to the end (or its time limit), the
-    approvals answered by the task's policy, `result` filled as events arrive."""
+    approvals answered by the task's policy, `result` filled as events arrive; `slot` is
+    taken once the session is open, before the prompt."""
     from soulwire.sdk.remote import RemoteSession
 
     policy = task.approval
@@ -494,6 +495,8 @@ async def run_remote_turn(
             ) as session,
         ):
             session_id = result.session_id = session.session_id
+            if slot is not None:
+                await slot.take()
             with anyio.move_on_after(task.time_limit + cancel_grace):
                 with anyio.move_on_after(task.time_limit) as soft:
                     try:
