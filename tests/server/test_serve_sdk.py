@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 
+from soulwire.sdk.link import ws_options
 from soulwire.sdk.remote import RemoteSession
 from tests.server.test_serve_wire import SHELL_TURN
 
@@ -221,3 +222,23 @@ def test_frames_of_several_messages_are_split_one_message_each():
         return [await next_message() for _ in range(6)]
 
     assert anyio.run(main) == ['{"a":1}', '{"b":2}', '{"c":3}', '{"d":4}', '{"e":5}', '{"f":6}\n']
+
+
+def test_a_loopback_server_is_reached_directly_whatever_proxy_the_environment_names(serve, monkeypatch):
+    """A proxy cannot reach our own 127.0.0.1: `RemoteSession` and the SDK's link to `serve`
+    do not route loopback connections through `http_proxy`/`all_proxy`."""
+    server = serve("text: no proxy")
+    session = server.create_session()
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def main() -> list[dict[str, Any]]:
+        async with RemoteSession.attach(url(server, session), server.token) as remote:
+            return [event async for event in remote.prompt("hi")]
+
+    events = anyio.run(main)
+    assert events[-1]["type"] == "TurnEnd"
+    assert ws_options("ws://127.0.0.1:1/x")["proxy"] is None
+    assert "proxy" not in ws_options("wss://agents.example.com/ws")  # elsewhere: the environment's

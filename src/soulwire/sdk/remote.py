@@ -28,6 +28,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
+from soulwire.sdk.link import ws_options
 from soulwire.wire.peer import DEFERRED, Method, Peer, PeerClosedError
 from soulwire.wire.streams import CallbackStream
 
@@ -139,7 +140,8 @@ class RemoteSession:
         first = True
         while not self._closing:
             try:
-                socket = await connect(self._query(again=not first), max_size=None)
+                address = self._query(again=not first)
+                socket = await connect(address, **ws_options(address))
             except OSError:
                 if first:
                     raise
