@@ -223,3 +223,35 @@ def test_json_progress_lines_name_the_slowest_running_task(lab: FleetLab) -> Non
     assert {"tasks_per_s", "cost_usd", "pending", "elapsed_s"} <= set(late[-1])
     finished = {e["id"]: e for e in events if e["event"] == "task_finished"}
     assert finished["quick"]["tokens"] == 15
+
+
+def processes_naming(text: str) -> list[str]:
+    """Live processes whose command line contains `text`."""
+    found: list[str] = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and text in cmdline and entry != str(os.getpid()):
+            found.append(f"{entry}: {cmdline}")
+    return found
+
+
+def test_engines_started_early_for_settings_no_pending_task_has_are_stopped(lab: FleetLab) -> None:
+    """The driver starts the first task's engines before it reads the results file; when that
+    task is finished already and the next one needs other settings, those engines go."""
+    lab.task("first", "text: one", max_steps=5)
+    lab.write_tasks()
+    assert fleet_cli(lab, "run", "tasks.jsonl", "--out", "out.jsonl").returncode == 0
+    lab.task("second", "text: two", max_steps=7)  # other engine settings: another group
+    lab.write_tasks()
+    again = fleet_cli(lab, "run", "tasks.jsonl", "--out", "out.jsonl", "--json")
+    assert again.returncode == 0, again.stderr
+    ran = [json.loads(line)["id"] for line in again.stdout.splitlines() if '"task_finished"' in line]
+    assert ran == ["second"]
+    assert not processes_naming("--max-steps-per-turn 5"), processes_naming("--max-steps-per-turn 5")
+    assert not processes_naming("--max-steps-per-turn 7")

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:
-    from soulwire.fleet import Backend, Fleet, TaskResult
+    from soulwire.fleet import Backend, EngineSettings, Fleet, Task, TaskResult
+    from soulwire.fleet.engines import GroupKey, StartingEngines
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -125,7 +126,7 @@ def _ray_backend(args: argparse.Namespace) -> Backend:
 def _run(args: argparse.Namespace) -> int:
     import anyio
 
-    from soulwire.fleet import EngineSettings, Fleet, LocalBackend, TaskFileError, WarmBackend, load_tasks
+    from soulwire.fleet.tasks import TaskFileError, load_tasks
 
     tasks_path = Path(args.tasks)
     try:
@@ -133,20 +134,67 @@ def _run(args: argparse.Namespace) -> int:
     except TaskFileError as exc:
         sys.stderr.write(f"soulwire fleet: {exc}\n")
         return EXIT_USAGE
-    out = Path(args.out) if args.out else default_out(tasks_path)
-    settings = EngineSettings(executable=args.engine) if args.engine else EngineSettings()
-    # Warm engines are `soulwire serve` processes: another engine (--engine kimi) runs fresh.
-    warm = args.engines == "warm" or (args.engines is None and not args.engine)
-    backend: Backend
     if args.backend == "ray":
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
             sys.stderr.write("soulwire fleet: the Ray backend needs Ray: pip install 'soulwire[ray]'\n")
             return EXIT_USAGE
+    return anyio.run(_run_tasks, args, tasks)
+
+
+async def _run_tasks(args: argparse.Namespace, tasks: list[Task]) -> int:
+    """The run, from the first engine's spawn: the warm engines of the first task's settings
+    start before the rest of the fleet is imported (a third of a second) and set up."""
+    import anyio
+
+    from soulwire.fleet.backend import EngineSettings
+
+    settings = EngineSettings(executable=args.engine) if args.engine else EngineSettings()
+    # Warm engines are `soulwire serve` processes: another engine (--engine kimi) runs fresh.
+    warm = args.backend == "local" and (args.engines == "warm" or (args.engines is None and not args.engine))
+    early = await _spawn_early(settings, tasks, args.engines_per_group) if warm else {}
+    try:
+        return await _run_fleet(args, tasks, settings, warm, early)
+    finally:
+        with anyio.CancelScope(shield=True):
+            for starting in early.values():  # (a no-op for those the backend took and stopped)
+                await starting.kill()
+
+
+async def _spawn_early(
+    settings: EngineSettings, tasks: list[Task], per_group: int | None
+) -> dict[GroupKey, StartingEngines]:
+    from soulwire.fleet.engines import GroupKey, default_engines_per_group, engine_home, spawn_engines
+
+    if not tasks:
+        return {}
+    key = GroupKey.of(tasks[0])
+    count = per_group or default_engines_per_group()
+    try:
+        starting = await spawn_engines(
+            settings, key.flags, dict(key.env), work_dir=engine_home(), count=count
+        )
+    except OSError:
+        return {}  # the backend spawns it again, and reports what went wrong
+    return {key: starting}
+
+
+async def _run_fleet(
+    args: argparse.Namespace,
+    tasks: list[Task],
+    settings: EngineSettings,
+    warm: bool,
+    early: dict[GroupKey, StartingEngines],
+) -> int:
+    from soulwire.fleet import Fleet, LocalBackend, WarmBackend
+
+    out = Path(args.out) if args.out else default_out(Path(args.tasks))
+    backend: Backend
+    if args.backend == "ray":
         backend = _ray_backend(args)
     elif warm:
-        backend = WarmBackend(settings, engines_per_group=args.engines_per_group)
+        backend = WarmBackend(settings, engines_per_group=args.engines_per_group, early=early)
     else:
         backend = LocalBackend(settings)
     try:
@@ -164,7 +212,7 @@ def _run(args: argparse.Namespace) -> int:
     progress = _Progress(fleet, json_lines=args.json, live=not args.no_progress and sys.stderr.isatty())
     progress.json_interval = max(0.05, args.progress_interval)
     try:
-        interrupted = anyio.run(_drive, fleet, progress)
+        interrupted = await _drive(fleet, progress)
     except (OSError, RuntimeError) as exc:  # the results file or run dir, a Ray cluster not reached
         progress.close(False)
         sys.stderr.write(f"soulwire fleet: {' '.join(str(exc).split())[:300]}\n")

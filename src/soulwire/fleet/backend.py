@@ -11,13 +11,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from soulwire.fleet.results import TaskResult
-from soulwire.fleet.tasks import Task
-from soulwire.sdk.pricing import ModelPrice
+if TYPE_CHECKING:  # (annotations only: this module is on the path to starting the engines)
+    from soulwire.fleet.results import TaskResult
+    from soulwire.fleet.tasks import Task
+    from soulwire.sdk.pricing import ModelPrice
 
 
 @dataclass(frozen=True)

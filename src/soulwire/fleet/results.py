@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from soulwire.fleet.errors import EngineError, EngineLostError
 from soulwire.fleet.tasks import Task
 from soulwire.sdk.pricing import ModelPrice, price_for
 from soulwire.wire.types import TokenUsage
@@ -71,14 +72,6 @@ class TaskResult(BaseModel):
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
-
-
-class EngineError(Exception):
-    """The engine could not run the task (a bad configuration, a refused session): `failed`."""
-
-
-class EngineLostError(Exception):
-    """The engine (or the worker hosting it) died under a task: the task may run again."""
 
 
 def task_model_name(task: Task) -> str | None:

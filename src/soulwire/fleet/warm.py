@@ -11,206 +11,33 @@ and the group starts a replacement."""
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import signal
-import subprocess
-import tempfile
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import Process
 
 from soulwire.fleet.backend import EngineSettings, TurnSlot
+from soulwire.fleet.engines import (
+    GroupKey,
+    ServeEngine,
+    StartingEngines,
+    default_engines_per_group,
+    engine_flags,
+    engine_home,
+    start_engine,
+    start_engines,
+    stop_engine,
+)
+from soulwire.fleet.errors import EngineError, EngineLostError
 from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.policy import decide
-from soulwire.fleet.results import EngineError, EngineLostError, TaskResult, Usage
+from soulwire.fleet.results import TaskResult, Usage
 from soulwire.fleet.tasks import Task
 from soulwire.fleet.tools import run_external_tool, tool_answer
-from soulwire.sdk.options import resolve_executable
 from soulwire.wire.types import tool_error
-
-_LISTENING = "listening on "
-_COPY_EXITED = ") exited (code "
-"""How `soulwire serve --processes N` reports a forked copy that died (server/prefork.py)."""
-
-
-def engine_flags(task: Task) -> tuple[str, ...]:
-    """The `soulwire serve` options that carry a task's engine settings."""
-    flags: list[str] = []
-    if task.config is not None:
-        flags += ["--config", json.dumps(task.config, sort_keys=True)]
-    if task.config_file is not None:
-        flags += ["--config-file", str(task.config_file)]
-    if task.model is not None:
-        flags += ["--model", task.model]
-    if task.approval == "yolo":
-        flags.append("--yolo")
-    if task.thinking is not None:
-        flags.append("--thinking" if task.thinking else "--no-thinking")
-    if task.max_steps is not None:
-        flags += ["--max-steps-per-turn", str(task.max_steps)]
-    if task.sandbox is not None:
-        flags += ["--sandbox", task.sandbox]
-    if task.sandbox_network is not None:
-        flags += ["--sandbox-network", "on" if task.sandbox_network else "off"]
-    return tuple(flags)
-
-
-@dataclass(frozen=True)
-class GroupKey:
-    flags: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-
-    @classmethod
-    def of(cls, task: Task) -> GroupKey:
-        return cls(engine_flags(task), tuple(sorted(task.env.items())))
-
-
-@dataclass
-class ServeEngine:
-    """One `soulwire serve` process on 127.0.0.1 with a token of its own (or one of the
-    copies such a process forked: `--processes N`, one port each)."""
-
-    process: Process
-    """The spawned `soulwire serve` (the first process, for its forked copies)."""
-    url: str
-    token: str
-    sessions: int = 0
-    """Sessions of running tasks on it (the group picks the least busy)."""
-    exited: anyio.Event = field(default_factory=anyio.Event)
-    stderr_tail: list[str] = field(default_factory=lambda: list[str]())
-    siblings: list[ServeEngine] = field(default_factory=lambda: list[ServeEngine]())
-    """The engines of the same spawned process, this one included (stopped together)."""
-
-    @property
-    def alive(self) -> bool:
-        return not self.exited.is_set()
-
-    @property
-    def ws_base(self) -> str:
-        """`ws://HOST:PORT` of the engine, what its session URLs start with."""
-        return self.url.replace("http://", "ws://", 1)
-
-    def describe_exit(self) -> str:
-        tail = " | ".join(self.stderr_tail[-3:])
-        if self.process.returncode is None:  # a forked copy died, the process that forked it lives
-            return f"the engine at {self.url} exited{': ' + tail if tail else ''}"
-        code = self.process.returncode
-        return f"the engine process {self.process.pid} exited (code {code}){': ' + tail if tail else ''}"
-
-
-async def start_engines(
-    settings: EngineSettings, flags: tuple[str, ...], env: dict[str, str], *, work_dir: Path, count: int = 1
-) -> tuple[list[ServeEngine], Any]:
-    """Spawn `soulwire serve --listen 127.0.0.1:0` (with `--processes count`: one process that
-    loads once and forks, each copy on its own port) and wait for its addresses. Returns the
-    engines and a coroutine function that pumps its stderr until it exits (to run in a task)."""
-    token = secrets.token_urlsafe(24)
-    base = dict(os.environ) if settings.inherit_env else {}
-    full_env = {**base, **settings.env, **env, "SOULWIRE_SERVER_TOKEN": token}
-    if settings.share_dir is not None:
-        full_env["SOULWIRE_SHARE_DIR"] = str(settings.share_dir)
-    argv = [
-        *resolve_executable(settings.executable),
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--work-dir",
-        str(work_dir),
-        "--idle-timeout",
-        "2",
-        "--exit-with-stdin",  # we hold its stdin: if this process dies, so does the engine
-        *(("--processes", str(count)) if count > 1 else ()),
-        *flags,
-    ]
-    process = await anyio.open_process(
-        argv, env=full_env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True
-    )
-    assert process.stderr is not None
-    stderr = process.stderr
-    lines: list[str] = []
-    pending = b""
-    urls: list[str] = []
-    try:
-        with anyio.fail_after(settings.startup_timeout):
-            while len(urls) < count:
-                try:
-                    chunk = await stderr.receive()
-                except (anyio.EndOfStream, anyio.ClosedResourceError):
-                    break
-                pending += chunk
-                *complete, pending = pending.split(b"\n")
-                for raw in complete:
-                    line = raw.decode("utf-8", errors="replace")
-                    lines.append(line)
-                    if _LISTENING in line:
-                        urls.append(line.split(_LISTENING, 1)[1].split()[0])
-    except TimeoutError:
-        _kill(process)
-        await process.wait()
-        raise EngineError(f"soulwire serve did not start in {settings.startup_timeout:g}s") from None
-    except BaseException:  # cancelled while starting: leave no process behind
-        _kill(process)
-        with anyio.CancelScope(shield=True):
-            await process.wait()
-        raise
-    if len(urls) < count:
-        _kill(process)
-        await process.wait()
-        raise EngineError(f"soulwire serve exited (code {process.returncode}): {' | '.join(lines[-3:])}")
-    tail = lines[-20:]  # one list for all: what the process says concerns each of them
-    engines = [ServeEngine(process=process, url=url, token=token, stderr_tail=tail) for url in urls]
-    for engine in engines:
-        engine.siblings = engines
-    by_url = {engine.url: engine for engine in engines}
-
-    async def pump() -> None:
-        rest = pending
-        async for chunk in stderr:
-            *complete, rest = (rest + chunk).split(b"\n")
-            for raw in complete:
-                line = raw.decode("utf-8", errors="replace")
-                tail.append(line)
-                if _COPY_EXITED in line:  # `process PID (URL) exited (code C)`: that copy is gone
-                    gone = by_url.get(line.partition("(")[2].partition(")")[0])
-                    if gone is not None:
-                        gone.exited.set()
-            del tail[:-20]
-        await process.wait()
-        for engine in engines:
-            engine.exited.set()
-
-    return engines, pump
-
-
-async def start_engine(
-    settings: EngineSettings, flags: tuple[str, ...], env: dict[str, str], *, work_dir: Path
-) -> tuple[ServeEngine, Any]:
-    """One engine process (see `start_engines`)."""
-    (engine,), pump = await start_engines(settings, flags, env, work_dir=work_dir)
-    return engine, pump
-
-
-async def stop_engine(engine: ServeEngine, timeout: float) -> None:
-    """SIGTERM the engine's process group (running turns are cancelled, files closed; forked
-    copies stop too), SIGKILL after `timeout`."""
-    _kill(engine.process, signal.SIGTERM)
-    with anyio.move_on_after(timeout):
-        await engine.process.wait()
-    _kill(engine.process)
-    await engine.process.wait()
-
-
-def _kill(process: Process, sig: int = signal.SIGKILL) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class EngineGroup:
@@ -303,15 +130,23 @@ class WarmBackend(LocalBackend):
     name = "warm"
 
     def __init__(
-        self, settings: EngineSettings | None = None, *, engines_per_group: int | None = None
+        self,
+        settings: EngineSettings | None = None,
+        *,
+        engines_per_group: int | None = None,
+        early: Mapping[GroupKey, StartingEngines] | None = None,
     ) -> None:
+        """`early`: engine processes already spawned (`spawn_engines` with `engine_home()` and
+        `engines_per_group` copies) for a group's settings; the group takes them instead of
+        spawning its first ones, and those no group takes are stopped with the others."""
         super().__init__(settings)
-        self.engines_per_group = engines_per_group or max(1, min(4, os.cpu_count() or 1))
+        self.engines_per_group = engines_per_group or default_engines_per_group()
         self.idle_s = 2.0
         """An engine with no session this long is stopped."""
         self._groups: dict[GroupKey, EngineGroup] = {}
         self._task_group: Any = None
-        self._home = Path(tempfile.gettempdir())
+        self._home = engine_home()
+        self._early = dict(early or {})
         self.started_engines = 0
 
     async def __aenter__(self) -> WarmBackend:
@@ -322,6 +157,9 @@ class WarmBackend(LocalBackend):
     async def __aexit__(self, *exc: object) -> None:
         with anyio.CancelScope(shield=True):
             await self.stop_engines()
+            for starting in self._early.values():  # spawned early for settings no task had
+                await starting.kill()
+            self._early.clear()
         group, self._task_group = self._task_group, None
         if group is not None:
             group.cancel_scope.cancel()
@@ -366,9 +204,16 @@ class WarmBackend(LocalBackend):
         """`count` engines of one new process (forked copies after the first)."""
         if self._task_group is None:
             raise RuntimeError("WarmBackend is used outside `async with`")
-        engines, pump = await start_engines(
-            self.settings, key.flags, dict(key.env), work_dir=self._home, count=count
-        )
+        early = self._early.pop(key, None)
+        if early is not None and early.count != count:
+            await early.kill()
+            early = None
+        if early is not None:
+            engines, pump = await early.ready()
+        else:
+            engines, pump = await start_engines(
+                self.settings, key.flags, dict(key.env), work_dir=self._home, count=count
+            )
         self._task_group.start_soon(pump)
         self.started_engines += len(engines)
         return engines
@@ -592,4 +437,5 @@ __all__ = [
     "engine_flags",
     "start_engine",
     "start_engines",
+    "stop_engine",
 ]

@@ -1,0 +1,15 @@
+"""The fleet's own exceptions (a module of their own: the engine start-up path raises them
+without loading the results model)."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """The engine could not run the task (a bad configuration, a refused session): `failed`."""
+
+
+class EngineLostError(Exception):
+    """The engine (or the worker hosting it) died under a task: the task may run again."""
+
+
+__all__ = ["EngineError", "EngineLostError"]
