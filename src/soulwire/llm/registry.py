@@ -90,6 +90,12 @@ def preload_sdk(kind: str) -> None:
     from soulwire.tls import shared_tls_context
 
     shared_tls_context(importlib.import_module("httpx2"))
+    # The SDKs describe the platform in their request headers; the stdlib answers
+    # `platform.platform()` by running `uname -p` once per process and caching it. Once here,
+    # not in every forked copy's first request.
+    import platform
+
+    platform.platform()
 
 
 def resolve_model(
