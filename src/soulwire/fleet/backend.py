@@ -49,10 +49,21 @@ class TurnSlot:
     right before the prompt and holds it through the check and the diff; the driver
     releases it when the task's result is in. Taking it again is a no-op."""
 
+    taken: bool = False
+
+    async def take(self) -> None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+
+class LimiterSlot(TurnSlot):
+    """A place in the driver's concurrency limiter; `on_take` marks the task started."""
+
     def __init__(self, limiter: anyio.CapacityLimiter, on_take: Callable[[], None]) -> None:
         self._limiter = limiter
         self._on_take = on_take
-        self.taken = False
 
     async def take(self) -> None:
         if not self.taken:
@@ -85,4 +96,4 @@ class Backend(Protocol):
     ) -> TaskResult: ...
 
 
-__all__ = ["Backend", "EngineSettings", "TurnSlot"]
+__all__ = ["Backend", "EngineSettings", "LimiterSlot", "TurnSlot"]

@@ -20,6 +20,7 @@ import io
 import os
 import sys
 import tarfile
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -52,6 +53,31 @@ def unpack_workspace(data: bytes, dest: Path) -> None:
         archive.extractall(dest, filter="data")
 
 
+class _WorkerSlot(TurnSlot):
+    """The driver's place for a task staged on a worker: `take` tells `stage` the task is
+    ready and waits until `go` says the driver holds the place."""
+
+    def __init__(self, record: TaskResult) -> None:
+        self.record = record
+        self.asked = asyncio.Event()
+        self._granted = asyncio.Event()
+        self._started_at = 0.0
+
+    def grant(self, started_at: float) -> None:
+        self._started_at = started_at
+        self._granted.set()
+
+    async def take(self) -> None:
+        if not self.taken:
+            self.asked.set()
+            await self._granted.wait()
+            self.taken = True
+            self.record.started_at = self._started_at
+
+    def release(self) -> None:
+        self.taken = False  # (the driver's place: the driver releases it)
+
+
 class FleetWorker:
     """A Ray actor (async, many calls at once) that runs tasks with warm engines."""
 
@@ -62,6 +88,7 @@ class FleetWorker:
             settings = replace(settings, executable=[sys.executable, "-m", "soulwire"])
         self.backend = WarmBackend(settings, engines_per_group=engines)
         self.run_root = Path(run_root) if run_root else None
+        self._staged: dict[str, tuple[asyncio.Task[TaskResult], _WorkerSlot]] = {}
         self._ready: asyncio.Event | None = None
         self._host: asyncio.Task[None] | None = None
 
@@ -80,6 +107,36 @@ class FleetWorker:
 
     async def run(self, task: Task, task_dir: str, record: TaskResult, workspace: Any = None) -> TaskResult:
         """Run one task here; `workspace` is a packed workspace (bytes) when shipped."""
+        task, directory = await self._arrive(task, task_dir, record, workspace)
+        return await self.backend.run_task(task, directory, record)
+
+    async def stage(self, task: Task, task_dir: str, record: TaskResult, workspace: Any = None) -> None:
+        """Prepare a task here (its workspace, its session on a warm engine) and return once
+        its turn waits for its place; `go` runs it."""
+        task, directory = await self._arrive(task, task_dir, record, workspace)
+        slot = _WorkerSlot(record)
+        run = asyncio.get_running_loop().create_task(self.backend.run_task(task, directory, record, slot))
+        self._staged[task.id] = (run, slot)
+        asking = asyncio.ensure_future(slot.asked.wait())
+        await asyncio.wait({run, asking}, return_when=asyncio.FIRST_COMPLETED)
+        asking.cancel()
+
+    async def go(
+        self, task: Task, task_dir: str, record: TaskResult, workspace: Any, started_at: float
+    ) -> TaskResult:
+        """Run the staged task (the driver holds its place since `started_at`). A worker that
+        restarted after `stage` has no such task: it runs it from the start."""
+        staged = self._staged.pop(task.id, None)
+        if staged is None:
+            record.started_at = started_at
+            return await self.run(task, task_dir, record, workspace)
+        run, slot = staged
+        slot.grant(started_at)
+        return await run
+
+    async def _arrive(
+        self, task: Task, task_dir: str, record: TaskResult, workspace: Any
+    ) -> tuple[Task, Path]:
         await self._started()
         directory = Path(task_dir)
         if workspace is not None:  # shipped: unpack beside the task dir and copy from there
@@ -93,7 +150,7 @@ class FleetWorker:
         runs = int(counter.read_text() or 0) + 1 if counter.exists() else 1
         counter.write_text(str(runs))
         record.attempts = runs
-        return await self.backend.run_task(task, directory, record)
+        return task, directory
 
     def pid(self) -> int:
         return os.getpid()
@@ -109,6 +166,9 @@ class RayBackend:
     says otherwise. `resources`: custom resources each worker declares."""
 
     name = "ray"
+    stages = True
+    """Tasks are staged on their worker (workspace and session ready) while every place is
+    taken: `FleetWorker.stage`, then `go` once the driver holds the task's place."""
 
     def __init__(
         self,
@@ -217,19 +277,27 @@ class RayBackend:
     async def run_task(
         self, task: Task, task_dir: Path, record: TaskResult, slot: TurnSlot | None = None
     ) -> TaskResult:
-        """Run `task` on the least loaded worker (called with its place held: no `stages`)."""
-        del slot
+        """Run `task` on the least loaded worker: staged there (`stage`), then run once `slot`
+        is taken (`go`); without a slot, in one call (`run`)."""
         ray = _ray()
         RayError = importlib.import_module("ray.exceptions").RayError
 
         # Spread the calls: the worker with the fewest tasks in flight per engine gets the next.
         index = min(range(len(self.actors)), key=lambda i: self._in_flight[i] / self.capacity[i])
         self._in_flight[index] += 1
-        ref = self.actors[index].run.remote(task, str(task_dir), record, self._workspace_ref(task))
+        actor, shipped, ref = self.actors[index], self._workspace_ref(task), None
         try:
+            if slot is None:
+                ref = actor.run.remote(task, str(task_dir), record, shipped)
+            else:
+                ref = actor.stage.remote(task, str(task_dir), record, shipped)
+                await ref
+                await slot.take()
+                ref = actor.go.remote(task, str(task_dir), record, shipped, record.started_at or time.time())
             result: TaskResult = await ref
         except asyncio.CancelledError:
-            ray.cancel(ref)
+            if ref is not None:
+                ray.cancel(ref)
             raise
         except RayError as exc:
             cause = " ".join(str(exc).split())[:500]

@@ -16,7 +16,7 @@ import anyio
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from soulwire.fleet.backend import Backend, TurnSlot
+from soulwire.fleet.backend import Backend, LimiterSlot
 from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.results import ResultsWriter, Status, TaskResult, read_results
 from soulwire.fleet.tasks import Task
@@ -145,7 +145,7 @@ class Fleet:
             self.running[task.id] = time.monotonic()
             record.started_at = time.time()
 
-        slot = TurnSlot(limiter, started) if staged is not None else None
+        slot = LimiterSlot(limiter, started) if staged is not None else None
         async with send, staged if staged is not None else limiter:
             if slot is None:
                 started()
