@@ -185,6 +185,8 @@ def timed(
     argv: list[str], env: dict[str, str], cwd: Path, log: Path, also: tuple[int, ...] = ()
 ) -> tuple[float, PeakMemory, int]:
     """Wall time of the command; memory and CPU of its process tree (and of `also`'s trees)."""
+    global SPAWNED_AT
+    SPAWNED_AT = time.time()
     started = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
@@ -224,10 +226,17 @@ def run_fleet(
         steps = sorted(r["steps"] for r in results)
         # From the first task's start to the last one's end: the run once the fleet is up (its
         # engines or Ray workers started), as the issue times the Ray cluster.
-        span = max(r["finished_at"] for r in results) - min(r["started_at"] for r in results)
+        first = min(r["started_at"] for r in results)
+        last = max(r["finished_at"] for r in results)
+        span = last - first
         record = summary(name, wall, memory, code, args)
         record["span_s"] = round(span, 2)
         record["span_x_ideal"] = round(span / record["ideal_s"], 2)
+        # Where the wall time went: until the first task held its place (the driver and the
+        # engines starting; with staging, also the first session's set-up), the tasks, and
+        # from the last result to the exit (the engines stopping, the driver exiting).
+        record["first_start_s"] = round(first - SPAWNED_AT, 2)
+        record["exit_after_last_s"] = round(wall - (last - SPAWNED_AT), 2)
         record.update(statuses=statuses, steps_min=steps[0] if steps else 0)
         record["steps_max"] = steps[-1] if steps else 0
         return record
@@ -379,6 +388,9 @@ def stop_ray_head(head: subprocess.Popen[bytes], temp: Path) -> None:
             continue
     shutil.rmtree(temp, ignore_errors=True)
 
+
+SPAWNED_AT = 0.0
+"""time.time() when the last timed command was spawned."""
 
 LEFT_FOR_THE_END: list[Path] = []
 """Run directories, removed after the last run: on ext4 without a journal (this machine's
