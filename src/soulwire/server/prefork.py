@@ -110,9 +110,11 @@ def _wait_for_an_exit(pids: list[int], timeout: float) -> None:
     that very moment (a pidfd turns readable when its process ends), elsewhere within 5 ms."""
     fds: list[int] = []
     try:
+        poller = select.poll()  # (not select(): a busy server's descriptors may pass 1024)
         for pid in pids:
             fds.append(os.pidfd_open(pid))
-        select.select(fds, [], [], timeout)
+            poller.register(fds[-1], select.POLLIN)
+        poller.poll(timeout * 1000)
     except (AttributeError, OSError):  # no pidfds here (not Linux, or a kernel before 5.3)
         time.sleep(min(timeout, 0.005))
     finally:
