@@ -55,6 +55,8 @@ class ServerApp:
         self.build_api_at_start = build_api_at_start
         """Build the HTTP API in a worker thread as soon as the server has started."""
         self._registry: SessionRegistry | None = None
+        self.wound_down = False
+        """Set once the lifespan's shutdown has closed every session (their files with them)."""
         self._api: ASGIApp | None = None
         self._api_lock = threading.Lock()
         self._numbers = itertools.count(1)
@@ -129,7 +131,7 @@ class ServerApp:
             if self.build_api_at_start:
                 group.start_soon(self._build_api_now)
             yield
-            await self._registry.aclose()
+            self.wound_down = await self._registry.aclose()
             group.cancel_scope.cancel()
 
     async def _build_api_now(self) -> None:

@@ -16,6 +16,7 @@ from soulwire.server.security import is_loopback
 from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:
+    from soulwire.server.app import ServerApp
     from soulwire.server.prefork import Copies
     from soulwire.server.runner import Server
 
@@ -285,18 +286,19 @@ async def _stop_at_stdin_eof(server: Server) -> None:
 
 
 def _run_uvicorn(
-    app: object,
+    app: ServerApp,
     sock: socket.socket,
     *,
     exit_with_stdin: bool = False,
     copies: Copies | None = None,
     watch: int | None = None,
     tune_gc: bool = True,
-) -> NoReturn:
+) -> int:
     """Serve `app` on `sock` until a signal (or stdin's end), then end the process (exit code
-    0); with `copies` (the first of several processes), report copies that die and stop them
-    with this one; with `watch` (a copy on a system that cannot signal it), stop when that
-    parent is gone; `tune_gc=False` where it was done before a fork."""
+    0; at once where every session was wound down, see `_exit_now`); with `copies` (the first
+    of several processes), report copies that die and stop them with this one; with `watch` (a
+    copy on a system that cannot signal it), stop when that parent is gone; `tune_gc=False`
+    where it was done before a fork."""
     import logging
 
     import anyio
@@ -351,16 +353,21 @@ def _run_uvicorn(
         if copies is not None:
             copies.stop(timeout=config.timeout_graceful_shutdown or 5)
     sys.stderr.write("soulwire serve: stopped\n")
-    _exit_now(0)
+    if app.wound_down:
+        _exit_now(0)
+    # A forced stop (a second Ctrl-C) skipped the sessions' wind-down, or a session did not
+    # finish in time: the interpreter's exit still waits for their pending writes.
+    return 0
 
 
 def _exit_now(code: int) -> NoReturn:
     """End the process without the interpreter's teardown: 50-75 ms per process of freeing a
     server's modules and heap, on the path of every stop (a fleet waits for its engines).
-    Nothing is left to lose by then: the lifespan's shutdown closed every session (turns
-    cancelled, files closed, tool processes killed), the copies were reaped, and here the log
-    handlers and the standard streams are flushed. A forked copy also skips, this way, the exit
-    handlers it inherited from the process that forked it."""
+    Called only when nothing is left to lose: the lifespan's shutdown closed every session
+    (turns cancelled, state saved, files closed, tool processes killed; session files are
+    written unbuffered), the copies were reaped, and here the log handlers and the standard
+    streams are flushed. A forked copy also skips, this way, the exit handlers it inherited
+    from the process that forked it."""
     import logging
 
     logging.shutdown()
