@@ -15,11 +15,15 @@ def serve(sandbox: Sandbox) -> Iterator[Callable[..., ServeProcess]]:
     started: list[ServeProcess] = []
 
     def start(
-        *scripts: str, args: tuple[str, ...] = (), stdin: int = subprocess.DEVNULL, expect: int = 1
+        *scripts: str,
+        args: tuple[str, ...] = (),
+        stdin: int = subprocess.DEVNULL,
+        expect: int = 1,
+        env: dict[str, str] | None = None,
     ) -> ServeProcess:
         if scripts:
             sandbox.scripts = list(scripts)
-        server = ServeProcess(sandbox, *args, stdin=stdin, expect=expect)
+        server = ServeProcess(sandbox, *args, stdin=stdin, expect=expect, env=env)
         started.append(server)
         return server
 

@@ -26,7 +26,12 @@ class ServeProcess:
     """One `soulwire serve --listen 127.0.0.1:0` with the sandbox's scripted model."""
 
     def __init__(
-        self, sandbox: Sandbox, *args: str, stdin: int = subprocess.DEVNULL, expect: int = 1
+        self,
+        sandbox: Sandbox,
+        *args: str,
+        stdin: int = subprocess.DEVNULL,
+        expect: int = 1,
+        env: dict[str, str] | None = None,
     ) -> None:
         sandbox.write()
         self.sandbox = sandbox
@@ -36,7 +41,7 @@ class ServeProcess:
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=sandbox.env(), cwd=sandbox.work, start_new_session=True,
+            env={**sandbox.env(), **(env or {})}, cwd=sandbox.work, start_new_session=True,
         )  # fmt: skip
         self.stderr_lines: list[str] = []
         self._port_found = threading.Event()

@@ -55,13 +55,19 @@ def test_cancel_over_the_socket_kills_the_tool_process(serve, sandbox):
 def test_sigterm_winds_down_running_sessions(serve, sandbox):
     pid_file = sandbox.root / "tool.pid"
     server = serve(long_running(pid_file), args=("--yolo",))
-    ws = server.ws(server.create_session())
+    session_id = server.create_session()
+    ws = server.ws(session_id)
     ws.initialize()
     ws.request("prompt", {"user_input": "go"})
     pid = wait_for_pid(pid_file)
+    directory = Path(server.api("GET", f"/api/sessions/{session_id}").json()["dir"])
     assert server.close() == 0
     assert gone(pid)
     assert "soulwire serve: stopped" in "".join(server.stderr_lines)
+    # The process ends without the interpreter's teardown, but only once the session's files
+    # are written to the end: the cancelled turn's end is the last record.
+    last = (directory / "wire.jsonl").read_text().splitlines()[-1]
+    assert '"type": "TurnEnd"' in last, last
 
 
 def test_sigterm_stops_a_server_whose_stdin_its_parent_still_holds(serve):

@@ -192,3 +192,31 @@ def test_connections_to_the_server_are_sent_without_nagle_delays():
     finally:
         client.close()
         listener.close()
+
+
+def test_stopping_the_copies_waits_for_those_that_end_and_kills_one_that_does_not():
+    # Stand-ins for forked copies: one ends on SIGTERM, as a copy does once its sessions are
+    # wound down; the other ignores it and is killed when the timeout is up.
+    from soulwire.server.prefork import Copies
+
+    script = "import signal, sys, time; signal.signal(signal.SIGTERM, {}); print('ready', flush=True); time.sleep(60)"
+    obeys = subprocess.Popen(
+        [sys.executable, "-c", script.format("lambda *_: sys.exit(0)")], stdout=subprocess.PIPE
+    )
+    ignores = subprocess.Popen(
+        [sys.executable, "-c", script.format("signal.SIG_IGN")], stdout=subprocess.PIPE
+    )
+    copies = Copies()
+    for proc in (obeys, ignores):
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        copies.urls[proc.pid] = f"http://127.0.0.1:{proc.pid}"
+    try:
+        copies.stop(timeout=1.0)
+        assert copies.urls == {} and copies.stopping
+        for proc in (obeys, ignores):  # both reaped by `stop` (waitpid): gone from /proc
+            assert not os.path.exists(f"/proc/{proc.pid}")
+    finally:
+        for proc in (obeys, ignores):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

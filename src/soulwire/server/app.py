@@ -1,29 +1,39 @@
-"""The ASGI application: the HTTP API over the session registry, and Wire over WebSocket at
-`/ws/sessions/{id}` (one session per connection). FastAPI generates the OpenAPI document
-(`/openapi.json`) from the typed routes below."""
+"""The server's ASGI app: Wire over WebSocket, one session per connection (`/ws/sessions/new`
+creates one, `/ws/sessions/{id}` opens one), and the HTTP API (`api.py`), all behind the web
+app's front door and the guard (`web.py`, `security.py`: token, Host and Origin are checked
+before anything else, for every request).
+
+The sessions' WebSockets are served here with Starlette's WebSocket class alone. FastAPI, which
+the HTTP API is built with, costs ~0.5 s of CPU to import, and fleets only ever open sessions:
+so it is kept off the path to a first session. The API app is built once, in a worker thread
+(the sessions already running go on meanwhile): when the first request needs it (the forked
+copies of `--processes N`), or as the server starts (`build_api_at_start`: a single process,
+whose web UI's first page needs it; building it alongside the page's static files and a first
+session was 0.2 s sooner to that page than building it before serving, bench/RESULTS.md)."""
 
 from __future__ import annotations
 
 import itertools
 import logging
-import secrets
+import re
+import threading
+import traceback
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.to_thread
-from fastapi import FastAPI, HTTPException, Query, Request, Response, WebSocket
-from fastapi.responses import FileResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket
 
-from soulwire import __version__
 from soulwire.server.client import Client
 from soulwire.server.hub import LiveSession
 from soulwire.server.messages import AttachParams
-from soulwire.server.models_info import ModelList, Price, list_models, price_of
+from soulwire.server.models_info import price_of
 from soulwire.server.registry import Located, ServeSettings, SessionError, SessionRegistry
-from soulwire.server.security import Guard, GuardMiddleware
+from soulwire.server.security import ASGIApp, Guard, GuardMiddleware, Receive, Scope, Send
+from soulwire.server.web import WebMiddleware
 from soulwire.wire.jsonrpc import RPCError, encode
 
 log = logging.getLogger("soulwire.server")
@@ -31,259 +41,163 @@ log = logging.getLogger("soulwire.server")
 SUBPROTOCOL = "soulwire"
 SESSION_CONFLICT = 4409
 """WebSocket close code: the attach was refused (the controller role is taken)."""
+NEW_SESSION_PATH = "/ws/sessions/new"
+_SESSION_PATH = re.compile(r"/ws/sessions/([^/]+)")
 
 
-class SessionInfo(BaseModel):
-    """A session as listed: id, title, times, size, turns, and its live state here."""
+class ServerApp:
+    """The root ASGI app: lifespan (the session registry), the sessions' WebSockets, and every
+    other request handed to the HTTP API app, built at its first use."""
 
-    model_config = ConfigDict(extra="allow")
-    id: str
-    work_dir: str
-    title: str | None = None
-    created: float | None = None
-    updated: float | None = None
-    turns: int = 0
-    size: int = 0
-    live: bool = False
-    busy: bool = False
-    clients: int = 0
-    last_seq: int | None = None
-    held_elsewhere: bool = False
-    sandbox: dict[str, Any] | None = None
-    """The sandbox chosen for the session (`mode`, `network`), if one was."""
-    archived: bool = False
-    archived_at: float | None = None
-    model: str | None = Field(default=None, description="the model alias the session runs with here")
-    model_name: str | None = Field(default=None, description="the provider's name of that model")
-    price: Price | None = Field(default=None, description="USD per million tokens; null: unknown")
-    yolo: bool = Field(default=False, description="tool calls run without approval")
-    plan_mode: bool = False
+    def __init__(self, settings: ServeSettings, guard: Guard, *, build_api_at_start: bool = False) -> None:
+        self.settings = settings
+        self.guard = guard
+        self.build_api_at_start = build_api_at_start
+        """Build the HTTP API in a worker thread as soon as the server has started."""
+        self._registry: SessionRegistry | None = None
+        self.wound_down = False
+        """Set once the lifespan's shutdown has closed every session (their files with them)."""
+        self._api: ASGIApp | None = None
+        self._api_lock = threading.Lock()
+        self._numbers = itertools.count(1)
+        # The web front door outermost, then the guard: as they were around the whole API.
+        self._guarded = WebMiddleware(GuardMiddleware(self._route, guard), guard)
 
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._guarded(scope, receive, send)
 
-class CreateSession(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    work_dir: str | None = Field(default=None, description="absolute path; default: the server's work dir")
-    title: str | None = Field(default=None, max_length=200)
-    sandbox: Literal["off", "read-only", "workspace-write"] | None = Field(
-        default=None, description="run the session's tools in bubblewrap; default: the config's"
-    )
-    sandbox_network: bool | None = Field(default=None, description="network inside the sandbox (default off)")
-    model: str | None = Field(
-        default=None,
-        max_length=200,
-        description="a model alias of `GET /api/models` (422 for another); default: the server's",
-    )
-    yolo: StrictBool = Field(default=False, description="start with every tool call approved (as `/yolo`)")
-    plan_mode: StrictBool = Field(default=False, description="start in plan mode")
-    create_dir: StrictBool = Field(default=False, description="create a missing `work_dir` (and parents)")
+    def registry(self) -> SessionRegistry:
+        assert self._registry is not None, "the server has not started"
+        return self._registry
 
+    @property
+    def api_built(self) -> bool:
+        return self._api is not None
 
-class UpdateSession(BaseModel):
-    """Rename and/or archive: the fields given are changed."""
+    def build_api(self) -> ASGIApp:
+        """The HTTP API app, built at the first call; callers from several threads at once
+        wait for the one build."""
+        with self._api_lock:
+            if self._api is None:
+                from soulwire.server.api import create_api
 
-    model_config = ConfigDict(extra="forbid")
-    title: str | None = Field(default=None, min_length=1, max_length=200)
-    archived: StrictBool | None = Field(
-        default=None, description="hide from the default listing (it can still be opened and read)"
-    )
+                api = create_api(self.settings, self.guard, self.registry)
+                # Starlette builds the middleware stack at the first request: here instead,
+                # off the event loop like the rest.
+                api.middleware_stack = api.build_middleware_stack()
+                self._api = api
+            return self._api
 
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if kind == "websocket":
+            path = _route_path(scope)
+            if path == NEW_SESSION_PATH:
+                await self._new_session_socket(WebSocket(scope, receive, send))
+                return
+            found = _SESSION_PATH.fullmatch(path)
+            if found is not None:
+                await self._wire_socket(WebSocket(scope, receive, send), found.group(1))
+                return
+        api = self._api or await anyio.to_thread.run_sync(self.build_api)
+        await api(scope, receive, send)
 
-class ForkSession(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    title: str | None = Field(default=None, max_length=200)
-    turn: int | None = Field(default=None, ge=0)
-    """Keep only the first `turn` turns (None: the whole history)."""
-
-
-class History(BaseModel):
-    id: str
-    since: int
-    total: int
-    records: list[dict[str, Any]]
-
-
-class ObserverToken(BaseModel):
-    token: str
-    session_id: str
-    ws_path: str
-
-
-class ServerIndex(BaseModel):
-    name: Literal["soulwire"] = "soulwire"
-    version: str
-    sessions: str = "/api/sessions"
-    websocket: str = "/ws/sessions/{id}"
-    openapi: str = "/openapi.json"
-
-
-def create_app(settings: ServeSettings, guard: Guard) -> FastAPI:
-    """The server's ASGI app (guarded: token, Host and Origin checked before routing)."""
-    state: dict[str, Any] = {}
-    numbers = itertools.count(1)
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """The ASGI lifespan protocol around `_running` (as Starlette's router speaks it)."""
+        started = False
+        await receive()  # lifespan.startup
+        try:
+            async with self._running():
+                await send({"type": "lifespan.startup.complete"})
+                started = True
+                await receive()  # lifespan.shutdown
+        except BaseException:
+            failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
+            await send({"type": failed, "message": traceback.format_exc()})
+            raise
+        await send({"type": "lifespan.shutdown.complete"})
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncGenerator[None]:
+    async def _running(self) -> AsyncGenerator[None]:
         from soulwire.llm.transport import SHARED_CLIENTS
 
         SHARED_CLIENTS.enable()  # every session runs on this one loop: they may share pools
         async with anyio.create_task_group() as group:
-            state["registry"] = SessionRegistry(settings, group)
+            self._registry = SessionRegistry(self.settings, group)
             group.start_soon(_warm_prices)
+            if self.build_api_at_start:
+                group.start_soon(self._build_api_now)
             yield
-            await state["registry"].aclose()
+            self.wound_down = await self._registry.aclose()
             group.cancel_scope.cancel()
 
-    app = FastAPI(
-        title="Soulwire server",
-        version=__version__,
-        description="Sessions of a coding agent over HTTP, and Wire (JSON-RPC 2.0) over WebSocket.",
-        lifespan=lifespan,
-        docs_url=None,
-        redoc_url=None,
-    )
+    async def _build_api_now(self) -> None:
+        """`build_api` in a worker thread. A stop does not wait for it; a failure is logged (and
+        met again by the first request that needs the API), not raised into the lifespan."""
+        try:
+            await anyio.to_thread.run_sync(self.build_api, abandon_on_cancel=True)
+        except Exception:
+            log.exception("soulwire serve: the HTTP API could not be built")
 
-    def registry() -> SessionRegistry:
-        return state["registry"]
-
-    def info(found: Located) -> SessionInfo:
-        return SessionInfo.model_validate(registry().describe(found))
-
-    @app.exception_handler(SessionError)
-    async def session_error(_request: Request, exc: SessionError) -> JSONResponse:  # pyright: ignore[reportUnusedFunction]
-        return JSONResponse({"detail": exc.message}, status_code=exc.status)
-
-    @app.get("/", response_model=ServerIndex)
-    async def index() -> ServerIndex:  # pyright: ignore[reportUnusedFunction]
-        return ServerIndex(version=__version__)
-
-    @app.get("/api/sessions", response_model=list[SessionInfo])
-    async def list_sessions(  # pyright: ignore[reportUnusedFunction]
-        work_dir: str | None = None,
-        archived: bool | None = Query(None, description="true: only archived; false: only the others"),
-    ) -> list[SessionInfo]:
-        return [SessionInfo.model_validate(i) for i in registry().list(work_dir, archived)]
-
-    @app.post("/api/sessions", response_model=SessionInfo, status_code=201)
-    async def create_session(body: CreateSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        def create() -> SessionInfo:
-            created = registry().create(
-                body.work_dir,
-                body.title,
-                body.sandbox,
-                body.sandbox_network,
-                model=body.model,
-                yolo=body.yolo,
-                plan_mode=body.plan_mode,
-                create_dir=body.create_dir,
-            )
-            return info(created)
-
-        # Off the event loop: the durable state.json (fsync) and the index write wait for the disk.
-        return await anyio.to_thread.run_sync(create, limiter=registry().disk_limiter)
-
-    @app.get("/api/models", response_model=ModelList)
-    async def models() -> ModelList:  # pyright: ignore[reportUnusedFunction]
-        """The models a new session may name, the default, and their prices if known."""
-        return list_models(settings)
-
-    @app.get("/api/sessions/{session_id}", response_model=SessionInfo)
-    async def get_session(session_id: str) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        return info(registry().locate(session_id))
-
-    @app.patch("/api/sessions/{session_id}", response_model=SessionInfo)
-    async def update_session(session_id: str, body: UpdateSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        """Rename (`title`) and/or archive or unarchive (`archived`)."""
-        if body.title is None and body.archived is None:
-            raise HTTPException(422, "nothing to change: give `title` and/or `archived`")
-        found = registry().locate(session_id)
-        if body.title is not None:
-            found = registry().rename(session_id, body.title)
-        if body.archived is not None:
-            found = registry().archive(session_id, body.archived)
-        return info(found)
-
-    @app.post("/api/sessions/{session_id}/fork", response_model=SessionInfo, status_code=201)
-    async def fork_session(session_id: str, body: ForkSession) -> SessionInfo:  # pyright: ignore[reportUnusedFunction]
-        return info(registry().fork(session_id, body.title, body.turn))
-
-    @app.delete("/api/sessions/{session_id}", status_code=204)
-    async def delete_session(session_id: str) -> Response:  # pyright: ignore[reportUnusedFunction]
-        await registry().delete(session_id)
-        return Response(status_code=204)
-
-    @app.get("/api/sessions/{session_id}/history", response_model=History)
-    async def history(  # pyright: ignore[reportUnusedFunction]
-        session_id: str, since: int = Query(0, ge=0), limit: int = Query(1000, ge=1, le=100_000)
-    ) -> History:
-        return History.model_validate(registry().history(session_id, since, limit))
-
-    @app.post("/api/sessions/{session_id}/observer-tokens", response_model=ObserverToken, status_code=201)
-    async def mint_observer_token(request: Request, session_id: str) -> ObserverToken:  # pyright: ignore[reportUnusedFunction]
-        if request.scope.get("state", {}).get("role") != "full":
-            raise HTTPException(403, "an observer token cannot mint tokens")
-        found = registry().locate(session_id)
-        token = secrets.token_urlsafe(24)
-        guard.observer_tokens[token] = found.id
-        return ObserverToken(token=token, session_id=found.id, ws_path=f"/ws/sessions/{found.id}")
-
-    @app.get("/api/blobs/{blob_id}", response_class=FileResponse)
-    async def read_blob(blob_id: str) -> FileResponse:  # pyright: ignore[reportUnusedFunction]
-        """A large payload an event referred to (`blob.blob_id`), whole."""
-        path = settings.hub.blobs.path(blob_id) if settings.hub.blobs else None
-        if path is None:
-            raise HTTPException(404, f"no blob {blob_id!r}")
-        return FileResponse(path, media_type="application/json")
-
-    @app.websocket("/ws/sessions/new")
-    async def new_session_socket(websocket: WebSocket) -> None:  # pyright: ignore[reportUnusedFunction]
+    async def _new_session_socket(self, websocket: WebSocket) -> None:
         """Create a session (`work_dir`, `title`, `model` in the query, as `POST /api/sessions`
         takes them) and attach to it on this connection: one round trip instead of two, for
         clients that open many sessions (fleets). The `attached` notice names it."""
         query = websocket.query_params
+        registry = self.registry()
 
         def create() -> Located:
-            return registry().create(query.get("work_dir"), query.get("title"), model=query.get("model"))
+            return registry.create(query.get("work_dir"), query.get("title"), model=query.get("model"))
 
         try:
-            created = await anyio.to_thread.run_sync(create, limiter=registry().disk_limiter)
-            live = await registry().open(created.id)
+            created = await anyio.to_thread.run_sync(create, limiter=registry.disk_limiter)
+            live = await registry.open(created.id)
         except SessionError as exc:
-            await websocket.send_denial_response(
-                JSONResponse({"detail": exc.message}, status_code=exc.status)
-            )
+            await _deny(websocket, exc)
             return
-        await _accept(websocket, live)
+        await self._accept(websocket, live)
 
-    @app.websocket("/ws/sessions/{session_id}")
-    async def wire_socket(websocket: WebSocket, session_id: str) -> None:  # pyright: ignore[reportUnusedFunction]
+    async def _wire_socket(self, websocket: WebSocket, session_id: str) -> None:
         try:
-            live = await registry().open(session_id)
+            live = await self.registry().open(session_id)
         except SessionError as exc:
-            await websocket.send_denial_response(
-                JSONResponse({"detail": exc.message}, status_code=exc.status)
-            )
+            await _deny(websocket, exc)
             return
-        await _accept(websocket, live)
+        await self._accept(websocket, live)
 
-    async def _accept(websocket: WebSocket, live: LiveSession) -> None:
+    async def _accept(self, websocket: WebSocket, live: LiveSession) -> None:
         offered = websocket.scope.get("subprotocols") or []
         await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
         read_only = websocket.scope.get("state", {}).get("role") != "full"
         client = Client(
-            next(numbers),
-            max_queued_bytes=settings.hub.client_queue_bytes,
-            max_message_bytes=settings.hub.max_message_bytes,
+            next(self._numbers),
+            max_queued_bytes=self.settings.hub.client_queue_bytes,
+            max_message_bytes=self.settings.hub.max_message_bytes,
             read_only=read_only,
         )
         await _serve_socket(websocket, live, client)
 
-    from soulwire.server.web import WebMiddleware
-    from soulwire.server.web_api import web_router
 
-    app.include_router(web_router(settings, registry))
-    app.add_middleware(GuardMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]
-    app.add_middleware(WebMiddleware, guard=guard)  # pyright: ignore[reportArgumentType]  (outermost)
-    return app
+def create_app(settings: ServeSettings, guard: Guard, *, build_api_at_start: bool = False) -> ServerApp:
+    """The server's ASGI app (guarded: token, Host and Origin checked before routing)."""
+    return ServerApp(settings, guard, build_api_at_start=build_api_at_start)
+
+
+async def _deny(websocket: WebSocket, exc: SessionError) -> None:
+    """Refuse the connection with an HTTP answer before the handshake (404, 409, 422, …)."""
+    await websocket.send_denial_response(JSONResponse({"detail": exc.message}, status_code=exc.status))
+
+
+def _route_path(scope: Scope) -> str:
+    """The request's path below the app's `root_path` (how Starlette's routes match it)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        return path[len(root) :]
+    return path
 
 
 async def _warm_prices() -> None:
@@ -359,4 +273,4 @@ async def _write_loop(websocket: WebSocket, client: Client) -> None:
             pass
 
 
-__all__ = ["SessionInfo", "create_app"]
+__all__ = ["NEW_SESSION_PATH", "ServerApp", "create_app"]

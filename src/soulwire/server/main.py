@@ -10,13 +10,15 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NoReturn
 
 from soulwire.server.security import is_loopback
 from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:
+    from soulwire.server.app import ServerApp
     from soulwire.server.prefork import Copies
+    from soulwire.server.runner import Server
 
 DEFAULT_LISTEN = "127.0.0.1:7437"
 TOKEN_ENV = "SOULWIRE_SERVER_TOKEN"
@@ -220,7 +222,10 @@ def _serve(argv: list[str]) -> int:
         ),
     )
     guard = Guard.for_listen(token, host, ports, args.allow_host)
-    app = create_app(settings, guard)
+    # One process: its HTTP API (the web UI's first page needs it) is built in a worker thread
+    # as the server starts, alongside the first requests (the page's static files, a first
+    # session). Forked copies build it at their first request for it: fleets never make one.
+    app = create_app(settings, guard, build_api_at_start=len(socks) == 1)
     if len(socks) == 1:
         return _run_uvicorn(app, socks[0], exit_with_stdin=args.exit_with_stdin)
     from soulwire.server import prefork
@@ -252,7 +257,7 @@ def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str,
     return load_or_create_token(share)
 
 
-async def _stop_at_stdin_eof(server: Any) -> None:
+async def _stop_at_stdin_eof(server: Server) -> None:
     """Shut down gracefully when stdin ends: the parent that holds the pipe is gone (a fleet
     worker killed with SIGKILL), so the server does not outlive it."""
     import asyncio
@@ -277,11 +282,11 @@ async def _stop_at_stdin_eof(server: Any) -> None:
     # non-daemon threads at exit, and this one would wait until the parent closed the pipe).
     threading.Thread(target=read, name="stdin-eof", daemon=True).start()
     await ended.wait()
-    server.should_exit = True
+    server.stop()
 
 
 def _run_uvicorn(
-    app: object,
+    app: ServerApp,
     sock: socket.socket,
     *,
     exit_with_stdin: bool = False,
@@ -289,29 +294,17 @@ def _run_uvicorn(
     watch: int | None = None,
     tune_gc: bool = True,
 ) -> int:
-    """Serve `app` on `sock` until a signal (or stdin's end); with `copies` (the first of
-    several processes), report copies that die and stop them at the end; with `watch` (a copy
-    on a system that cannot signal it), stop when that parent is gone; `tune_gc=False` where
-    it was done before a fork."""
-    import contextlib
+    """Serve `app` on `sock` until a signal (or stdin's end), then end the process (exit code
+    0; at once where every session was wound down, see `_exit_now`); with `copies` (the first
+    of several processes), report copies that die and stop them with this one; with `watch` (a
+    copy on a system that cannot signal it), stop when that parent is gone; `tune_gc=False`
+    where it was done before a fork."""
     import logging
-    from collections.abc import Generator
 
     import anyio
     import uvicorn
 
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Generator[None]:
-            """SIGINT/SIGTERM start a graceful shutdown and the process then exits 0 (uvicorn's
-            own handling re-raises the signal once it is done)."""
-            signals = (signal.SIGINT, signal.SIGTERM)
-            previous = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
-            try:
-                yield
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
+    from soulwire.server.runner import Server
 
     # uvicorn's sans-io WebSocket protocol logs a denial response (our 404/409 before the
     # handshake) as an error although it was sent: drop that one misleading line.
@@ -329,13 +322,14 @@ def _run_uvicorn(
         # (measured in bench/serve_bench.py); JSON events are small and loopback is the default.
         ws_per_message_deflate=False,
     )
-    server = _Server(config)
+    # The copies are told to stop as the shutdown begins, to wind down alongside this process.
+    server = Server(config, on_stop=copies.terminate if copies is not None else None)
     if tune_gc:
         _tune_gc()
     if watch is not None:
         from soulwire.server.prefork import watch_parent
 
-        watch_parent(watch, lambda: setattr(server, "should_exit", True))
+        watch_parent(watch, server.stop)
     # From here on a signal only asks the server to stop, as uvicorn's handler does: an
     # exception raised into the event loop could land anywhere. One that comes before the
     # server serves stops it right after its start-up (lifespan and all).
@@ -359,10 +353,33 @@ def _run_uvicorn(
         if copies is not None:
             copies.stop(timeout=config.timeout_graceful_shutdown or 5)
     sys.stderr.write("soulwire serve: stopped\n")
+    if app.wound_down:
+        _exit_now(0)
+    # A forced stop (a second Ctrl-C) skipped the sessions' wind-down, or a session did not
+    # finish in time: the interpreter's exit still waits for their pending writes.
     return 0
 
 
-async def _report_copies(copies: Copies, server: Any) -> None:
+def _exit_now(code: int) -> NoReturn:
+    """End the process without the interpreter's teardown: 50-75 ms per process of freeing a
+    server's modules and heap, on the path of every stop (a fleet waits for its engines).
+    Called only when nothing is left to lose: the lifespan's shutdown closed every session
+    (turns cancelled, state saved, files closed, tool processes killed; session files are
+    written unbuffered), the copies were reaped, and here the log handlers and the standard
+    streams are flushed. A forked copy also skips, this way, the exit handlers it inherited
+    from the process that forked it."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be written
+            pass
+    os._exit(code)
+
+
+async def _report_copies(copies: Copies, server: Server) -> None:
     """Say on stderr which forked copy died (a fleet fails over the sessions it held), unless
     the server is stopping (a signal to the process group ends the copies too)."""
     import anyio

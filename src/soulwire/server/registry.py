@@ -421,14 +421,17 @@ class SessionRegistry:
                 live.close()
                 return
 
-    async def aclose(self) -> None:
-        """Close every live session (their turns are cancelled) and wait for them."""
+    async def aclose(self) -> bool:
+        """Close every live session (their turns are cancelled) and wait for them, 10 s at
+        most; whether they all finished."""
         sessions = list(self.live.values())
         for live in sessions:
             live.close()
         with anyio.move_on_after(10):
             for live in sessions:
                 await live.finished.wait()
+            return True
+        return False
 
 
 __all__ = ["Located", "ServeSettings", "SessionError", "SessionRegistry", "content_digest"]
