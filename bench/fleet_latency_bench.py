@@ -420,6 +420,7 @@ def main() -> int:
     parser.add_argument("--ray-address", help="a running Ray cluster for fleet-ray (default: start one)")
     parser.add_argument("--engines-per-group", type=int, help="fleet-warm: serve processes")
     parser.add_argument("--ray-flags", default="", help="fleet-ray: more `fleet run` flags")
+    parser.add_argument("--fleet-flags", default="", help="fleet-warm: more `fleet run` flags")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
     parser.add_argument("--json-out", help="append the records here as JSON lines")
     args = parser.parse_args()
@@ -432,6 +433,7 @@ def main() -> int:
             load = os.getloadavg()[0]
             if name == "fleet-warm":
                 extra = ["--engines-per-group", str(args.engines_per_group)] if args.engines_per_group else []
+                extra += shlex.split(args.fleet_flags)
                 record = run_fleet(name, args, url, extra)
             elif name == "fleet-fresh":
                 record = run_fleet(name, args, url, ["--engines", "fresh"])
