@@ -33,7 +33,10 @@ def preload(raw_config: dict[str, Any], model_alias: str | None) -> None:
     """Import what every session needs, before the fork: the engine and its tools, the SDK
     (with its HTTP stack and the shared TLS context) of the model sessions use by default, and
     what each copy would otherwise import on its way to serving."""
-    for module in ("soulwire.runtime.builder", "soulwire.ui.wire.server", "soulwire.engine.state_check"):
+    # (wire.methods: the models of `initialize` and the other methods, which a session's
+    # WireServer imports at its first `initialize`)
+    modules = ("soulwire.runtime.builder", "soulwire.ui.wire.server", "soulwire.engine.state_check")
+    for module in (*modules, "soulwire.wire.methods"):
         importlib.import_module(module)
     from soulwire.tools.builtin import default_tools
 
