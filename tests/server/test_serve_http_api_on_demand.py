@@ -1,7 +1,8 @@
 """FastAPI (~0.5 s of imports) is off the path to a first WebSocket session: the forked copies of
 `soulwire serve --processes N` serve sessions without it and build the HTTP API at their first
-request for it; a single-process server builds it as it starts (its web UI's first page needs
-it). Either way the API and its OpenAPI document answer as before, behind the same guard."""
+request for it (and load the price table its answers may need then); a single-process server
+builds it as it starts (its web UI's first page needs it). Either way the API and its OpenAPI
+document answer as before, behind the same guard."""
 
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ from tests.wire_client import Sandbox
 
 IMPORT_TIMES = {"PYTHONPROFILEIMPORTTIME": "1"}
 """Each process of the server prints every module it imports (once: when it first does)."""
-FASTAPI_IMPORTED = re.compile(r"^import time:.*\|\s+fastapi$")
+
+
+def imports(server: ServeProcess, module: str) -> int:
+    """How many of the server's processes have imported `module` so far."""
+    pattern = re.compile(rf"^import time:.*\|\s+{re.escape(module)}$")
+    return sum(bool(pattern.match(line.rstrip())) for line in list(server.stderr_lines))
 
 
 def fastapi_imports(server: ServeProcess) -> int:
-    """How many of the server's processes have imported FastAPI so far."""
-    return sum(bool(FASTAPI_IMPORTED.match(line.rstrip())) for line in list(server.stderr_lines))
+    return imports(server, "fastapi")
 
 
 def turn_on_a_new_socket(server: ServeProcess, port: int) -> str:
@@ -44,6 +49,7 @@ def turn_on_a_new_socket(server: ServeProcess, port: int) -> str:
 
 
 def test_forked_copies_serve_sessions_without_fastapi_until_an_http_api_request(serve) -> None:
+    started = time.monotonic()
     server = serve("text: hello", args=("--yolo", "--processes", "2"), expect=2, env=IMPORT_TIMES)
     first, second = server.ports
     assert turn_on_a_new_socket(server, first) == "hello"
@@ -52,13 +58,16 @@ def test_forked_copies_serve_sessions_without_fastapi_until_an_http_api_request(
     assert httpx2.get(f"http://127.0.0.1:{second}/web/").status_code == 200
     assert httpx2.get(f"http://127.0.0.1:{second}/api/sessions").status_code == 401
     assert fastapi_imports(server) == 0
+    # Nor the price table, in the SDK's package (a single process loads it 2 s after its start).
+    time.sleep(max(0.0, started + 3 - time.monotonic()))
+    assert imports(server, "soulwire.sdk") == 0
 
     # The first API request to a copy is answered, the API built on its way: in that process only.
     listed = server.api("GET", f"http://127.0.0.1:{second}/api/sessions").json()
     assert len(listed) == 2 and {s["live"] for s in listed} == {True, False}  # one lives there
     assert wait_until(lambda: fastapi_imports(server) >= 1)
     time.sleep(0.3)
-    assert fastapi_imports(server) == 1
+    assert fastapi_imports(server) == 1 and imports(server, "soulwire.sdk") == 1
 
     # Many first requests at once to the other: each answered, by the one API it builds.
     def openapi(_: int) -> httpx2.Response:

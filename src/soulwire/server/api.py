@@ -3,7 +3,8 @@ FastAPI generates the OpenAPI document (`/openapi.json`) from the typed routes b
 
 Importing FastAPI and declaring these routes costs ~0.5 s of CPU (its pydantic models are built
 at import), so this module is not on the path to a WebSocket session: the server's root app
-(`app.py`) serves the sessions' WebSockets itself and builds this app on its first use."""
+(`app.py`) serves the sessions' WebSockets itself and builds this app in a worker thread, as a
+single process starts or at a forked copy's first request for it."""
 
 from __future__ import annotations
 

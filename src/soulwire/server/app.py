@@ -102,8 +102,17 @@ class ServerApp:
             if found is not None:
                 await self._wire_socket(WebSocket(scope, receive, send), found.group(1))
                 return
-        api = self._api or await anyio.to_thread.run_sync(self.build_api)
+        api = self._api or await anyio.to_thread.run_sync(self._api_for_a_request)
         await api(scope, receive, send)
+
+    def _api_for_a_request(self) -> ASGIApp:
+        """`build_api` for a request that came first; where nothing built it at the start (a
+        forked copy), with the price table its answers may need (~40 ms; a copy loads
+        neither unless asked, and fleets never ask)."""
+        api = self.build_api()
+        if not self.build_api_at_start:
+            price_of(None)
+        return api
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         """The ASGI lifespan protocol around `_running` (as Starlette's router speaks it)."""
@@ -127,9 +136,9 @@ class ServerApp:
         SHARED_CLIENTS.enable()  # every session runs on this one loop: they may share pools
         async with anyio.create_task_group() as group:
             self._registry = SessionRegistry(self.settings, group)
-            group.start_soon(_warm_prices)
             if self.build_api_at_start:
                 group.start_soon(self._build_api_now)
+                group.start_soon(_warm_prices)
             yield
             self.wound_down = await self._registry.aclose()
             group.cancel_scope.cancel()

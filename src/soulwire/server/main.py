@@ -16,6 +16,8 @@ from soulwire.server.security import is_loopback
 from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from soulwire.server.app import ServerApp
     from soulwire.server.prefork import Copies
     from soulwire.server.runner import Server
@@ -226,15 +228,25 @@ def _serve(argv: list[str]) -> int:
     # as the server starts, alongside the first requests (the page's static files, a first
     # session). Forked copies build it at their first request for it: fleets never make one.
     app = create_app(settings, guard, build_api_at_start=len(socks) == 1)
+    config = _uvicorn_config(app)
     if len(socks) == 1:
-        return _run_uvicorn(app, socks[0], exit_with_stdin=args.exit_with_stdin)
+        return _run_uvicorn(app, config, socks[0], exit_with_stdin=args.exit_with_stdin)
     from soulwire.server import prefork
 
     prefork.preload(raw, args.model)
+    # uvicorn's protocol classes (and the rest of uvicorn) imported once, before the fork: each
+    # copy imported them on its way to serving (~50 ms), uvicorn loading its config there.
+    config.load()
     _tune_gc(collect=False)  # before the fork: the copies share the frozen heap instead of each walking it
     index, copies, watch = prefork.fork_copies(socks, urls)
     return _run_uvicorn(
-        app, socks[index], exit_with_stdin=args.exit_with_stdin, copies=copies, watch=watch, tune_gc=False
+        app,
+        config,
+        socks[index],
+        exit_with_stdin=args.exit_with_stdin,
+        copies=copies,
+        watch=watch,
+        tune_gc=False,
     )
 
 
@@ -285,33 +297,18 @@ async def _stop_at_stdin_eof(server: Server) -> None:
     server.stop()
 
 
-def _run_uvicorn(
-    app: ServerApp,
-    sock: socket.socket,
-    *,
-    exit_with_stdin: bool = False,
-    copies: Copies | None = None,
-    watch: int | None = None,
-    tune_gc: bool = True,
-) -> int:
-    """Serve `app` on `sock` until a signal (or stdin's end), then end the process (exit code
-    0; at once where every session was wound down, see `_exit_now`); with `copies` (the first
-    of several processes), report copies that die and stop them with this one; with `watch` (a
-    copy on a system that cannot signal it), stop when that parent is gone; `tune_gc=False`
-    where it was done before a fork."""
+def _uvicorn_config(app: ServerApp) -> uvicorn.Config:
+    """How uvicorn serves `app` (loaded when the server starts, or before a fork)."""
     import logging
 
-    import anyio
     import uvicorn
-
-    from soulwire.server.runner import Server
 
     # uvicorn's sans-io WebSocket protocol logs a denial response (our 404/409 before the
     # handshake) as an error although it was sent: drop that one misleading line.
     logging.getLogger("uvicorn.error").addFilter(
         lambda record: "returned without completing handshake" not in record.getMessage()
     )
-    config = uvicorn.Config(
+    return uvicorn.Config(
         app,  # pyright: ignore[reportArgumentType]
         log_level="warning",
         access_log=False,
@@ -322,6 +319,27 @@ def _run_uvicorn(
         # (measured in bench/serve_bench.py); JSON events are small and loopback is the default.
         ws_per_message_deflate=False,
     )
+
+
+def _run_uvicorn(
+    app: ServerApp,
+    config: uvicorn.Config,
+    sock: socket.socket,
+    *,
+    exit_with_stdin: bool = False,
+    copies: Copies | None = None,
+    watch: int | None = None,
+    tune_gc: bool = True,
+) -> int:
+    """Serve `app` (with `config`) on `sock` until a signal (or stdin's end), then end the
+    process (exit code 0; at once where every session was wound down, see `_exit_now`); with
+    `copies` (the first of several processes), report copies that die and stop them with this
+    one; with `watch` (a copy on a system that cannot signal it), stop when that parent is
+    gone; `tune_gc=False` where it was done before a fork."""
+    import anyio
+
+    from soulwire.server.runner import Server
+
     # The copies are told to stop as the shutdown begins, to wind down alongside this process.
     server = Server(config, on_stop=copies.terminate if copies is not None else None)
     if tune_gc:

@@ -12,6 +12,7 @@ reported on stderr (`process PID (URL) exited (code C)`), and they are stopped w
 from __future__ import annotations
 
 import contextlib
+import ctypes  # here, not in each copy after the fork (`_die_with`): ~8 ms of imports
 import importlib
 import os
 import select
@@ -29,9 +30,13 @@ _PR_SET_PDEATHSIG = 1
 
 
 def preload(raw_config: dict[str, Any], model_alias: str | None) -> None:
-    """Import what every session needs, before the fork: the engine and its tools, and the SDK
-    (with its HTTP stack and the shared TLS context) of the model sessions use by default."""
-    for module in ("soulwire.runtime.builder", "soulwire.ui.wire.server", "soulwire.engine.state_check"):
+    """Import what every session needs, before the fork: the engine and its tools, the SDK
+    (with its HTTP stack and the shared TLS context) of the model sessions use by default, and
+    what each copy would otherwise import on its way to serving."""
+    # (wire.methods: the models of `initialize` and the other methods, which a session's
+    # WireServer imports at its first `initialize`)
+    modules = ("soulwire.runtime.builder", "soulwire.ui.wire.server", "soulwire.engine.state_check")
+    for module in (*modules, "soulwire.wire.methods"):
         importlib.import_module(module)
     from soulwire.tools.builtin import default_tools
 
@@ -41,6 +46,15 @@ def preload(raw_config: dict[str, Any], model_alias: str | None) -> None:
         from soulwire.llm.registry import preload_sdk
 
         preload_sdk(kind)
+    import anyio
+
+    # anyio imports its asyncio backend at its first `run` (~20 ms): an empty one here (it
+    # leaves no thread behind) instead of one in every copy, each on its way to serving.
+    anyio.run(_nothing)
+
+
+async def _nothing() -> None:
+    pass
 
 
 def _provider_type(raw_config: dict[str, Any], model_alias: str | None) -> str | None:
@@ -152,8 +166,6 @@ def _die_with(parent: int) -> bool:
     """Ask for SIGTERM when the first process ends, however it ends. False where the system
     has no such request (not Linux): the copy then watches its parent (`watch_parent`)."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
             return False
