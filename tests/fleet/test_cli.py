@@ -80,7 +80,7 @@ def test_a_bad_task_file_is_one_line_and_exit_2(lab: FleetLab) -> None:
     assert run.returncode == 2
     assert run.stderr == "soulwire fleet: tasks.jsonl:2: prompt: Field required\n"
     usage = fleet_cli(lab, "run", "tasks.jsonl", "--concurrency", "0")
-    assert usage.returncode == 2 and "must be at least 1" in usage.stderr
+    assert usage.returncode == 2 and "must be ≥ 1" in usage.stderr
     lab.task("fine", "text: ok")
     lab.write_tasks("ok.jsonl")
     (lab.root / "blocked").write_text("a file where a directory should be")

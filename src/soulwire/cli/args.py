@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from soulwire.usage import CommandParser, UsageError
@@ -40,7 +41,9 @@ slash commands in a prompt: /init, /compact, /clear, /yolo, /plan, /skill:<name>
 docs: docs/ in the source tree, or `mkdocs serve` there"""
 
 
-def _int_at_least(minimum: int):
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number no smaller than `minimum`."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -179,11 +182,11 @@ def build_parser() -> CommandParser:
         metavar="PATH",
         help="skills directory (repeatable); replaces the project and user skill directories",
     )
-    add("--max-steps-per-turn", type=_int_at_least(1), metavar="N", help="steps one turn may take")
-    add("--max-retries-per-step", type=_int_at_least(1), metavar="N", help="attempts of one model call")
+    add("--max-steps-per-turn", type=int_at_least(1), metavar="N", help="steps one turn may take")
+    add("--max-retries-per-step", type=int_at_least(1), metavar="N", help="attempts of one model call")
     add(
         "--max-ralph-iterations",
-        type=_int_at_least(-1),
+        type=int_at_least(-1),
         metavar="N",
         help="Ralph mode: feed each prompt again up to N more times until the model says STOP (-1: no limit)",
     )

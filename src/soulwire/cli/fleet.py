@@ -10,10 +10,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from soulwire.cli.args import int_at_least
 from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:
@@ -23,23 +23,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number no smaller than `minimum`."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
-        return value
-
-    return parse
-
-
-_positive = _at_least(1)
-_non_negative = _at_least(0)
+_positive = int_at_least(1)
+_non_negative = int_at_least(0)
 
 
 def _parser() -> argparse.ArgumentParser:
