@@ -136,7 +136,7 @@ def run_ws(variant: dict[str, str], processes: int, idle: float, fresh: bool) ->
                 result["initialize, first (ms)"] = min(answers.values()) * 1000
                 result["initialize, all (ms)"] = max(answers.values()) * 1000
             else:
-                time.sleep(2.5)  # started up and idle (the price table is loaded after 2 s)
+                time.sleep(2.5)  # started up and idle (a single process loads the price table 2 s in)
             time.sleep(idle)
             result["stop (ms)"] = stop(proc) * 1000
             return result
@@ -185,6 +185,9 @@ def main() -> None:
         label, _, assignments = spec.partition(":")
         pairs = [a.partition("=") for a in assignments.split(",") if a]
         variants[label] = {name: value for name, _, value in pairs}
+        for path in variants[label].get("PYTHONPATH", "").split(os.pathsep):
+            if path and not Path(path).is_dir():  # else the installed soulwire runs, silently
+                parser.error(f"--variant {label}: no directory {path}")
     runs: dict[str, list[dict[str, float]]] = {label: [] for label in variants}
     if args.mode == "web":
         from playwright.sync_api import sync_playwright

@@ -9,7 +9,7 @@ so it is kept off the path to a first session. The API app is built once, in a w
 (the sessions already running go on meanwhile): when the first request needs it (the forked
 copies of `--processes N`), or as the server starts (`build_api_at_start`: a single process,
 whose web UI's first page needs it; building it alongside the page's static files and a first
-session was 0.2 s sooner to that page than building it before serving, bench/RESULTS.md)."""
+session was 0.2 s sooner to that page than building it before serving, bench/RESULTS.md §16)."""
 
 from __future__ import annotations
 
