@@ -241,4 +241,6 @@ def test_a_loopback_server_is_reached_directly_whatever_proxy_the_environment_na
     events = anyio.run(main)
     assert events[-1]["type"] == "TurnEnd"
     assert ws_options("ws://127.0.0.1:1/x")["proxy"] is None
+    assert ws_options("ws://[::1]:1/x")["proxy"] is None
     assert "proxy" not in ws_options("wss://agents.example.com/ws")  # elsewhere: the environment's
+    assert "proxy" not in ws_options("ws://127.example.com/ws")  # a name, not an address

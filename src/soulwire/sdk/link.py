@@ -18,6 +18,7 @@ from urllib.parse import urlencode, urlsplit
 
 import anyio
 
+from soulwire.hosts import is_loopback
 from soulwire.sdk.errors import EngineExitedError
 
 _SEQ_AT = b'"params":{"seq":'
@@ -38,17 +39,13 @@ class ConnectionLostError(EngineExitedError):
         return f"the connection to the server was lost: {self.detail}"
 
 
-_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
-
-
 def ws_options(url: str) -> dict[str, Any]:
     """`websockets` connect options for a server at `url`: no compression (small JSON events
     cost more CPU to deflate than they save), no size cap, and no proxy for a loopback server
     (a proxy cannot reach our 127.0.0.1, and looking one up reads the whole environment:
     a tenth of a fleet driver's CPU per connection, measured)."""
     options: dict[str, Any] = {"max_size": None, "compression": None}
-    host = urlsplit(url).hostname or ""
-    if host in _LOOPBACK or host.startswith("127."):
+    if is_loopback(urlsplit(url).hostname or ""):
         options["proxy"] = None
     return options
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from soulwire.server.security import is_loopback
+from soulwire.hosts import is_loopback
 from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:

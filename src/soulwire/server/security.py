@@ -8,7 +8,6 @@ set headers on a WebSocket, so there it may come as a `token` query parameter or
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import os
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -43,15 +42,6 @@ def load_or_create_token(share: Path) -> tuple[str, bool]:
     with os.fdopen(fd, "w", encoding="ascii") as handle:
         handle.write(token + "\n")
     return token, True
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass
@@ -170,4 +160,4 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, reaso
         await send({"type": "websocket.close", "code": 1008, "reason": reason})
 
 
-__all__ = ["TOKEN_FILE", "Guard", "GuardMiddleware", "is_loopback", "load_or_create_token", "offered_token"]
+__all__ = ["TOKEN_FILE", "Guard", "GuardMiddleware", "load_or_create_token", "offered_token"]
