@@ -94,9 +94,10 @@ class ServeEngine:
         return f"the engine process {self.process.pid} exited (code {code}){': ' + tail if tail else ''}"
 
 
-def default_engines_per_group() -> int:
-    """Engines (forked copies of one process) per group of settings: the CPUs, at most 4."""
-    return max(1, min(4, os.cpu_count() or 1))
+def default_engines_per_group(cpus: int | None = None) -> int:
+    """Engines (forked copies of one process) per group of settings on a machine with `cpus`
+    CPUs (default: this one's): one per CPU, at most 4."""
+    return max(1, min(4, cpus if cpus is not None else os.cpu_count() or 1))
 
 
 def engine_home() -> Path:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from soulwire.fleet.backend import EngineSettings, TurnSlot
+from soulwire.fleet.engines import default_engines_per_group
 from soulwire.fleet.results import TaskResult
 from soulwire.fleet.tasks import Task
 
@@ -259,7 +260,7 @@ class RayBackend:
             wanted = {"CPU": self.worker_cpus, **self.resources}
             if not node.get("Alive") or any(resources.get(k, 0.0) < v for k, v in wanted.items()):
                 continue
-            engines = self.engines_per_worker or max(1, min(4, int(cpus)))
+            engines = self.engines_per_worker or default_engines_per_group(int(cpus))
             pin = strategies.NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=True)
             layout.append(({"scheduling_strategy": pin}, engines))
         return layout or [({}, self.engines_per_worker or 1)]
