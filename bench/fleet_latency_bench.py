@@ -231,7 +231,7 @@ def run_fleet(
         span = last - first
         record = summary(name, wall, memory, code, args)
         record["span_s"] = round(span, 2)
-        record["span_x_ideal"] = round(span / record["ideal_s"], 2)
+        record["span_x_ideal"] = round(span / record["ideal_s"], 2) if record["ideal_s"] else None
         # Where the wall time went: until the first task held its place (the driver and the
         # engines starting; with staging, also the first session's set-up), the tasks, and
         # from the last result to the exit (the engines stopping, the driver exiting).
@@ -283,7 +283,7 @@ def summary(
         "exit": code,
         "wall_s": round(wall, 2),
         "ideal_s": ideal,
-        "x_ideal": round(wall / ideal, 2),
+        "x_ideal": round(wall / ideal, 2) if ideal else None,
         "peak_rss_mib": round(memory.peak_kib / 1024, 1),
         "peak_processes": memory.peak_processes,
         "rss_per_session_mib": round(memory.peak_kib / 1024 / args.concurrency, 1),

@@ -242,3 +242,23 @@ async def test_the_next_tasks_are_staged_while_every_place_is_taken(lab: FleetLa
         waited_at, session = waits[later.id]
         assert session == later.session_id  # its session was open when it asked for a place…
         assert waited_at < (earlier.finished_at or 0)  # …before the task ahead had finished
+
+
+async def test_an_engine_that_never_opens_the_session_is_stopped_and_the_task_fails(lab: FleetLab) -> None:
+    """A hung engine (it accepts the WebSocket, then says nothing) must not hold a task, and
+    with it the whole run, forever: past the start-up timeout the engine is stopped and the
+    task runs again on a new one, then fails with the reason."""
+    import sys
+
+    hung = [sys.executable, str(Path(__file__).with_name("hung_engine.py"))]
+    lab.task("stuck", "text: never")
+    tasks = fleet.load_tasks(lab.write_tasks())
+    out = lab.root / "results.jsonl"
+    backend = lab.warm_backend(engines=1, retries=1, executable=hung, startup_timeout=2)
+    with anyio.fail_after(30):
+        (result,) = await fleet.run_all(tasks, concurrency=1, out=out, backend=backend)
+    assert result.status == "failed" and result.attempts == 2, (result.status, result.reason)
+    assert "did not open the session within 2s" in (result.reason or ""), result.reason
+    assert result.started_at is not None and result.session_id is None
+    assert backend.started_engines == 2  # the first hung engine was stopped, its replacement too
+    assert not backend.engines(tasks[0])

@@ -34,13 +34,15 @@ class EngineSettings:
     env: Mapping[str, str] = field(default_factory=lambda: dict[str, str]())
     inherit_env: bool = True
     startup_timeout: float = 60.0
+    """Seconds an engine gets to start, and a warm engine to open a task's session (past it,
+    the engine is taken for hung and stopped)."""
     close_timeout: float = 5.0
     cancel_grace: float = 10.0
+    """Seconds a turn past its time limit gets to end after `cancel` before the engine is killed."""
     retries: int = 1
     """Runs more of a task whose engine died under it (a fresh workspace and session each)."""
     prices: Mapping[str, ModelPrice] | None = None
     """Prices over `soulwire.sdk.pricing.DEFAULT_PRICES`, for the results' `cost_usd`."""
-    """Seconds a turn past its time limit gets to end after `cancel` before the engine is killed."""
 
 
 class TurnSlot:

@@ -8,8 +8,12 @@ class EngineError(Exception):
     """The engine could not run the task (a bad configuration, a refused session): `failed`."""
 
 
+class SessionNotOpenedError(EngineError):
+    """A live engine did not open a task's session in time: hung, it is stopped (warm.py)."""
+
+
 class EngineLostError(Exception):
     """The engine (or the worker hosting it) died under a task: the task may run again."""
 
 
-__all__ = ["EngineError", "EngineLostError"]
+__all__ = ["EngineError", "EngineLostError", "SessionNotOpenedError"]

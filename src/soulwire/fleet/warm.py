@@ -11,6 +11,7 @@ and the group starts a replacement."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from soulwire.fleet.engines import (
     start_engines,
     stop_engine,
 )
-from soulwire.fleet.errors import EngineError, EngineLostError
+from soulwire.fleet.errors import EngineError, EngineLostError, SessionNotOpenedError
 from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import TaskResult, Usage
@@ -221,6 +222,7 @@ class WarmBackend(LocalBackend):
     async def _agent(self, task: Task, work_dir: Path, result: TaskResult, slot: TurnSlot | None) -> None:
         engine = await self._group(task).acquire()
         record = _TurnRecord()
+        hung: SessionNotOpenedError | None = None
         try:
             async with anyio.create_task_group() as watch:
 
@@ -229,9 +231,20 @@ class WarmBackend(LocalBackend):
                     watch.cancel_scope.cancel()
 
                 watch.start_soon(lost)
-                grace, env = self.settings.cancel_grace, self.tool_env(task)
-                await run_remote_turn(engine, task, work_dir, result, record, grace, env, slot)
+                s, env = self.settings, self.tool_env(task)
+                try:
+                    await run_remote_turn(
+                        engine, task, work_dir, result, record, s.cancel_grace, env, slot, s.startup_timeout
+                    )
+                except SessionNotOpenedError as exc:
+                    hung = exc
                 watch.cancel_scope.cancel()
+            if hung is not None:
+                # A live engine that cannot open a session within the start-up timeout is hung:
+                # stopping it fails over the tasks it holds, and this one runs on a new engine.
+                with anyio.CancelScope(shield=True):
+                    await stop_engine(engine, self.settings.close_timeout)
+                raise EngineLostError(f"{hung} (the engine at {engine.url} was stopped)")
         finally:
             self._group(task).release(engine)
         if not engine.alive and not record.ended:
@@ -298,10 +311,12 @@ async def run_remote_turn(
     cancel_grace: float,
     tool_env: dict[str, str],
     slot: TurnSlot | None = None,
+    open_timeout: float = math.inf,
 ) -> None:
     """One session on `engine` for `task`: its prompt to the end (or its time limit), the
     approvals answered by the task's policy, `result` filled as events arrive; `slot` is
-    taken once the session is open, before the prompt."""
+    taken once the session is open, before the prompt. Raises `SessionNotOpenedError` when
+    the session is not open within `open_timeout` seconds (the wait for `slot` not counted)."""
     from soulwire.sdk.remote import RemoteSession
 
     policy = task.approval
@@ -328,43 +343,48 @@ async def run_remote_turn(
         return {"request_id": payload.get("id"), "response": decision}
 
     session_id: str | None = None
+    opening = anyio.CancelScope(deadline=anyio.current_time() + open_timeout)
     try:
-        async with (
-            _attach_errors(),
-            RemoteSession.create(  # created and attached on one connection
-                engine.ws_base,
-                engine.token,
-                work_dir=str(work_dir),
-                on_request=on_request,
-                external_tools=[t.spec() for t in task.tools],
-            ) as session,
-        ):
-            session_id = result.session_id = session.session_id
-            if slot is not None:
-                await slot.take()
-            with anyio.move_on_after(task.time_limit + cancel_grace):
-                with anyio.move_on_after(task.time_limit) as soft:
-                    try:
-                        async for event in session.prompt(task.prompt):
-                            record.absorb(event, result)
-                    except RuntimeError as exc:
-                        result.status, result.reason = (
-                            "failed",
-                            f"engine_error: {' '.join(str(exc).split())[:500]}",
-                        )
-                if soft.cancelled_caught:
-                    result.status, result.reason = "timed_out", f"time limit {task.time_limit:g}s"
-                    with anyio.move_on_after(cancel_grace) as hard:
-                        await session.call("cancel")
-                    if hard.cancelled_caught:
-                        result.reason += "; the turn did not stop after cancel"
-            # TurnEnd can come before the prompt's answer (which has the status): wait for it.
-            with anyio.move_on_after(cancel_grace):
-                while session.last_result is None and record.ended:
-                    await anyio.sleep(0.005)
-            outcome = (session.last_result or {}).get("status")
-            if result.status == "done":
-                _judge(result, outcome, record)
+        with opening:
+            async with (
+                _attach_errors(),
+                RemoteSession.create(  # created and attached on one connection
+                    engine.ws_base,
+                    engine.token,
+                    work_dir=str(work_dir),
+                    on_request=on_request,
+                    external_tools=[t.spec() for t in task.tools],
+                ) as session,
+            ):
+                opening.deadline = math.inf  # open: from here the task's time limit rules
+                session_id = result.session_id = session.session_id
+                if slot is not None:
+                    await slot.take()
+                with anyio.move_on_after(task.time_limit + cancel_grace):
+                    with anyio.move_on_after(task.time_limit) as soft:
+                        try:
+                            async for event in session.prompt(task.prompt):
+                                record.absorb(event, result)
+                        except RuntimeError as exc:
+                            result.status, result.reason = (
+                                "failed",
+                                f"engine_error: {' '.join(str(exc).split())[:500]}",
+                            )
+                    if soft.cancelled_caught:
+                        result.status, result.reason = "timed_out", f"time limit {task.time_limit:g}s"
+                        with anyio.move_on_after(cancel_grace) as hard:
+                            await session.call("cancel")
+                        if hard.cancelled_caught:
+                            result.reason += "; the turn did not stop after cancel"
+                # TurnEnd can come before the prompt's answer (which has the status): wait for it.
+                with anyio.move_on_after(cancel_grace):
+                    while session.last_result is None and record.ended:
+                        await anyio.sleep(0.005)
+                outcome = (session.last_result or {}).get("status")
+                if result.status == "done":
+                    _judge(result, outcome, record)
+        if opening.cancelled_caught:
+            raise SessionNotOpenedError(f"the engine did not open the session within {open_timeout:g}s")
     except anyio.get_cancelled_exc_class():
         if session_id is not None:
             with anyio.move_on_after(2, shield=True):  # the fleet stops: stop the turn on the server
