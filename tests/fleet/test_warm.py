@@ -262,3 +262,17 @@ async def test_an_engine_that_never_opens_the_session_is_stopped_and_the_task_fa
     assert result.started_at is not None and result.session_id is None
     assert backend.started_engines == 2  # the first hung engine was stopped, its replacement too
     assert not backend.engines(tasks[0])
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "fresh"])
+async def test_a_task_without_a_model_fails_at_once_with_the_reason(lab: FleetLab, warm: bool) -> None:
+    """No model configured (a new user without an API key): the engine answers the prompt
+    with an error after the turn's end. The task fails with that reason, without waiting."""
+    lab.lines.append({"id": "nomodel", "prompt": "hello", "approval": "yolo", "time_limit": 60})
+    tasks = fleet.load_tasks(lab.write_tasks())
+    backend = lab.warm_backend(cancel_grace=30) if warm else fleet.LocalBackend(lab.settings(cancel_grace=30))
+    started = time.monotonic()
+    (result,) = await fleet.run_all(tasks, concurrency=1, backend=backend)
+    assert result.status == "failed", (result.status, result.reason)
+    assert "LLM is not set" in (result.reason or ""), result.reason
+    assert time.monotonic() - started < 20  # not the 30 s grace for an answer that came

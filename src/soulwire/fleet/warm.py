@@ -231,7 +231,8 @@ class WarmBackend(LocalBackend):
                     watch.cancel_scope.cancel()
 
                 watch.start_soon(lost)
-                s, env = self.settings, self.tool_env(task)
+                s = self.settings
+                env = self.tool_env(task) if task.tools else {}  # (a copy of os.environ: only for tools)
                 try:
                     await run_remote_turn(
                         engine, task, work_dir, result, record, s.cancel_grace, env, slot, s.startup_timeout
@@ -376,12 +377,16 @@ async def run_remote_turn(
                             await session.call("cancel")
                         if hard.cancelled_caught:
                             result.reason += "; the turn did not stop after cancel"
-                # TurnEnd can come before the prompt's answer (which has the status): wait for it.
-                with anyio.move_on_after(cancel_grace):
-                    while session.last_result is None and record.ended:
-                        await anyio.sleep(0.005)
+                # TurnEnd can come before the prompt's answer (its status, or an error such
+                # as "LLM is not set"): wait for it.
+                if record.ended:
+                    with anyio.move_on_after(cancel_grace):
+                        await session.wait_answer()
                 outcome = (session.last_result or {}).get("status")
-                if result.status == "done":
+                if result.status == "done" and session.last_error is not None:
+                    reason = " ".join(session.last_error.split())[:500]
+                    result.status, result.reason = "failed", f"engine_error: {reason}"
+                elif result.status == "done":
                     _judge(result, outcome, record)
         if opening.cancelled_caught:
             raise SessionNotOpenedError(f"the engine did not open the session within {open_timeout:g}s")

@@ -63,6 +63,11 @@ class RemoteSession:
         """False when a re-attach could not deliver the gap (reload the history over HTTP)."""
         self.reconnects = 0
         self.last_result: dict[str, Any] | None = None
+        """The last prompt's answer (`{"status": …}`), once it came."""
+        self.last_error: str | None = None
+        """The last prompt's error answer (an engine may send it after `TurnEnd`: a turn that
+        could not run, such as one with no model configured)."""
+        self._answered = anyio.Event()
         self._token = token
         self._on_request = on_request
         # `batch`: the server may join the messages it has ready into one frame (fewer frames
@@ -236,13 +241,16 @@ class RemoteSession:
         """Run a turn; yields its events until TurnEnd, across reconnects."""
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
         self._listener = send
-        self.last_result = None
+        self.last_result, self.last_error = None, None
+        answered = self._answered = anyio.Event()
 
         def settle(result: Any, error: BaseException | None) -> None:
             if error is None and isinstance(result, dict):
                 self.last_result = result  # pyright: ignore[reportUnknownMemberType]
             elif error is not None and not isinstance(error, PeerClosedError):
+                self.last_error = str(error)
                 send.send_nowait({"type": "_error", "payload": {"message": str(error)}})
+            answered.set()
 
         peer = await self._current_peer()
         peer.send_request("prompt", {"user_input": user_input}, settle)
@@ -256,6 +264,11 @@ class RemoteSession:
                         return
         finally:
             self._listener = None
+
+    async def wait_answer(self) -> None:
+        """Until the last prompt's answer (`last_result` or `last_error`) is in: `TurnEnd`
+        can come before it."""
+        await self._answered.wait()
 
     async def call(self, method: str, params: Any = None) -> Any:
         """Any other method (cancel, steer, attach, requests/pending, approvals/rules/…)."""
