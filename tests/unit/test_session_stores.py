@@ -181,8 +181,12 @@ def test_the_index_is_parsed_again_only_when_another_process_rewrote_it(tmp_path
 
     share = tmp_path / "share"
     reads: list[int] = []
-    read = index._read  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(index, "_read", lambda share_dir: reads.append(1) or read(share_dir))
+    read = index._Loaded.read  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(
+        index._Loaded,  # pyright: ignore[reportPrivateUsage]
+        "read",
+        classmethod(lambda cls, share_dir: reads.append(1) or read(share_dir)),  # type: ignore[misc]
+    )
     index.update_work_dir_index(share, "/w1", "s1")
     index.update_work_dir_index(share, "/w1", "s1")
     index.update_work_dir_index(share, "/w2", "s2")
@@ -207,9 +211,9 @@ def test_index_updates_from_many_threads_all_land_and_are_written_together(tmp_p
     writes: list[int] = []
     write = index._write  # pyright: ignore[reportPrivateUsage]
 
-    def counting_write(share_dir, data):  # type: ignore[no-untyped-def]
-        writes.append(len(data["work_dirs"]))
-        write(share_dir, data)
+    def counting_write(share_dir, text):  # type: ignore[no-untyped-def]
+        writes.append(len(json.loads(text)["work_dirs"]))
+        write(share_dir, text)
 
     monkeypatch.setattr(index, "_write", counting_write)
     gate = threading.Barrier(40)
@@ -227,3 +231,45 @@ def test_index_updates_from_many_threads_all_land_and_are_written_together(tmp_p
         thread.join()
     assert sorted(index.known_work_dirs(share)) == sorted(f"/w{n}" for n in range(40))
     assert 1 <= len(writes) < 40  # waiting updates went out with the write before them
+
+
+_FOREIGN_INDEXES = {
+    "none": None,
+    "empty list": '{"work_dirs": []}',
+    "ours": '{"work_dirs": [{"path": "/a", "kaos": "local", "last_session_id": "s0"}]}',
+    "indented, newline": json.dumps(
+        {"work_dirs": [{"path": "/a", "kaos": "local", "last_session_id": "s0"}]}, indent=2
+    )
+    + "\n",
+    "no spaces": '{"work_dirs":[{"path":"/a","kaos":"local","last_session_id":"s0"}]}',
+    "another key last": '{"work_dirs": [{"path": "/a", "last_session_id": "s0"}], "other": [1]}',
+    "another key first": '{"other": {"x": [2]}, "work_dirs": [{"path": "/a", "last_session_id": "s0"}]}',
+}
+
+
+@pytest.mark.parametrize("start", list(_FOREIGN_INDEXES), ids=list(_FOREIGN_INDEXES))
+def test_index_updates_keep_any_index_file_whole(tmp_path, start):  # type: ignore[no-untyped-def]
+    """New work dirs are spliced into the text on disk when that is safe (not re-encoding
+    every work dir: bench/RESULTS.md §11h); whatever the file looked like, it stays one valid
+    JSON object with every work dir, every other key, and each work dir's last session."""
+    import soulwire.sessions.index as index
+
+    share = tmp_path / "share"
+    share.mkdir()
+    text = _FOREIGN_INDEXES[start]
+    if text is not None:
+        (share / "kimi.json").write_text(text)
+    before = json.loads(text) if text is not None else {}
+    expected = {e["path"]: e.get("last_session_id") for e in before.get("work_dirs", [])}
+    steps = [("/n1", "s1", None), ("/n2", "s2", None), ("/n3", "s3", None), ("/a", "s4", None)]
+    steps += [("/n2", None, "s2"), ("/n4", "s5", None), ("/n1", None, "nope")]
+    for work_dir, session_id, only_if in steps:
+        index.update_work_dir_index(share, work_dir, session_id, only_if=only_if)
+        if only_if is None or expected.get(work_dir) == only_if:
+            expected[work_dir] = session_id
+        on_disk = json.loads((share / "kimi.json").read_text())
+        assert {e["path"]: e.get("last_session_id") for e in on_disk["work_dirs"]} == expected
+        assert {k: v for k, v in on_disk.items() if k != "work_dirs"} == {
+            k: v for k, v in before.items() if k != "work_dirs"
+        }
+    assert index.known_work_dirs(share) == list(expected)
