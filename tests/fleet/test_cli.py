@@ -220,9 +220,25 @@ def test_json_progress_lines_name_the_slowest_running_task(lab: FleetLab) -> Non
     assert progress, done.stdout
     late = [e for e in progress if e["done"] == 1 and e["running"] == 1]
     assert late and late[-1]["slowest"][0]["id"] == "slow" and late[-1]["tokens"] >= 15
-    assert {"tasks_per_s", "cost_usd", "pending", "elapsed_s"} <= set(late[-1])
+    assert {"tasks_per_s", "cost_usd", "pending", "staged", "elapsed_s"} <= set(late[-1])
     finished = {e["id"]: e for e in events if e["event"] == "task_finished"}
     assert finished["quick"]["tokens"] == 15
+
+
+def test_json_progress_counts_staged_tasks_apart_from_running_and_waiting(lab: FleetLab) -> None:
+    for name in ("one", "two", "three"):
+        lab.task(name, shell("sleep 1.5"), "text: done", shared="same")
+    lab.write_tasks()
+    done = fleet_cli(
+        lab, "run", "tasks.jsonl", "-j", "1", "--stage-ahead", "1", "--json", "--progress-interval", "0.2"
+    )
+    assert done.returncode == 0, done.stderr
+    progress = [e for e in map(json.loads, done.stdout.splitlines()) if e["event"] == "progress"]
+    # While the first task runs, the second has its session open and the third waits.
+    assert any((e["done"], e["running"], e["staged"], e["pending"]) == (0, 1, 1, 1) for e in progress), (
+        progress
+    )
+    assert all(e["done"] + e["running"] + e["staged"] + e["pending"] == 3 for e in progress), progress
 
 
 def processes_naming(text: str) -> list[str]:

@@ -313,7 +313,9 @@ class _Progress:
             "failed": statuses.count("failed"),
             "timed_out": statuses.count("timed_out"),
             "running": len(fleet.running),
-            "pending": len(fleet.pending) - len(fleet.finished) - len(fleet.running),
+            # Set up (workspace copied, session open) and waiting for a place: --stage-ahead.
+            "staged": len(fleet.records) - len(fleet.running),
+            "pending": len(fleet.pending) - len(fleet.finished) - len(fleet.records),
             "elapsed_s": round(time.monotonic() - self.started, 2),
         }
 
@@ -360,7 +362,8 @@ class _Progress:
         )
         cost = f" · ${spend['cost_usd']:.4f}" if spend["cost_usd"] is not None else ""
         return (
-            f"{counts['done']} done · {counts['running']} running · {counts['failed']} failed · "
+            f"{counts['done']} done · {counts['running']} running · {counts['staged']} staged · "
+            f"{counts['failed']} failed · "
             f"{counts['timed_out']} timed out · {counts['pending']} waiting · {rate:.2f} tasks/s · "
             f"{spend['tokens']} tokens{cost}" + (f" · running longest: {slow}" if slow else "")
         )
