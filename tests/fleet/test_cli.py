@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from soulwire.fleet import read_results
 from tests.fleet.conftest import FleetLab, shell, soulwire_cli, write_file
 
@@ -141,7 +143,9 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(lab: FleetLab) -> Non
     final = read_results(lab.root / "out.jsonl")
     assert {r.status for r in final.values()} == {"done"}
     assert final["slow-1"].final_message == "slow-1 finished"
-    assert not (run_dir / "slow-1" / "workspace" / "started").exists()  # a fresh workspace
+    # Each interrupted task continued its session in its workspace as it was left.
+    assert (run_dir / "slow-1" / "workspace" / "started").exists()
+    assert final["slow-1"].session_id == cancelled.session_id and final["slow-1"].resumed
     assert final["quick-1"].session_id == after_interrupt["quick-1"].session_id
 
 
@@ -207,6 +211,41 @@ def test_a_killed_driver_leaves_no_process_and_the_same_command_resumes(lab: Fle
     final = read_results(lab.root / "out.jsonl")
     assert {k: r.status for k, r in final.items()} == {"quick": "done", "slow": "done"}
     assert final["slow"].final_message == "slow finished"
+
+
+@pytest.mark.parametrize("engines", ["warm", "fresh"])
+def test_an_interrupted_task_continues_its_session_and_workspace(lab: FleetLab, engines: str) -> None:
+    """Ctrl-C mid-turn, then the same command: the interrupted task continues the same
+    session in the workspace as it was left (not a fresh copy), and says so."""
+    lab.task("long", write_file("half.txt", "first half\n"), shell("touch started && sleep 60"), "text: x")
+    lab.write_tasks()
+    command = [*soulwire_cli(), "fleet", "run", "tasks.jsonl", "--out", "out.jsonl", "--engines", engines]
+    driver = subprocess.Popen(
+        [*command, "--json"], cwd=lab.root, env=lab.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    workspace = lab.root / "out.run" / "long" / "workspace"
+    deadline = time.monotonic() + 90
+    while not (workspace / "started").exists():
+        assert driver.poll() is None, driver.communicate()
+        assert time.monotonic() < deadline, "the task never got going"
+        time.sleep(0.1)
+    driver.send_signal(signal.SIGINT)
+    assert driver.wait(timeout=60) == 130
+    first = read_results(lab.root / "out.jsonl")["long"]
+    assert first.status == "cancelled" and first.session_id
+
+    (lab.root / "scripts" / "long.json").write_text(
+        json.dumps([write_file("rest.txt", "second\n"), "text: all done"])
+    )
+    again = subprocess.run(command, cwd=lab.root, env=lab.env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    final = read_results(lab.root / "out.jsonl")["long"]
+    assert final.status == "done" and final.resumed is True, (final.status, final.reason)
+    assert final.session_id == first.session_id  # the same session, continued
+    assert final.final_message == "all done"
+    assert (workspace / "half.txt").read_text() == "first half\n"  # not a fresh copy
+    assert "+first half" in final.diff and "+second" in final.diff
+    assert not (lab.root / "out.run" / "long" / "session").exists()  # ended: nothing to resume
 
 
 def test_json_progress_lines_name_the_slowest_running_task(lab: FleetLab) -> None:

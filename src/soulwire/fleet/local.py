@@ -23,6 +23,38 @@ from soulwire.fleet.tools import ExternalTool, run_external_tool
 from soulwire.fleet.workspace import WorkspaceError, prepare_workspace, workspace_diff
 
 OUTPUT_TAIL_CHARS = 4000
+SESSION_FILE = "session"
+"""In a task's directory while its turn runs: the session's id. Left behind by a run that was
+interrupted (Ctrl-C, a killed driver), it makes the next run continue that session."""
+RESUME_PROMPT = (
+    "The previous run of this task was interrupted before it finished. Continue from where it "
+    "stopped (the workspace is as it was left).\n\nThe task:\n\n{prompt}"
+)
+
+
+def interrupted_session(task_dir: Path) -> str | None:
+    """The session an interrupted run of the task left, if its workspace is still there."""
+    try:
+        session_id = (task_dir / SESSION_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return session_id if session_id and (task_dir / "workspace").is_dir() else None
+
+
+def note_session(task_dir: Path, session_id: str | None) -> None:
+    """Record (or, with None, forget) the session of the task's running turn."""
+    path = task_dir / SESSION_FILE
+    try:
+        if session_id is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(session_id, encoding="utf-8")
+    except OSError:
+        pass  # (resuming is a convenience: without the note, the next run starts afresh)
+
+
+def turn_prompt(task: Task, resume: str | None) -> str:
+    return RESUME_PROMPT.format(prompt=task.prompt) if resume else task.prompt
 
 
 class _AnyArguments(BaseModel):
@@ -115,27 +147,37 @@ class LocalBackend:
         mode = task.workspace_mode
         attempts = 1 + max(0, self.settings.retries)
         earlier = record.attempts - 1  # runs before this call (a Ray worker that died)
-        for attempt in range(1, attempts + 1):
+        resume = interrupted_session(task_dir)
+        attempt = 0
+        while attempt < attempts:
+            attempt += 1
             result.attempts = earlier + attempt
-            try:
-                await anyio.to_thread.run_sync(
-                    prepare_workspace, task.workspace, work_dir, mode, limiter=self.disk_limiter
-                )
-            except (WorkspaceError, OSError) as exc:
-                result.status, result.reason = "failed", f"workspace: {_one_line(exc)}"
-                if slot is not None:
-                    await slot.take()
-                return _finish(result)
+            if resume is None:
+                try:
+                    await anyio.to_thread.run_sync(
+                        prepare_workspace, task.workspace, work_dir, mode, limiter=self.disk_limiter
+                    )
+                except (WorkspaceError, OSError) as exc:
+                    result.status, result.reason = "failed", f"workspace: {_one_line(exc)}"
+                    if slot is not None:
+                        await slot.take()
+                    return _finish(result)
             result.status, result.reason, result.session_id = "done", None, None
+            result.resumed = resume is not None
             try:
-                await self._agent(task, work_dir, result, slot)
+                await self._agent(task, work_dir, result, slot, task_dir, resume)
             except EngineLostError as exc:  # the engine died under the task: run it again
                 result.status, result.reason = "failed", f"EngineLostError: {_one_line(exc)}"
+                resume = None
                 if attempt < attempts:
                     continue
             except (sdk.SDKError, EngineError) as exc:
                 result.status, result.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
+                if resume is not None and result.session_id is None:  # it could not be opened
+                    resume, attempt = None, attempt - 1  # (not a run: start afresh)
+                    continue
             break
+        note_session(task_dir, None)  # it ended (a cancelled run never gets here: it resumes)
         if slot is not None:  # (taken at the prompt, unless the session never got there)
             await slot.take()
         if task.check is not None and result.status != "cancelled":
@@ -151,14 +193,26 @@ class LocalBackend:
         result.cost_usd = task_cost(task, result.usage, self.settings.prices)
         return _finish(result)
 
-    async def _agent(self, task: Task, work_dir: Path, result: TaskResult, slot: TurnSlot | None) -> None:
-        """The session and its one turn, filling `result` (status, message, usage, steps);
-        `slot` is taken once the session is open, before the prompt."""
-        async with sdk.Session(self.options(task, work_dir)) as session:
+    async def _agent(
+        self,
+        task: Task,
+        work_dir: Path,
+        result: TaskResult,
+        slot: TurnSlot | None,
+        task_dir: Path,
+        resume: str | None = None,
+    ) -> None:
+        """The session (`resume`: that earlier one) and its one turn, filling `result` (status,
+        message, usage, steps); `slot` is taken once the session is open, before the prompt."""
+        options = self.options(task, work_dir)
+        if resume is not None:
+            options.session_id = resume
+        async with sdk.Session(options) as session:
             result.session_id = session.id
             if slot is not None:
                 await slot.take()
-            turn = session.prompt(task.prompt)
+            note_session(task_dir, session.id)
+            turn = session.prompt(turn_prompt(task, resume))
             try:
                 # The hard limit covers a turn that does not end after `cancel`: leaving the
                 # session then kills the engine's process group.

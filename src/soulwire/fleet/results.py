@@ -64,6 +64,8 @@ class TaskResult(BaseModel):
     """The machine that ran the task (Ray backend), else None (this one)."""
     attempts: int = 1
     """Runs of the task: more than 1 when its engine (or Ray worker) died under it."""
+    resumed: bool = False
+    """The task continued the session (and workspace) of a run that was interrupted."""
     diff: str = ""
     diff_truncated: bool = False
     started_at: float | None = None

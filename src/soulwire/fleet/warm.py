@@ -33,7 +33,7 @@ from soulwire.fleet.engines import (
     stop_engine,
 )
 from soulwire.fleet.errors import EngineError, EngineLostError, SessionNotOpenedError
-from soulwire.fleet.local import LocalBackend
+from soulwire.fleet.local import LocalBackend, note_session, turn_prompt
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import TaskResult, Usage
 from soulwire.fleet.tasks import Task
@@ -219,7 +219,15 @@ class WarmBackend(LocalBackend):
         self.started_engines += len(engines)
         return engines
 
-    async def _agent(self, task: Task, work_dir: Path, result: TaskResult, slot: TurnSlot | None) -> None:
+    async def _agent(
+        self,
+        task: Task,
+        work_dir: Path,
+        result: TaskResult,
+        slot: TurnSlot | None,
+        task_dir: Path,
+        resume: str | None = None,
+    ) -> None:
         engine = await self._group(task).acquire()
         record = _TurnRecord()
         hung: SessionNotOpenedError | None = None
@@ -235,7 +243,17 @@ class WarmBackend(LocalBackend):
                 env = self.tool_env(task) if task.tools else {}  # (a copy of os.environ: only for tools)
                 try:
                     await run_remote_turn(
-                        engine, task, work_dir, result, record, s.cancel_grace, env, slot, s.startup_timeout
+                        engine,
+                        task,
+                        work_dir,
+                        result,
+                        record,
+                        s.cancel_grace,
+                        env,
+                        slot,
+                        s.startup_timeout,
+                        task_dir=task_dir,
+                        resume=resume,
                     )
                 except SessionNotOpenedError as exc:
                     hung = exc
@@ -313,11 +331,16 @@ async def run_remote_turn(
     tool_env: dict[str, str],
     slot: TurnSlot | None = None,
     open_timeout: float = math.inf,
+    *,
+    task_dir: Path | None = None,
+    resume: str | None = None,
 ) -> None:
     """One session on `engine` for `task`: its prompt to the end (or its time limit), the
     approvals answered by the task's policy, `result` filled as events arrive; `slot` is
     taken once the session is open, before the prompt. Raises `SessionNotOpenedError` when
-    the session is not open within `open_timeout` seconds (the wait for `slot` not counted)."""
+    the session is not open within `open_timeout` seconds (the wait for `slot` not counted).
+    `resume`: the id of an earlier session to continue instead of a new one; `task_dir`
+    keeps the session's id while its turn runs (`local.note_session`)."""
     from soulwire.sdk.remote import RemoteSession
 
     policy = task.approval
@@ -346,25 +369,27 @@ async def run_remote_turn(
     session_id: str | None = None
     opening = anyio.CancelScope(deadline=anyio.current_time() + open_timeout)
     try:
+        tools = [t.spec() for t in task.tools]
+        if resume is None:  # created and attached on one connection
+            where = str(work_dir)
+            opened = RemoteSession.create(
+                engine.ws_base, engine.token, work_dir=where, on_request=on_request, external_tools=tools
+            )
+        else:
+            url = f"{engine.ws_base}/ws/sessions/{resume}"
+            opened = RemoteSession.attach(url, engine.token, on_request=on_request, external_tools=tools)
         with opening:
-            async with (
-                _attach_errors(),
-                RemoteSession.create(  # created and attached on one connection
-                    engine.ws_base,
-                    engine.token,
-                    work_dir=str(work_dir),
-                    on_request=on_request,
-                    external_tools=[t.spec() for t in task.tools],
-                ) as session,
-            ):
+            async with _attach_errors(), opened as session:
                 opening.deadline = math.inf  # open: from here the task's time limit rules
-                session_id = result.session_id = session.session_id
+                session_id = result.session_id = session.session_id or resume
                 if slot is not None:
                     await slot.take()
+                if task_dir is not None:
+                    note_session(task_dir, session_id)
                 with anyio.move_on_after(task.time_limit + cancel_grace):
                     with anyio.move_on_after(task.time_limit) as soft:
                         try:
-                            async for event in session.prompt(task.prompt):
+                            async for event in session.prompt(turn_prompt(task, resume)):
                                 record.absorb(event, result)
                         except RuntimeError as exc:
                             result.status, result.reason = (
