@@ -32,13 +32,13 @@ RESUME_PROMPT = (
 )
 
 
-def interrupted_session(task_dir: Path) -> str | None:
+def interrupted_session(task_dir: Path, work_dir: Path) -> str | None:
     """The session an interrupted run of the task left, if its workspace is still there."""
     try:
         session_id = (task_dir / SESSION_FILE).read_text(encoding="utf-8").strip()
     except OSError:
         return None
-    return session_id if session_id and (task_dir / "workspace").is_dir() else None
+    return session_id if session_id and work_dir.is_dir() else None
 
 
 def note_session(task_dir: Path, session_id: str | None) -> None:
@@ -147,7 +147,7 @@ class LocalBackend:
         mode = task.workspace_mode
         attempts = 1 + max(0, self.settings.retries)
         earlier = record.attempts - 1  # runs before this call (a Ray worker that died)
-        resume = interrupted_session(task_dir)
+        resume = interrupted_session(task_dir, work_dir)
         attempt = 0
         while attempt < attempts:
             attempt += 1
@@ -158,7 +158,7 @@ class LocalBackend:
                         prepare_workspace, task.workspace, work_dir, mode, limiter=self.disk_limiter
                     )
                 except (WorkspaceError, OSError) as exc:
-                    result.status, result.reason = "failed", f"workspace: {_one_line(exc)}"
+                    result.status, result.reason = "failed", f"workspace: {one_line(exc)}"
                     if slot is not None:
                         await slot.take()
                     return _finish(result)
@@ -167,12 +167,12 @@ class LocalBackend:
             try:
                 await self._agent(task, work_dir, result, slot, task_dir, resume)
             except EngineLostError as exc:  # the engine died under the task: run it again
-                result.status, result.reason = "failed", f"EngineLostError: {_one_line(exc)}"
+                result.status, result.reason = "failed", f"EngineLostError: {one_line(exc)}"
                 resume = None
                 if attempt < attempts:
                     continue
             except (sdk.SDKError, EngineError) as exc:
-                result.status, result.reason = "failed", f"{type(exc).__name__}: {_one_line(exc)}"
+                result.status, result.reason = "failed", f"{type(exc).__name__}: {one_line(exc)}"
                 if resume is not None and result.session_id is None:  # it could not be opened
                     resume, attempt = None, attempt - 1  # (not a run: start afresh)
                     continue
@@ -189,7 +189,7 @@ class LocalBackend:
             )
             result.diff, result.diff_truncated = diff
         except WorkspaceError as exc:
-            result.diff = f"[no diff: {_one_line(exc)}]"
+            result.diff = f"[no diff: {one_line(exc)}]"
         result.cost_usd = task_cost(task, result.usage, self.settings.prices)
         return _finish(result)
 
@@ -255,7 +255,7 @@ def _record_turn(turn: sdk.Turn, result: TaskResult) -> None:
     if result.status != "done" or not turn.finished:
         return
     if turn.error is not None:
-        result.status, result.reason = "failed", f"{type(turn.error).__name__}: {_one_line(turn.error)}"
+        result.status, result.reason = "failed", f"{type(turn.error).__name__}: {one_line(turn.error)}"
         return
     status: str = turn.status or ""
     if status == "max_steps_reached":
@@ -266,7 +266,8 @@ def _record_turn(turn: sdk.Turn, result: TaskResult) -> None:
         result.status, result.reason = "failed", f"turn ended: {status}"
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException | str) -> str:
+    """An error as one line of at most 500 characters (for a result's reason)."""
     text = " ".join(str(exc).split())
     return text[:500]
 

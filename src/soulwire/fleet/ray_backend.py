@@ -28,6 +28,7 @@ from typing import Any
 
 from soulwire.fleet.backend import EngineSettings, TurnSlot
 from soulwire.fleet.engines import default_engines_per_group
+from soulwire.fleet.local import one_line
 from soulwire.fleet.results import TaskResult
 from soulwire.fleet.tasks import Task
 
@@ -301,9 +302,8 @@ class RayBackend:
                 ray.cancel(ref)
             raise
         except RayError as exc:
-            cause = " ".join(str(exc).split())[:500]
             result = record.model_copy(
-                update={"status": "failed", "reason": f"ray: {type(exc).__name__}: {cause}"}
+                update={"status": "failed", "reason": f"ray: {type(exc).__name__}: {one_line(exc)}"}
             )
         finally:
             self._in_flight[index] -= 1

@@ -33,7 +33,7 @@ from soulwire.fleet.engines import (
     stop_engine,
 )
 from soulwire.fleet.errors import EngineError, EngineLostError, SessionNotOpenedError
-from soulwire.fleet.local import LocalBackend, note_session, turn_prompt
+from soulwire.fleet.local import LocalBackend, note_session, one_line, turn_prompt
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import TaskResult, Usage
 from soulwire.fleet.tasks import Task
@@ -391,11 +391,8 @@ async def run_remote_turn(
                         try:
                             async for event in session.prompt(turn_prompt(task, resume)):
                                 record.absorb(event, result)
-                        except RuntimeError as exc:
-                            result.status, result.reason = (
-                                "failed",
-                                f"engine_error: {' '.join(str(exc).split())[:500]}",
-                            )
+                        except RuntimeError:
+                            pass  # the engine's error answer, kept in session.last_error
                     if soft.cancelled_caught:
                         result.status, result.reason = "timed_out", f"time limit {task.time_limit:g}s"
                         with anyio.move_on_after(cancel_grace) as hard:
@@ -409,8 +406,7 @@ async def run_remote_turn(
                         await session.wait_answer()
                 outcome = (session.last_result or {}).get("status")
                 if result.status == "done" and session.last_error is not None:
-                    reason = " ".join(session.last_error.split())[:500]
-                    result.status, result.reason = "failed", f"engine_error: {reason}"
+                    result.status, result.reason = "failed", f"engine_error: {one_line(session.last_error)}"
                 elif result.status == "done":
                     _judge(result, outcome, record)
         if opening.cancelled_caught:

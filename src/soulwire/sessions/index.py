@@ -33,12 +33,20 @@ def _locked(share: Path) -> Generator[None]:
         os.close(fd)
 
 
-def _read(share: Path) -> dict[str, Any]:
+def _read_with_text(share: Path) -> tuple[dict[str, Any], str | None]:
+    """The index's data and its text on disk (`{}` and None when missing or not an object)."""
     try:
-        data = json.loads((share / INDEX_FILE).read_text(encoding="utf-8"))
+        text = (share / INDEX_FILE).read_text(encoding="utf-8")
+        data = json.loads(text)
     except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        return {}, None
+    if not isinstance(data, dict):
+        return {}, None
+    return data, text  # pyright: ignore[reportUnknownVariableType]
+
+
+def _read(share: Path) -> dict[str, Any]:
+    return _read_with_text(share)[0]
 
 
 def _entries(data: dict[str, Any]) -> list[Any]:
@@ -71,18 +79,12 @@ class _Loaded:
 
     @classmethod
     def read(cls, share: Path) -> _Loaded:
-        try:
-            text = (share / INDEX_FILE).read_text(encoding="utf-8")
-            data = json.loads(text)
-        except (OSError, ValueError):
-            return cls({}, None, {})
-        if not isinstance(data, dict):
-            return cls({}, None, {})
+        data, text = _read_with_text(share)
         by_path: dict[Any, Any] = {}
-        for entry in _entries(data):  # pyright: ignore[reportUnknownArgumentType]
+        for entry in _entries(data):
             if isinstance(entry, dict):
                 by_path.setdefault(entry.get("path"), entry)  # the first, as readers see it
-        return cls(data, text, by_path)  # pyright: ignore[reportUnknownArgumentType]
+        return cls(data, text, by_path)
 
     def text_with(self, appended: list[dict[str, Any]]) -> str | None:
         """The text of the index with `appended` (already in `data`) added to the end of its
