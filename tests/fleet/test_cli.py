@@ -78,9 +78,11 @@ def test_run_then_report(lab: FleetLab) -> None:
 
 def test_a_bad_task_file_is_one_line_and_exit_2(lab: FleetLab) -> None:
     (lab.root / "tasks.jsonl").write_text('{"id": "a", "prompt": "p"}\n{"id": "b"}\n')
-    run = fleet_cli(lab, "run", "tasks.jsonl")
+    run = fleet_cli(lab, "run", "tasks.jsonl", "--engines-per-group", "3")
     assert run.returncode == 2
     assert run.stderr == "soulwire fleet: tasks.jsonl:2: prompt: Field required\n"
+    # the first line's engines were spawned before the file was validated: none is left
+    assert not processes_naming("--processes 3"), processes_naming("--processes 3")
     usage = fleet_cli(lab, "run", "tasks.jsonl", "--concurrency", "0")
     assert usage.returncode == 2 and "must be ≥ 1" in usage.stderr
     lab.task("fine", "text: ok")

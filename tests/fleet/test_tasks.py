@@ -79,3 +79,39 @@ def test_parse_tasks_from_lines_without_a_file() -> None:
 def test_an_unreadable_task_file(tmp_path: Path) -> None:
     with pytest.raises(TaskFileError, match="cannot read"):
         load_tasks(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"approval": "yolo", "model": "m", "max_steps": 4, "thinking": False},
+        {"config_file": "config.toml", "sandbox": "read-only", "sandbox_network": True},
+        {"config": {"default_model": "m", "models": {}}, "env": {"A": "1", "B": "two"}},
+        {"approval": {"rules": [{"action": "Shell", "decision": "approve"}]}},
+    ],
+)
+def test_the_first_task_peeked_without_pydantic_gets_its_validated_group(
+    tmp_path: Path, fields: dict[str, object]
+) -> None:
+    """`soulwire fleet run` spawns the first task's engines from its line read with the
+    standard library; those engines serve the validated task only if both give one key."""
+    from soulwire.fleet.engines import GroupKey, peek_first_task
+
+    (tmp_path / "config.toml").write_text("")
+    path = write(tmp_path, "# a comment", "", json.dumps({"id": "a", "prompt": "p", **fields}), '{"id": "b"}')
+    peeked = peek_first_task(path)
+    assert peeked is not None
+    (task,) = parse_tasks(path.read_text().splitlines()[:3], base=tmp_path)
+    assert GroupKey.of(peeked) == GroupKey.of(task)
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "not json\n", "[1, 2]\n", '{"env": [1]}\n'])
+def test_a_first_line_that_is_not_a_task_is_not_peeked_at(tmp_path: Path, text: str) -> None:
+    from soulwire.fleet.engines import peek_first_task
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(text)
+    peeked = peek_first_task(path)
+    assert peeked is None or peeked.env == {}
+    assert peek_first_task(tmp_path / "missing.jsonl") is None

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 from anyio.abc import Process
@@ -22,14 +22,92 @@ from soulwire.fleet.errors import EngineError
 
 if TYPE_CHECKING:
     from soulwire.fleet.backend import EngineSettings
-    from soulwire.fleet.tasks import Task
 
 _LISTENING = "listening on "
 _COPY_EXITED = ") exited (code "
 """How `soulwire serve --processes N` reports a forked copy that died (server/prefork.py)."""
 
 
-def engine_flags(task: Task) -> tuple[str, ...]:
+class EngineTaskSettings(Protocol):
+    """What of a task its engine's flags carry: a `Task`, or a `peek_first_task`."""
+
+    @property
+    def config(self) -> dict[str, Any] | None: ...
+    @property
+    def config_file(self) -> Path | None: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def approval(self) -> object: ...
+    @property
+    def thinking(self) -> bool | None: ...
+    @property
+    def max_steps(self) -> int | None: ...
+    @property
+    def sandbox(self) -> str | None: ...
+    @property
+    def sandbox_network(self) -> bool | None: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class PeekedTask:
+    """A task's engine settings as its JSON line has them, unvalidated (`peek_first_task`)."""
+
+    config: dict[str, Any] | None = None
+    config_file: Path | None = None
+    model: str | None = None
+    approval: object = None
+    thinking: bool | None = None
+    max_steps: int | None = None
+    sandbox: str | None = None
+    sandbox_network: bool | None = None
+    env: dict[str, str] = field(default_factory=lambda: dict[str, str]())
+
+
+def peek_first_task(path: Path) -> PeekedTask | None:
+    """The engine settings of the file's first task, read with the standard library alone:
+    `soulwire fleet run` spawns that task's warm engines before it imports the task model
+    (pydantic, a quarter of a second) and validates the file. None when the line does not
+    look like a task; a guess that validation then contradicts gives a different
+    `GroupKey`, and those engines are stopped unused."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                text = line.strip()
+                if text and not text.startswith("#"):
+                    raw = json.loads(text)
+                    break
+            else:
+                return None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    fields = cast("dict[str, Any]", raw)
+    config_file = fields.get("config_file")
+    env: Any = fields.get("env") or {}
+    env = {str(k): str(v) for k, v in cast("dict[Any, Any]", env).items()} if isinstance(env, dict) else {}
+    try:
+        return PeekedTask(
+            config=fields.get("config"),
+            config_file=(path.absolute().parent / Path(config_file).expanduser()).absolute()
+            if isinstance(config_file, str)
+            else None,
+            model=fields.get("model"),
+            approval=fields.get("approval", "reject"),
+            thinking=fields.get("thinking"),
+            max_steps=fields.get("max_steps"),
+            sandbox=fields.get("sandbox"),
+            sandbox_network=fields.get("sandbox_network"),
+            env=env,
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+def engine_flags(task: EngineTaskSettings) -> tuple[str, ...]:
     """The `soulwire serve` options that carry a task's engine settings."""
     flags: list[str] = []
     if task.config is not None:
@@ -57,7 +135,7 @@ class GroupKey:
     env: tuple[tuple[str, str], ...]
 
     @classmethod
-    def of(cls, task: Task) -> GroupKey:
+    def of(cls, task: EngineTaskSettings) -> GroupKey:
         return cls(engine_flags(task), tuple(sorted(task.env.items())))
 
 
@@ -253,12 +331,15 @@ def _kill(process: Process, sig: int = signal.SIGKILL) -> None:
 
 
 __all__ = [
+    "EngineTaskSettings",
     "GroupKey",
+    "PeekedTask",
     "ServeEngine",
     "StartingEngines",
     "default_engines_per_group",
     "engine_flags",
     "engine_home",
+    "peek_first_task",
     "spawn_engines",
     "start_engine",
     "start_engines",
