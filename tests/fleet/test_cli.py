@@ -312,3 +312,43 @@ def test_engines_started_early_for_settings_no_pending_task_has_are_stopped(lab:
     assert ran == ["second"]
     assert not processes_naming("--max-steps-per-turn 5"), processes_naming("--max-steps-per-turn 5")
     assert not processes_naming("--max-steps-per-turn 7")
+
+
+def test_the_same_command_twice_at_once_runs_once(lab: FleetLab) -> None:
+    """A second run of the same results file or run dir while the first runs is one line and
+    exit 1: else both would run every task in the same workspaces and write it twice."""
+    lab.task("slow", shell("touch started && sleep 2"), "text: slept")
+    lab.task("quick", "text: one")
+    lab.write_tasks()
+    run_dir = lab.root / "out.run"
+    command = ["run", "tasks.jsonl", "-j", "2", "--out", "out.jsonl", "--no-progress"]
+    first = subprocess.Popen(
+        [*soulwire_cli(), "fleet", *command], cwd=lab.root, env=lab.env, stderr=subprocess.PIPE, text=True
+    )
+    marker = run_dir / "slow" / "workspace" / "started"
+    deadline = time.monotonic() + 90
+    while not marker.exists():
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "the slow task never started"
+        time.sleep(0.05)
+
+    same = fleet_cli(lab, *command)
+    assert same.returncode == 1
+    assert same.stderr == (
+        f"soulwire fleet: {run_dir} is in use by another fleet run (pid {first.pid});"
+        " wait for it to end, or stop it\n"
+    )
+    other_dir = fleet_cli(lab, *command, "--run-dir", "elsewhere.run")  # the same results file
+    assert other_dir.returncode == 1
+    assert other_dir.stderr == (
+        "soulwire fleet: out.jsonl is being written by another fleet run; wait for it to end, or stop it\n"
+    )
+
+    _, stderr = first.communicate(timeout=90)
+    assert first.returncode == 0, stderr
+    lines = [json.loads(line)["id"] for line in (lab.root / "out.jsonl").read_text().splitlines()]
+    assert sorted(lines) == ["quick", "slow"]  # each task once
+    assert not (lab.root / "elsewhere.run").exists()  # the refused run set nothing up
+    again = fleet_cli(lab, *command)  # the lock went with the first run
+    assert again.returncode == 0, again.stderr
+    assert "0 to run" in again.stderr

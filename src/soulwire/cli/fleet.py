@@ -211,10 +211,18 @@ async def _run_fleet(
         return EXIT_FAILURES
     progress = _Progress(fleet, json_lines=args.json, live=not args.no_progress and sys.stderr.isatty())
     progress.json_interval = max(0.05, args.progress_interval)
+    from soulwire.fleet import RunInUseError
+
     try:
         interrupted = await _drive(fleet, progress)
-    except (OSError, RuntimeError) as exc:  # the results file or run dir, a Ray cluster not reached
-        progress.close(False)
+    except (OSError, RuntimeError, BaseExceptionGroup) as caught:
+        # the results file or run dir, a Ray cluster not reached, the same command running
+        # elsewhere (raised in _drive's task group: one error in a group)
+        exc = _single_error(caught)
+        if not isinstance(exc, OSError | RuntimeError):
+            raise
+        if not isinstance(exc, RunInUseError):  # (that one is raised before a word is printed)
+            progress.close(False)
         sys.stderr.write(f"soulwire fleet: {' '.join(str(exc).split())[:300]}\n")
         return EXIT_FAILURES
     progress.close(interrupted)
@@ -223,6 +231,13 @@ async def _run_fleet(
     every = [*fleet.skipped, *fleet.finished]
     ok = all(r.status == "done" and r.passed is not False for r in every)
     return EXIT_OK if ok else EXIT_FAILURES
+
+
+def _single_error(exc: BaseException) -> BaseException:
+    """The one error inside (nested) exception groups of one member each, else `exc`."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 async def _drive(fleet: Fleet, progress: _Progress) -> bool:
@@ -256,8 +271,8 @@ async def _drive(fleet: Fleet, progress: _Progress) -> bool:
             group.start_soon(ticker)
         if progress.json_lines:
             group.start_soon(json_ticker)
-        progress.start()
-        async with fleet.results() as results:
+        async with fleet.results() as results:  # (raises RunInUseError before a word is printed)
+            progress.start()
             async for result in results:
                 progress.finished(result)
         group.cancel_scope.cancel()

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from soulwire.fleet.policy import ApprovalRule, ApprovalRules
     from soulwire.fleet.ray_backend import RayBackend
     from soulwire.fleet.results import FINISHED, CheckOutcome, TaskResult, Usage, read_results
+    from soulwire.fleet.runlock import RunInUseError
     from soulwire.fleet.runner import Fleet, default_run_dir, run_all, run_fleet
     from soulwire.fleet.tasks import Task, TaskFileError, load_tasks, parse_tasks
     from soulwire.fleet.warm import WarmBackend
@@ -29,6 +30,7 @@ _HOMES = {
     "soulwire.fleet.policy": ("ApprovalRule", "ApprovalRules"),
     "soulwire.fleet.ray_backend": ("RayBackend",),  # Ray is an optional extra
     "soulwire.fleet.results": ("FINISHED", "CheckOutcome", "TaskResult", "Usage", "read_results"),
+    "soulwire.fleet.runlock": ("RunInUseError",),
     "soulwire.fleet.runner": ("Fleet", "default_run_dir", "run_all", "run_fleet"),
     "soulwire.fleet.tasks": ("Task", "TaskFileError", "load_tasks", "parse_tasks"),
     "soulwire.fleet.warm": ("WarmBackend",),
@@ -57,6 +59,7 @@ __all__ = [
     "Fleet",
     "LocalBackend",
     "RayBackend",
+    "RunInUseError",
     "Task",
     "TaskFileError",
     "TaskResult",

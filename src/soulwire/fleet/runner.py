@@ -19,6 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from soulwire.fleet.backend import Backend, LimiterSlot
 from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.results import ResultsWriter, Status, TaskResult, read_results
+from soulwire.fleet.runlock import RunLock
 from soulwire.fleet.tasks import Task
 
 
@@ -64,11 +65,10 @@ class Fleet:
             self.run_dir = Path(tempfile.mkdtemp(prefix="soulwire-fleet-"))
         self.run_dir = self.run_dir.absolute()  # result lines name workspaces usable from anywhere
         self.backend: Backend = backend or LocalBackend()
-        earlier = read_results(self.out) if self.out is not None else {}
-        self.skipped = [earlier[t.id] for t in self.tasks if t.id in earlier and earlier[t.id].finished]
+        self.skipped: list[TaskResult] = []
         """Results of tasks an earlier run finished (not run again)."""
-        skip = {r.id for r in self.skipped}
-        self.pending = [t for t in self.tasks if t.id not in skip]
+        self.pending: list[Task] = []
+        self._plan()
         self.running: dict[str, float] = {}
         """Task id → time.monotonic() when it started."""
         self.records: dict[str, TaskResult] = {}
@@ -78,11 +78,31 @@ class Fleet:
         self.cancelled: list[str] = []
         self._write_lock = anyio.Lock()
 
+    def _plan(self) -> None:
+        earlier = read_results(self.out) if self.out is not None else {}
+        self.skipped = [earlier[t.id] for t in self.tasks if t.id in earlier and earlier[t.id].finished]
+        skip = {r.id for r in self.skipped}
+        self.pending = [t for t in self.tasks if t.id not in skip]
+
     @asynccontextmanager
     async def results(self) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
         """Run the pending tasks; the stream yields each result as it is written. Leaving the
         block early (or cancelling) stops the running tasks: their engines are closed and
-        a `cancelled` line is written for each, so a later run does them again."""
+        a `cancelled` line is written for each, so a later run does them again.
+
+        Raises `RunInUseError` when another run has the results file or the run dir."""
+        lock = None if self.temporary_run_dir else RunLock.acquire(self.out, self.run_dir)
+        if lock is not None:
+            self._plan()  # what a run that ended while this one was set up finished is done
+        try:
+            async with self._results() as stream:
+                yield stream
+        finally:
+            if lock is not None:
+                lock.release()
+
+    @asynccontextmanager
+    async def _results(self) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
         writer = ResultsWriter(self.out) if self.out is not None else None
         send, receive = anyio.create_memory_object_stream[TaskResult](math.inf)
         limiter = anyio.CapacityLimiter(self.concurrency)
