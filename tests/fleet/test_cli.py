@@ -352,3 +352,22 @@ def test_the_same_command_twice_at_once_runs_once(lab: FleetLab) -> None:
     again = fleet_cli(lab, *command)  # the lock went with the first run
     assert again.returncode == 0, again.stderr
     assert "0 to run" in again.stderr
+
+
+def test_a_workspace_holding_the_task_file_is_copied_without_the_fleets_own_files(lab: FleetLab) -> None:
+    """`"workspace": "."` beside the task file (the natural set-up in a repository): the run dir
+    and the results file are in the workspace, but no copy holds them (else each copy held the
+    workspaces before it, down to "file name too long") and no diff shows them."""
+    repo = lab.workspace("repo", {"app.py": "print('hi')\n"})
+    for name in ("a", "b", "c"):
+        lab.task(name, write_file(f"note-{name}.txt", name), "text: noted", workspace=".")
+    lab.write_tasks("sources/repo/tasks.jsonl")
+    run = fleet_cli(lab, "run", "sources/repo/tasks.jsonl", "-j", "1", "--no-progress")
+    assert run.returncode == 0, run.stderr
+    results = read_results(repo / "tasks.results.jsonl")
+    assert {r.status for r in results.values()} == {"done"}, [r.reason for r in results.values()]
+    for name, result in results.items():
+        workspace = Path(result.work_dir or "")
+        assert sorted(p.name for p in workspace.iterdir()) == ["app.py", f"note-{name}.txt", "tasks.jsonl"]
+        assert "+++ b/note-" + name in result.diff
+        assert "tasks.results" not in result.diff, result.diff

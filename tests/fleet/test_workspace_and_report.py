@@ -87,3 +87,31 @@ def test_a_line_cut_short_by_a_killed_driver_is_skipped_and_the_next_one_kept(tm
     writer.close()
     assert sorted(read_results(out)) == ["a", "c"]
     assert out.read_text().splitlines()[-1].startswith('{"id":"c"')
+
+
+def test_the_fleets_own_files_are_left_out_of_copies_diffs_and_shipped_workspaces(tmp_path: Path) -> None:
+    from soulwire.fleet.ray_backend import pack_workspace, unpack_workspace
+    from soulwire.fleet.runlock import RunLock, fleet_outputs
+
+    source = tmp_path / "repo"
+    (source / "src").mkdir(parents=True)
+    (source / "src" / "app.py").write_text("x = 1\n")
+    run_dir, out = source / "tasks.results.run", source / "tasks.results.jsonl"
+    lock = RunLock.acquire(out, run_dir)
+    try:
+        own = fleet_outputs(run_dir)
+        assert own == {str(run_dir), str(out)}
+        out.write_text('{"id": "earlier"}\n')
+        first = run_dir / "a" / "workspace"
+        prepare_workspace(source, first, leave_out=own)
+        assert sorted(p.name for p in first.iterdir()) == ["src"]
+        out.write_text('{"id": "earlier"}\n{"id": "a"}\n')  # the results file grows in the source
+        (first / "src" / "app.py").write_text("x = 2\n")
+        diff, _ = workspace_diff(source, first, leave_out=own)
+        assert "a/src/app.py" in diff and "tasks.results" not in diff
+        shipped = tmp_path / "shipped"
+        unpack_workspace(pack_workspace(source, own), shipped)
+        assert sorted(p.name for p in shipped.iterdir()) == ["src"]
+    finally:
+        lock.release()
+    assert fleet_outputs(tmp_path / "no-run-dir") == {str(tmp_path / "no-run-dir")}

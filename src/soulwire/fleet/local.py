@@ -18,6 +18,7 @@ import soulwire.sdk as sdk
 from soulwire.fleet.backend import EngineSettings, TurnSlot
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import CheckOutcome, EngineError, EngineLostError, TaskResult, Usage, task_cost
+from soulwire.fleet.runlock import fleet_outputs
 from soulwire.fleet.tasks import Task
 from soulwire.fleet.tools import ExternalTool, run_external_tool
 from soulwire.fleet.workspace import WorkspaceError, prepare_workspace, workspace_diff
@@ -148,6 +149,7 @@ class LocalBackend:
         attempts = 1 + max(0, self.settings.retries)
         earlier = record.attempts - 1  # runs before this call (a Ray worker that died)
         resume = interrupted_session(task_dir, work_dir)
+        own = fleet_outputs(task_dir.parent)  # (a workspace "." beside the task file holds them)
         attempt = 0
         while attempt < attempts:
             attempt += 1
@@ -155,7 +157,7 @@ class LocalBackend:
             if resume is None:
                 try:
                     await anyio.to_thread.run_sync(
-                        prepare_workspace, task.workspace, work_dir, mode, limiter=self.disk_limiter
+                        prepare_workspace, task.workspace, work_dir, mode, own, limiter=self.disk_limiter
                     )
                 except (WorkspaceError, OSError) as exc:
                     result.status, result.reason = "failed", f"workspace: {one_line(exc)}"
@@ -185,7 +187,7 @@ class LocalBackend:
             result.passed = result.status == "done" and result.check.passed
         try:
             diff = await anyio.to_thread.run_sync(
-                workspace_diff, task.workspace, work_dir, mode, limiter=self.disk_limiter
+                workspace_diff, task.workspace, work_dir, mode, own, limiter=self.disk_limiter
             )
             result.diff, result.diff_truncated = diff
         except WorkspaceError as exc:

@@ -21,7 +21,7 @@ import os
 import sys
 import tarfile
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from soulwire.fleet.backend import EngineSettings, TurnSlot
 from soulwire.fleet.engines import default_engines_per_group
 from soulwire.fleet.local import one_line
 from soulwire.fleet.results import TaskResult
+from soulwire.fleet.runlock import fleet_outputs
 from soulwire.fleet.tasks import Task
 
 
@@ -41,11 +42,16 @@ def _ray() -> Any:
         raise RuntimeError("the Ray backend needs Ray: pip install 'soulwire[ray]'") from None
 
 
-def pack_workspace(source: Path) -> bytes:
-    """A gzip tarball of `source` (paths relative to it)."""
+def pack_workspace(source: Path, leave_out: Collection[str] = ()) -> bytes:
+    """A gzip tarball of `source` (paths relative to it) without the absolute paths in
+    `leave_out` (the fleet's own run dir and results file, `runlock.fleet_outputs`)."""
+
+    def keep(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return None if os.path.normpath(os.path.join(source, member.name)) in leave_out else member
+
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        archive.add(source, arcname=".")
+        archive.add(source, arcname=".", filter=keep if leave_out else None)
     return buffer.getvalue()
 
 
@@ -266,14 +272,15 @@ class RayBackend:
             layout.append(({"scheduling_strategy": pin}, engines))
         return layout or [({}, self.engines_per_worker or 1)]
 
-    def _workspace_ref(self, task: Task) -> Any:
+    def _workspace_ref(self, task: Task, run_dir: Path) -> Any:
         ray = _ray()
 
         if not self.ship_workspaces or task.workspace is None:
             return None
         ref = self._shipped.get(task.workspace)
         if ref is None:
-            ref = self._shipped[task.workspace] = ray.put(pack_workspace(task.workspace))
+            packed = pack_workspace(task.workspace, fleet_outputs(run_dir))
+            ref = self._shipped[task.workspace] = ray.put(packed)
         return ref
 
     async def run_task(
@@ -287,7 +294,7 @@ class RayBackend:
         # Spread the calls: the worker with the fewest tasks in flight per engine gets the next.
         index = min(range(len(self.actors)), key=lambda i: self._in_flight[i] / self.capacity[i])
         self._in_flight[index] += 1
-        actor, shipped, ref = self.actors[index], self._workspace_ref(task), None
+        actor, shipped, ref = self.actors[index], self._workspace_ref(task, task_dir.parent), None
         try:
             if slot is None:
                 ref = actor.run.remote(task, str(task_dir), record, shipped)

@@ -26,8 +26,9 @@ class RunLock:
 
     @classmethod
     def acquire(cls, out: Path | None, run_dir: Path) -> RunLock:
-        """Lock `out` (the file itself) and `run_dir` (its lock file, which names this
-        process); raises RunInUseError naming the other run's process when it has either."""
+        """Lock `run_dir` (its lock file, which names this process and `out`) and `out` (the
+        file itself); raises RunInUseError, naming the other run's process when it has the
+        run dir, if another run has either."""
         handles: list[IO[bytes]] = []
         made = not run_dir.exists()
         try:
@@ -37,13 +38,14 @@ class RunLock:
             if not _try_lock(marker):
                 raise RunInUseError(f"{run_dir} is in use by another fleet run{_holder(marker)}")
             marker.truncate(0)
-            marker.write(f"{os.getpid()}\n".encode())
+            named = f"{out.absolute()}\n" if out is not None else ""
+            marker.write(f"{os.getpid()}\n{named}".encode())
             marker.flush()
             if out is not None:
                 out.parent.mkdir(parents=True, exist_ok=True)
-                results = out.open("ab")
-                handles.append(results)
-                if not _try_lock(results):
+                results_file = out.open("ab")
+                handles.append(results_file)
+                if not _try_lock(results_file):
                     raise RunInUseError(f"{out} is being written by another fleet run{_HINT}")
         except BaseException:
             for handle in handles:
@@ -69,6 +71,19 @@ def _try_lock(handle: IO[bytes]) -> bool:
     return True
 
 
+def fleet_outputs(run_dir: Path) -> frozenset[str]:
+    """The fleet's own files (the run dir, and the results file its lock names): a workspace
+    that contains them (`"workspace": "."` beside the task file) is copied, packed and diffed
+    without them — else each copy would hold the others' workspaces, down to "file name too
+    long", and each diff the results file as it grew."""
+    paths = {str(run_dir.absolute())}
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        lines = (run_dir / LOCK_NAME).read_text(encoding="utf-8").splitlines()
+        if len(lines) > 1 and lines[1]:
+            paths.add(lines[1])
+    return frozenset(paths)
+
+
 _HINT = "; wait for it to end, or stop it"
 
 
@@ -76,10 +91,10 @@ def _holder(marker: IO[bytes]) -> str:
     """` (pid N)` from the lock file if the other run wrote it there, and what to do."""
     with contextlib.suppress(OSError, ValueError):
         marker.seek(0)
-        pid = int(marker.read().decode().strip() or "0")
+        pid = int((marker.read().decode().split("\n", 1)[0]).strip() or "0")
         if pid > 0:
             return f" (pid {pid}){_HINT}"
     return _HINT
 
 
-__all__ = ["LOCK_NAME", "RunInUseError", "RunLock"]
+__all__ = ["LOCK_NAME", "RunInUseError", "RunLock", "fleet_outputs"]

@@ -8,7 +8,7 @@ import difflib
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,10 +32,13 @@ def _git(*args: str, cwd: Path) -> str:
     return done.stdout
 
 
-def prepare_workspace(source: Path | None, dest: Path, mode: str = "copy") -> None:
-    """A fresh workspace at `dest`: a copy of `source` (an empty directory without a source),
-    or with mode `worktree` a detached git worktree of the source repository's HEAD. Whatever
-    an earlier, interrupted run left at `dest` is removed first, so a task always starts clean."""
+def prepare_workspace(
+    source: Path | None, dest: Path, mode: str = "copy", leave_out: Collection[str] = ()
+) -> None:
+    """A fresh workspace at `dest`: a copy of `source` (an empty directory without a source)
+    without the absolute paths in `leave_out`, or with mode `worktree` a detached git worktree
+    of the source repository's HEAD. Whatever an earlier, interrupted run left at `dest` is
+    removed first, so a task always starts clean."""
     if dest.exists():
         shutil.rmtree(dest)
     if mode == "worktree":
@@ -49,7 +52,14 @@ def prepare_workspace(source: Path | None, dest: Path, mode: str = "copy") -> No
         dest.mkdir(parents=True)
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, dest, symlinks=True)
+    shutil.copytree(source, dest, symlinks=True, ignore=_ignoring(leave_out) if leave_out else None)
+
+
+def _ignoring(leave_out: Collection[str]) -> Callable[[str, list[str]], set[str]]:
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return {name for name in names if os.path.join(directory, name) in leave_out}
+
+    return ignore
 
 
 class _Entry(NamedTuple):
@@ -59,9 +69,10 @@ class _Entry(NamedTuple):
     link: bool
 
 
-def _files(root: Path) -> dict[str, _Entry]:
+def _files(root: Path, leave_out: Collection[str] = ()) -> dict[str, _Entry]:
     """Every file and symlink under `root` (by relative posix path) with its lstat facts, in one
-    `scandir` pass: the diff runs after every task, and pathlib's walk cost more than the diff."""
+    `scandir` pass: the diff runs after every task, and pathlib's walk cost more than the diff.
+    Absolute paths in `leave_out` are not walked."""
     found: dict[str, _Entry] = {}
     pending = [(str(root), "")]
     while pending:
@@ -71,7 +82,7 @@ def _files(root: Path) -> dict[str, _Entry]:
         except OSError:
             continue
         for entry in entries:
-            if entry.name in IGNORED_IN_DIFF:
+            if entry.name in IGNORED_IN_DIFF or (leave_out and entry.path in leave_out):
                 continue
             name = prefix + entry.name
             try:
@@ -112,13 +123,16 @@ def worktree_diff(workspace: Path) -> tuple[str, bool]:
     return text, False
 
 
-def workspace_diff(source: Path | None, workspace: Path, mode: str = "copy") -> tuple[str, bool]:
+def workspace_diff(
+    source: Path | None, workspace: Path, mode: str = "copy", leave_out: Collection[str] = ()
+) -> tuple[str, bool]:
     """The diff of a worktree workspace against its HEAD (mode `worktree`), else a unified diff
-    of the copy against `source` (paths relative, `a/` the source, `b/` the workspace) — and
-    whether it was cut at MAX_DIFF_CHARS. Binary files that differ get one line, as in git."""
+    of the copy against `source` (paths relative, `a/` the source, `b/` the workspace; the
+    source's absolute paths in `leave_out`, not copied, left out) — and whether it was cut at
+    MAX_DIFF_CHARS. Binary files that differ get one line, as in git."""
     if mode == "worktree":
         return worktree_diff(workspace)
-    before = _files(source) if source is not None else {}
+    before = _files(source, leave_out) if source is not None else {}
     after = _files(workspace)
     chunks: list[str] = []
     size = 0
