@@ -220,3 +220,23 @@ def test_stopping_the_copies_waits_for_those_that_end_and_kills_one_that_does_no
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_the_cyclic_collector_is_back_on_once_the_server_is_tuned() -> None:
+    """`run_serve` turns the collector off for its start-up imports; the running server gets it
+    back (with its own thresholds) from `_tune_gc`, on every path to serving."""
+    import gc
+
+    from soulwire.server import main
+
+    thresholds, was_enabled = gc.get_threshold(), gc.isenabled()
+    try:
+        gc.disable()
+        main._tune_gc(collect=False)  # pyright: ignore[reportPrivateUsage]
+        assert gc.isenabled()
+        assert gc.get_threshold()[0] == 20_000
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+        if not was_enabled:
+            gc.disable()

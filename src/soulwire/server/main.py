@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import gc
 import os
 import signal
 import socket
@@ -138,6 +139,10 @@ def run_serve(argv: list[str]) -> int:
     # ignored (a background job of a non-interactive shell).
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupt_start_up)
+    # The start-up imports build thousands of classes, and the cyclic collections they set
+    # off find next to nothing: ~0.1 s of a forked server's way to its first session
+    # (bench/RESULTS.md §11i). Off until `_tune_gc` gives the running server its thresholds.
+    gc.disable()
     try:
         return _serve(argv)
     except KeyboardInterrupt:
@@ -422,12 +427,11 @@ def _tune_gc(*, collect: bool = True) -> None:
     young cycles are still collected, every 20,000 allocations instead of 700. `collect=False`
     skips the full collection first (~0.1 s on the start-up path of forked servers: what
     garbage the imports left is not worth that wait before the first session)."""
-    import gc
-
     if collect:
         gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 10)
+    gc.enable()  # (off since `run_serve` began)
 
 
 __all__ = ["run_serve"]
