@@ -209,20 +209,24 @@ async def _run_fleet(
     except OSError as exc:  # the results file cannot be read
         sys.stderr.write(f"soulwire fleet: {exc}\n")
         return EXIT_FAILURES
-    progress = _Progress(fleet, json_lines=args.json, live=not args.no_progress and sys.stderr.isatty())
-    progress.json_interval = max(0.05, args.progress_interval)
     from soulwire.fleet import RunInUseError
 
     try:
+        fleet.claim()
+    except (RunInUseError, OSError) as exc:  # the same command running elsewhere: one line
+        sys.stderr.write(f"soulwire fleet: {exc}\n")
+        return EXIT_FAILURES
+    progress = _Progress(fleet, json_lines=args.json, live=not args.no_progress and sys.stderr.isatty())
+    progress.json_interval = max(0.05, args.progress_interval)
+    try:
         interrupted = await _drive(fleet, progress)
     except (OSError, RuntimeError, BaseExceptionGroup) as caught:
-        # the results file or run dir, a Ray cluster not reached, the same command running
-        # elsewhere (raised in _drive's task group: one error in a group)
+        # the results file or run dir, a Ray cluster not reached (raised in _drive's task
+        # group: one error in a group)
         exc = _single_error(caught)
         if not isinstance(exc, OSError | RuntimeError):
             raise
-        if not isinstance(exc, RunInUseError):  # (that one is raised before a word is printed)
-            progress.close(False)
+        progress.close(False)
         sys.stderr.write(f"soulwire fleet: {' '.join(str(exc).split())[:300]}\n")
         return EXIT_FAILURES
     progress.close(interrupted)
@@ -271,8 +275,8 @@ async def _drive(fleet: Fleet, progress: _Progress) -> bool:
             group.start_soon(ticker)
         if progress.json_lines:
             group.start_soon(json_ticker)
-        async with fleet.results() as results:  # (raises RunInUseError before a word is printed)
-            progress.start()
+        progress.start()
+        async with fleet.results() as results:
             async for result in results:
                 progress.finished(result)
         group.cancel_scope.cancel()

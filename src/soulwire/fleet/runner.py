@@ -77,6 +77,7 @@ class Fleet:
         self.finished: list[TaskResult] = []
         self.cancelled: list[str] = []
         self._write_lock = anyio.Lock()
+        self._lock: RunLock | None = None
 
     def _plan(self) -> None:
         earlier = read_results(self.out) if self.out is not None else {}
@@ -91,15 +92,22 @@ class Fleet:
         a `cancelled` line is written for each, so a later run does them again.
 
         Raises `RunInUseError` when another run has the results file or the run dir."""
-        lock = None if self.temporary_run_dir else RunLock.acquire(self.out, self.run_dir)
-        if lock is not None:
-            self._plan()  # what a run that ended while this one was set up finished is done
+        self.claim()
         try:
             async with self._results() as stream:
                 yield stream
         finally:
-            if lock is not None:
-                lock.release()
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def claim(self) -> None:
+        """Take the results file and the run dir for this run (`results` does it if not done
+        before), and read again what earlier runs finished. Raises `RunInUseError` when
+        another run has either."""
+        if self._lock is None and not self.temporary_run_dir:
+            self._lock = RunLock.acquire(self.out, self.run_dir)
+            self._plan()  # what a run that ended while this one was set up finished is done
 
     @asynccontextmanager
     async def _results(self) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
