@@ -317,7 +317,7 @@ def test_engines_started_early_for_settings_no_pending_task_has_are_stopped(lab:
 def test_the_same_command_twice_at_once_runs_once(lab: FleetLab) -> None:
     """A second run of the same results file or run dir while the first runs is one line and
     exit 1: else both would run every task in the same workspaces and write it twice."""
-    lab.task("slow", shell("touch started && sleep 2"), "text: slept")
+    lab.task("slow", shell("touch started && while [ ! -e go ]; do sleep 0.05; done"), "text: went")
     lab.task("quick", "text: one")
     lab.write_tasks()
     run_dir = lab.root / "out.run"
@@ -344,6 +344,7 @@ def test_the_same_command_twice_at_once_runs_once(lab: FleetLab) -> None:
         "soulwire fleet: out.jsonl is being written by another fleet run; wait for it to end, or stop it\n"
     )
 
+    (marker.parent / "go").touch()  # the first run's slow task may end now
     _, stderr = first.communicate(timeout=90)
     assert first.returncode == 0, stderr
     lines = [json.loads(line)["id"] for line in (lab.root / "out.jsonl").read_text().splitlines()]
