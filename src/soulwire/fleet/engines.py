@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from anyio.abc import Process
@@ -22,33 +22,11 @@ from soulwire.fleet.errors import EngineError
 
 if TYPE_CHECKING:
     from soulwire.fleet.backend import EngineSettings
+    from soulwire.fleet.tasks import Task
 
 _LISTENING = "listening on "
 _COPY_EXITED = ") exited (code "
 """How `soulwire serve --processes N` reports a forked copy that died (server/prefork.py)."""
-
-
-class EngineTaskSettings(Protocol):
-    """What of a task its engine's flags carry: a `Task`, or a `peek_first_task`."""
-
-    @property
-    def config(self) -> dict[str, Any] | None: ...
-    @property
-    def config_file(self) -> Path | None: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def approval(self) -> object: ...
-    @property
-    def thinking(self) -> bool | None: ...
-    @property
-    def max_steps(self) -> int | None: ...
-    @property
-    def sandbox(self) -> str | None: ...
-    @property
-    def sandbox_network(self) -> bool | None: ...
-    @property
-    def env(self) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -107,7 +85,7 @@ def peek_first_task(path: Path) -> PeekedTask | None:
         return None
 
 
-def engine_flags(task: EngineTaskSettings) -> tuple[str, ...]:
+def engine_flags(task: Task | PeekedTask) -> tuple[str, ...]:
     """The `soulwire serve` options that carry a task's engine settings."""
     flags: list[str] = []
     if task.config is not None:
@@ -135,7 +113,7 @@ class GroupKey:
     env: tuple[tuple[str, str], ...]
 
     @classmethod
-    def of(cls, task: EngineTaskSettings) -> GroupKey:
+    def of(cls, task: Task | PeekedTask) -> GroupKey:
         return cls(engine_flags(task), tuple(sorted(task.env.items())))
 
 
@@ -331,7 +309,6 @@ def _kill(process: Process, sig: int = signal.SIGKILL) -> None:
 
 
 __all__ = [
-    "EngineTaskSettings",
     "GroupKey",
     "PeekedTask",
     "ServeEngine",

@@ -16,4 +16,11 @@ class EngineLostError(Exception):
     """The engine (or the worker hosting it) died under a task: the task may run again."""
 
 
-__all__ = ["EngineError", "EngineLostError", "SessionNotOpenedError"]
+def first_error(exc: BaseException) -> BaseException:
+    """The first real error inside nested exception groups (task groups wrap them)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+__all__ = ["EngineError", "EngineLostError", "SessionNotOpenedError", "first_error"]

@@ -17,6 +17,7 @@ import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from soulwire.fleet.backend import Backend, LimiterSlot
+from soulwire.fleet.errors import first_error
 from soulwire.fleet.local import LocalBackend
 from soulwire.fleet.results import ResultsWriter, Status, TaskResult, read_results
 from soulwire.fleet.runlock import RunLock
@@ -193,7 +194,7 @@ class Fleet:
                     writer.write(_stopped(record, "cancelled", "the fleet was interrupted"))
                 raise
             except Exception as exc:  # a backend bug must not lose the other tasks' results
-                leaf = _leaf(exc)
+                leaf = first_error(exc)
                 result = _stopped(record, "failed", f"fleet error: {type(leaf).__name__}: {leaf}")
             if slot is not None:
                 slot.release()
@@ -206,13 +207,6 @@ class Fleet:
                     async with self._write_lock:
                         await anyio.to_thread.run_sync(writer.write, result)
             send.send_nowait(result)
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real error inside nested exception groups (task groups wrap them)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 def _stopped(record: TaskResult, status: Status, reason: str) -> TaskResult:

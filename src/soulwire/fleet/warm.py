@@ -32,7 +32,7 @@ from soulwire.fleet.engines import (
     start_engines,
     stop_engine,
 )
-from soulwire.fleet.errors import EngineError, EngineLostError, SessionNotOpenedError
+from soulwire.fleet.errors import EngineError, EngineLostError, SessionNotOpenedError, first_error
 from soulwire.fleet.local import LocalBackend, note_session, one_line, turn_prompt
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import TaskResult, Usage
@@ -427,7 +427,7 @@ async def _attach_errors() -> AsyncGenerator[None]:
     try:
         yield
     except Exception as exc:
-        leaf = _leaf(exc)
+        leaf = first_error(exc)
         response = getattr(leaf, "response", None)
         body = getattr(response, "body", None)
         if isinstance(body, bytes | bytearray):
@@ -440,12 +440,6 @@ async def _attach_errors() -> AsyncGenerator[None]:
         if leaf is not exc:
             raise leaf from None
         raise
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 async def _cancel_quietly(engine: ServeEngine, session_id: str) -> None:
