@@ -182,3 +182,23 @@ async def test_a_run_without_a_results_file_leaves_no_temporary_directory(
     assert work_dir is not None and Path(work_dir).is_relative_to(temp)  # it was made there
     assert list(temp.iterdir()) == []
     assert work_dir not in git(repo, "worktree", "list")
+
+
+def test_claiming_the_run_reads_again_what_a_run_that_ended_meanwhile_finished(tmp_path: Path) -> None:
+    """`Fleet.claim()` re-reads the results file when it changed after the plan was made (a
+    run that held it ended in between), and keeps the plan when it did not."""
+    from soulwire.fleet.results import ResultsWriter
+
+    out = tmp_path / "out.jsonl"
+    writer = ResultsWriter(out)
+    writer.write(fleet.TaskResult(id="a", status="done"))
+    tasks = [fleet.Task(id=name, prompt="p") for name in ("a", "b", "c")]
+    run = fleet.Fleet(tasks, out=out)
+    assert [t.id for t in run.pending] == ["b", "c"]
+    writer.write(fleet.TaskResult(id="b", status="failed", reason="x"))
+    writer.close()
+    run.claim()
+    assert [t.id for t in run.pending] == ["c"] and [r.id for r in run.skipped] == ["a", "b"]
+    again = fleet.Fleet(tasks, out=tmp_path / "other.jsonl", run_dir=tmp_path / "other.run")
+    again.claim()
+    assert [t.id for t in again.pending] == ["a", "b", "c"]

@@ -69,6 +69,7 @@ class Fleet:
         self.skipped: list[TaskResult] = []
         """Results of tasks an earlier run finished (not run again)."""
         self.pending: list[Task] = []
+        self._planned_from: tuple[int, int, int] | None = None
         self._plan()
         self.running: dict[str, float] = {}
         """Task id → time.monotonic() when it started."""
@@ -81,6 +82,12 @@ class Fleet:
         self._lock: RunLock | None = None
 
     def _plan(self) -> None:
+        """Skip what the results file says earlier runs finished (read again only if it changed
+        since: a resumed run's file holds every earlier diff)."""
+        stamp = _stamp(self.out)
+        if stamp is not None and stamp == self._planned_from:
+            return
+        self._planned_from = stamp
         earlier = read_results(self.out) if self.out is not None else {}
         self.skipped = [earlier[t.id] for t in self.tasks if t.id in earlier and earlier[t.id].finished]
         skip = {r.id for r in self.skipped}
@@ -207,6 +214,15 @@ class Fleet:
                     async with self._write_lock:
                         await anyio.to_thread.run_sync(writer.write, result)
             send.send_nowait(result)
+
+
+def _stamp(path: Path | None) -> tuple[int, int, int] | None:
+    """The file's identity, size and modification time (None: no file)."""
+    try:
+        facts = path.stat() if path is not None else None
+    except OSError:
+        return None
+    return (facts.st_ino, facts.st_size, facts.st_mtime_ns) if facts is not None else None
 
 
 def _stopped(record: TaskResult, status: Status, reason: str) -> TaskResult:
