@@ -276,3 +276,46 @@ async def test_a_task_without_a_model_fails_at_once_with_the_reason(lab: FleetLa
     assert result.status == "failed", (result.status, result.reason)
     assert "LLM is not set" in (result.reason or ""), result.reason
     assert time.monotonic() - started < 20  # not the 30 s grace for an answer that came
+
+
+async def test_an_engine_opens_two_sessions_at_a_time_in_the_order_they_came() -> None:
+    """Staged tasks open their sessions a few at a time, first come first served, and the
+    wait for a place does not count against the open's time limit (a busy engine is not
+    a hung one)."""
+    from contextlib import asynccontextmanager
+    from typing import Any, cast
+
+    from soulwire.fleet.engines import ServeEngine
+    from soulwire.fleet.warm import _in_turn  # pyright: ignore[reportPrivateUsage]
+
+    engine = ServeEngine(process=cast(Any, None), url="http://127.0.0.1:9", token="t")
+    opening_now, most, order = 0, 0, list[int]()
+
+    @asynccontextmanager
+    async def opened(n: int):  # an open: its round trips take 0.1 s
+        nonlocal opening_now, most
+        opening_now += 1
+        most = max(most, opening_now)
+        order.append(n)
+        await anyio.sleep(0.1)
+        opening_now -= 1
+        yield n
+
+    timed_out: list[int] = []
+
+    async def task(n: int) -> None:
+        scope = anyio.CancelScope()
+        with scope:
+            async with _in_turn(engine, opened(n), scope, 0.3) as session:
+                scope.deadline = float("inf")  # open: the turn is not under the open's limit
+                assert session == n
+                await anyio.sleep(0.05)
+        if scope.cancelled_caught:
+            timed_out.append(n)
+
+    async with anyio.create_task_group() as group:
+        for n in range(12):  # the last wait ~0.5 s for a place, longer than the 0.3 s limit
+            group.start_soon(task, n)
+    assert most == 2
+    assert order == list(range(12))
+    assert timed_out == []

@@ -117,6 +117,10 @@ class GroupKey:
         return cls(engine_flags(task), tuple(sorted(task.env.items())))
 
 
+OPENING_AT_ONCE = 2
+"""Sessions an engine opens at once; the rest wait their turn, in the order they came."""
+
+
 @dataclass
 class ServeEngine:
     """One `soulwire serve` process on 127.0.0.1 with a token of its own (or one of the
@@ -132,6 +136,10 @@ class ServeEngine:
     stderr_tail: list[str] = field(default_factory=lambda: list[str]())
     siblings: list[ServeEngine] = field(default_factory=lambda: list[ServeEngine]())
     """The engines of the same spawned process, this one included (stopped together)."""
+    opening: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(OPENING_AT_ONCE))
+    """Held while a session is being opened. Opening is a few round trips (create, attach,
+    `initialize`): 75 staged tasks opening at once interleave them, and the first turn waits
+    for nearly all of them; a few at a time, the first tasks start as soon as theirs is open."""
 
     @property
     def alive(self) -> bool:

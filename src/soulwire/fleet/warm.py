@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncGenerator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -367,7 +367,7 @@ async def run_remote_turn(
         return {"request_id": payload.get("id"), "response": decision}
 
     session_id: str | None = None
-    opening = anyio.CancelScope(deadline=anyio.current_time() + open_timeout)
+    opening = anyio.CancelScope()  # (its deadline is set once the engine takes the open: `_in_turn`)
     try:
         tools = [t.spec() for t in task.tools]
         if resume is None:  # created and attached on one connection
@@ -379,7 +379,7 @@ async def run_remote_turn(
             url = f"{engine.ws_base}/ws/sessions/{resume}"
             opened = RemoteSession.attach(url, engine.token, on_request=on_request, external_tools=tools)
         with opening:
-            async with _attach_errors(), opened as session:
+            async with _attach_errors(), _in_turn(engine, opened, opening, open_timeout) as session:
                 opening.deadline = math.inf  # open: from here the task's time limit rules
                 session_id = result.session_id = session.session_id or resume
                 if slot is not None:
@@ -418,6 +418,20 @@ async def run_remote_turn(
         raise
     finally:
         record.fill(result)
+
+
+@asynccontextmanager
+async def _in_turn(
+    engine: ServeEngine, opened: Any, opening: anyio.CancelScope, open_timeout: float
+) -> AsyncGenerator[Any]:
+    """The session `opened`, opened while holding one of `engine.opening`'s places. The
+    engine has `open_timeout` seconds from then (`opening`'s deadline): waiting behind other
+    tasks' opens does not make a busy engine look hung."""
+    async with AsyncExitStack() as stack:
+        async with engine.opening:
+            opening.deadline = anyio.current_time() + open_timeout
+            session = await stack.enter_async_context(opened)
+        yield session
 
 
 @asynccontextmanager
