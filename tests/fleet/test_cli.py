@@ -95,6 +95,20 @@ def test_a_bad_task_file_is_one_line_and_exit_2(lab: FleetLab) -> None:
     assert missing.returncode == 2 and missing.stderr == "soulwire fleet: no results file: nothing.jsonl\n"
 
 
+def test_an_empty_task_file_runs_nothing_and_makes_no_files(lab: FleetLab) -> None:
+    (lab.root / "tasks.jsonl").write_text("\n")
+    run = fleet_cli(lab, "run", "tasks.jsonl", "--json")
+    assert run.returncode == 0
+    assert json.loads(run.stdout) == {
+        "event": "fleet_finished",
+        "interrupted": False,
+        **dict.fromkeys(("done", "failed", "timed_out", "running", "staged", "pending", "cancelled"), 0),
+        "elapsed_s": 0.0,
+    }
+    assert run.stderr == "soulwire fleet: tasks.jsonl has no tasks: nothing to run\n"
+    assert sorted(p.name for p in lab.root.iterdir() if p.name.startswith("tasks")) == ["tasks.jsonl"]
+
+
 def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(lab: FleetLab) -> None:
     lab.task("quick-1", "text: one")
     lab.task("quick-2", "text: two")

@@ -148,6 +148,19 @@ async def _run_tasks(args: argparse.Namespace, tasks_path: Path) -> int:
         except TaskFileError as exc:
             sys.stderr.write(f"soulwire fleet: {exc}\n")
             return EXIT_USAGE
+        if not tasks:  # (a nightly job's empty list: nothing to do, and no files made for it)
+            sys.stderr.write(f"soulwire fleet: {tasks_path} has no tasks: nothing to run\n")
+            if args.json:  # the last line a machine waits for, as for any run
+                zero = dict.fromkeys(("done", "failed", "timed_out", "running", "staged", "pending"), 0)
+                end = {
+                    "event": "fleet_finished",
+                    "interrupted": False,
+                    **zero,
+                    "elapsed_s": 0.0,
+                    "cancelled": 0,
+                }
+                sys.stdout.write(json.dumps(end) + "\n")
+            return EXIT_OK
         return await _run_fleet(args, tasks, settings, warm, early)
     finally:
         with anyio.CancelScope(shield=True):
