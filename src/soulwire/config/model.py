@@ -95,6 +95,8 @@ class BackgroundConfig(_Section):
     notification_tail_lines: int = Field(default=20, ge=BACKGROUND_MINIMUMS["notification_tail_lines"])
     notification_tail_chars: int = Field(default=3_000, ge=BACKGROUND_MINIMUMS["notification_tail_chars"])
     kill_grace_period_ms: int = Field(default=2_000, ge=BACKGROUND_MINIMUMS["kill_grace_period_ms"])
+    print_wait_ceiling_s: int = Field(default=3_600, ge=1)
+    """The longest `--print` waits, after its prompt, for background tasks still at work."""
 
 
 class ServiceConfig(_Section):

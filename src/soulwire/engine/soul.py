@@ -211,11 +211,15 @@ class Soul:
     def max_context_size(self) -> int | None:
         return self.model.max_context_size if self.model else None
 
-    async def run(self, user_input: UserInput) -> TurnOutcome:
+    async def run(self, user_input: UserInput, *, internal: bool = False) -> TurnOutcome:
         """Run one turn. Raises LLMNotSet / LLMNotSupported / ChatProviderError after the
-        turn has been closed with TurnEnd; cancellation propagates after TurnEnd too."""
+        turn has been closed with TurnEnd; cancellation propagates after TurnEnd too.
+        `internal`: the engine's own prompt (print mode's word that background tasks ended),
+        not the user's: no UserPromptSubmit hook, slash command or Ralph loop."""
         self.bus.emit(TurnBegin(user_input=user_input))
         try:
+            if internal:
+                return await self.inner_turn(user_input)
             # UserPromptSubmit runs inside the turn (TurnBegin first, unlike the reference):
             # clients expect every event of a prompt between TurnBegin and TurnEnd.
             refusal = await hook_points.prompt_refusal(self.hooks, user_input)

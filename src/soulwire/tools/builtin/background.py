@@ -365,6 +365,29 @@ class BackgroundTasks:
         tasks = [t for t in self._tasks.values() if t.active or not active_only]
         return tasks[:limit]
 
+    def running(self) -> list[BackgroundTask]:
+        """The tasks still at work, oldest first."""
+        return [t for t in self._tasks.values() if t.active]
+
+    @property
+    def has_notices(self) -> bool:
+        """Whether some task ended since the last `take_notices` (its notice not yet taken)."""
+        return bool(self._notices)
+
+    async def wait_for_an_end(self) -> None:
+        """Return once one of the running tasks has ended (at once when none is running)."""
+        running = self.running()
+        if not running:
+            return
+        async with anyio.create_task_group() as group:
+
+            async def until_ended(task: BackgroundTask) -> None:
+                await task.ended.wait()
+                group.cancel_scope.cancel()
+
+            for task in running:
+                group.start_soon(until_ended, task)
+
     def take_notices(self) -> list[TaskNotice]:
         """The notices of tasks that ended since the last call, oldest first."""
         notices, self._notices = self._notices, []

@@ -180,13 +180,15 @@ def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[U
         yield text
 
 
-async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
+async def _run(
+    runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer, wait_for_tasks: bool
+) -> int:
     code = EXIT_FAILED
     stopped_by: int | None = None
 
     async def run_prompts() -> None:
         nonlocal code
-        code = await _run_prompts(runtime, prompts, printer)
+        code = await _run_prompts(runtime, prompts, printer, wait_for_tasks)
         group.cancel_scope.cancel()
 
     async def stop_on_signal() -> None:
@@ -209,7 +211,11 @@ async def _run(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer
     return EXIT_BROKEN_PIPE if printer.closed else code
 
 
-async def _run_prompts(runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer) -> int:
+async def _run_prompts(
+    runtime: Runtime, prompts: Iterator[UserInput], printer: _Printer, wait_for_tasks: bool
+) -> int:
+    """Each prompt's turn; then (`wait_for_tasks`: one prompt from the command line or stdin,
+    not a stream of them) the background tasks the turns left running."""
     from soulwire.wire.types import user_input_adapter
 
     try:
@@ -238,6 +244,19 @@ async def _run_prompts(runtime: Runtime, prompts: Iterator[UserInput], printer: 
                 )
     except StdinError as exc:
         return _failed(printer, "usage_error", str(exc), EXIT_USAGE)
+    tasks = runtime.tasks
+    if wait_for_tasks and tasks is not None and (tasks.running() or tasks.has_notices):
+        from soulwire.ui.print.background import wait_for_background
+
+        async def run_turn(text: str) -> None:
+            printer.turns += 1
+            await runtime.soul.run(text, internal=True)
+
+        ceiling = runtime.config.background.print_wait_ceiling_s
+        problem = await wait_for_background(tasks, ceiling, run_turn)
+        if problem is not None:
+            printer.finish()
+            return _failed(printer, "background_timeout", problem, EXIT_FAILED)
     printer.finish()
     return EXIT_OK
 
@@ -268,7 +287,8 @@ def run_print(
     runtime.bus.subscribe(printer.merged, merged=True)
     try:
         prompts = _prompts(prompt, input_format, sys.stdin)
-        code = anyio.run(_run, runtime, prompts, printer)
+        # A stream of prompts is a conversation: one turn's tasks must not hold up the next.
+        code = anyio.run(_run, runtime, prompts, printer, input_format != "stream-json")
     except KeyboardInterrupt:  # before the Ctrl-C watch was set up, or during the shutdown
         code = EXIT_INTERRUPTED
     finally:
