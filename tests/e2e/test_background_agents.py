@@ -71,11 +71,16 @@ def fake_llm(answer: Callable[[dict[str, Any], bool], Reply]) -> Iterator[tuple[
         server.server_close()
 
 
-def start_engine(root: Path, base_url: str) -> WireProcess:
+def start_engine(root: Path, base_url: str, more_models: dict[str, str] | None = None) -> WireProcess:
+    """The engine on the fake server; `more_models`: alias → model name, besides `m`."""
     (root / "work").mkdir(parents=True, exist_ok=True)
+    models = {"m": "test-model", **(more_models or {})}
     config = {
         "default_model": "m",
-        "models": {"m": {"provider": "p", "model": "test-model", "max_context_size": 100_000}},
+        "models": {
+            alias: {"provider": "p", "model": name, "max_context_size": 100_000}
+            for alias, name in models.items()
+        },
         "providers": {"p": {"type": "openai_legacy", "base_url": base_url, "api_key": "sk-test"}},
     }
     (root / "config.json").write_text(json.dumps(config))
@@ -187,3 +192,39 @@ def test_task_stop_ends_a_background_subagent_at_work(tmp_path: Path):
     assert found["x1"]["message"] == "Task stop requested."
     snapshot = found["o1"]["output"]
     assert "status: killed" in snapshot and "reason: not needed" in snapshot
+
+
+def test_a_subagent_runs_on_the_model_it_is_given_and_keeps_it_when_resumed(tmp_path: Path):
+    def answer(body: dict[str, Any], sub: bool) -> Reply:
+        if sub:
+            return {"text": f"{SUB_ANSWER} It answered on {body['model']}."}  # long: no "go on"
+        step = parent_steps(body)
+        agent = {"description": "survey the tree", "prompt": "Look around and report."}
+        if step == 0:
+            return {"call": ("a1", "Agent", {**agent, "model": "nope"})}
+        if step == 1:
+            return {"call": ("a2", "Agent", {**agent, "model": "small"})}
+        if step == 2:  # continue that instance, without naming the model again
+            tool_texts = [str(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+            match = re.search(r"agent_id: (a[0-9a-f]{8})", tool_texts[-1])
+            assert match, tool_texts
+            return {"call": ("a3", "Agent", {**agent, "prompt": "Once more.", "resume": match.group(1)})}
+        return {"text": "parent done"}
+
+    with fake_llm(answer) as (url, bodies):
+        wire = start_engine(tmp_path, url, {"small": "small-model"})
+        try:
+            messages, result = run_turn(wire)
+        finally:
+            wire.close()
+    assert result == {"status": "finished"}
+    found = results(messages)
+    assert found["a1"]["is_error"] and found["a1"]["message"] == "Unknown model alias: nope"
+    assert "It answered on small-model." in found["a2"]["output"]
+    assert "resumed: true" in found["a3"]["output"]
+    assert "It answered on small-model." in found["a3"]["output"]
+    subs = [b["model"] for b in bodies if "sub-agent" in str(b["messages"][0]["content"])]
+    parents = [b["model"] for b in bodies if "sub-agent" not in str(b["messages"][0]["content"])]
+    assert subs == ["small-model", "small-model"] and set(parents) == {"test-model"}
+    [meta_file] = (tmp_path / ".soulwire" / "sessions").rglob("subagents/*/meta.json")
+    assert json.loads(meta_file.read_text())["model"] == "small"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -39,6 +39,11 @@ from soulwire.wire.types import TextPart, ToolReturnValue, WireModel, tool_error
 if TYPE_CHECKING:
     from soulwire.engine.approvals import ApprovalBroker
     from soulwire.engine.soul import Soul
+    from soulwire.llm.registry import ResolvedModel
+
+ModelOfAlias = Callable[[str], "ResolvedModel"]
+"""The model of an alias of the configuration, for a sub-agent's `model`: raises LookupError
+for an alias the configuration does not have, LLMNotSet for one that cannot be used."""
 
 SUBAGENT_TYPES = ("coder", "explore", "plan")
 READ_ONLY_TOOLS = frozenset({"ReadFile", "ReadMediaFile", "Glob", "Grep", "SearchWeb", "FetchURL"})
@@ -153,6 +158,10 @@ class _Instance:
     subagent_type: str
     directory: Path
     resumed: bool
+    model_alias: str | None = None
+    """The `model` it was started with (kept in meta.json: a resume runs on it again)."""
+    model: ResolvedModel | None = None
+    """That alias's model; None: the parent's."""
 
 
 class AgentTool(TypedTool[AgentParams]):
@@ -169,8 +178,10 @@ class AgentTool(TypedTool[AgentParams]):
         session_dir: Path,
         protocol_version: str,
         jobs: BackgroundJobs | None = None,
+        models: ModelOfAlias | None = None,
     ) -> None:
         self._jobs = jobs
+        self._models = models
         """Where `run_in_background` sub-agents run (the session's background tasks)."""
         self._soul = soul
         self._broker = broker
@@ -192,6 +203,9 @@ class AgentTool(TypedTool[AgentParams]):
         instance = self._instance(params)
         if isinstance(instance, ToolReturnValue):
             return instance
+        refused = self._pick_model(instance)
+        if refused is not None:
+            return refused
         if instance.agent_id in self._running:
             return tool_error(f"Sub-agent `{instance.agent_id}` is already running.", brief="Sub-agent busy")
         if params.run_in_background:
@@ -264,14 +278,31 @@ class AgentTool(TypedTool[AgentParams]):
                 return tool_error(message, brief="Sub-agent not found")
             kind = str(meta.get("subagent_type") or "coder")
             known = self._types()
-            return _Instance(params.resume, kind if kind in known else known[0], directory, True)
+            alias = params.model or (str(meta["model"]) if meta.get("model") else None)
+            return _Instance(params.resume, kind if kind in known else known[0], directory, True, alias)
         if params.subagent_type not in self._types():
             message = (
                 f"Unknown subagent_type `{params.subagent_type}`: use one of {', '.join(self._types())}."
             )
             return tool_error(message, brief="Unknown sub-agent type")
         agent_id = "a" + uuid4_hex()[:8]
-        return _Instance(agent_id, params.subagent_type, self._root / agent_id, False)
+        return _Instance(agent_id, params.subagent_type, self._root / agent_id, False, params.model)
+
+    def _pick_model(self, instance: _Instance) -> ToolReturnValue | None:
+        """Resolve the instance's `model` alias (the reference's errors when it cannot be)."""
+        alias = instance.model_alias
+        parent = self._soul.model
+        if alias is None or (parent is not None and alias == parent.alias):
+            return None
+        try:
+            if self._models is None:
+                raise LookupError(alias)
+            instance.model = self._models(alias)
+        except LookupError:
+            return tool_error(f"Unknown model alias: {alias}", brief="Invalid model alias")
+        except LLMNotSet as exc:
+            return tool_error(str(exc), brief="Invalid model alias")
+        return None
 
     def _toolset(self, subagent_type: str) -> Toolset:
         offered = [t for t in self._soul.toolset.visible() if t.name not in PARENT_ONLY_TOOLS]
@@ -318,11 +349,11 @@ class AgentTool(TypedTool[AgentParams]):
             context=Context(store, self._system_prompt(instance.subagent_type)),
             toolset=self._toolset(instance.subagent_type),
             approver=_TaggedApprover(self._broker, instance.agent_id, instance.subagent_type),
-            model=parent.model,
+            model=instance.model or parent.model,
             loop_control=parent.loop_control,
             work_dir=parent.work_dir,
             client_tools=parent.client_tools,
-            model_error=parent.model_error,
+            model_error=None if instance.model is not None else parent.model_error,
             additional_dirs=parent.additional_dirs,
         )
         soul.sandbox = parent.sandbox
@@ -400,6 +431,7 @@ def _write_meta(directory: Path, instance: _Instance, description: str, *, statu
         "subagent_type": instance.subagent_type,
         "status": status,
         "description": previous.get("description", description),
+        **({"model": instance.model_alias} if instance.model_alias else {}),
         "created_at": created,
         "updated_at": now,
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from soulwire.engine.state import StateKeeper
 from soulwire.engine.subagents import AgentTool, SubagentKind
 from soulwire.llm.env import configuration_hint
 from soulwire.llm.errors import LLMNotSet
-from soulwire.llm.registry import resolve_model
+from soulwire.llm.registry import ResolvedModel, resolve_model
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.sandbox import approval_mode, session_sandbox
 from soulwire.runtime.session import SessionHandle, open_session
@@ -304,7 +304,9 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     )
     tasks = _background_tasks(config, session)
     soul.background = tasks
-    agent_tool = AgentTool(soul, broker, session.store.dir, PROTOCOL_VERSION, jobs=tasks)
+    agent_tool = AgentTool(
+        soul, broker, session.store.dir, PROTOCOL_VERSION, jobs=tasks, models=_models_of(config, options)
+    )
     tools: list[Tool] = [
         agent_tool,
         AskUserQuestion(questions),
@@ -411,6 +413,22 @@ def _mcp_manager(options: SessionOptions, config: Config, toolset: Toolset) -> M
     return MCPManager(
         servers, toolset, call_timeout_s=tool_call_timeout_s(config.mcp), share=options.share_dir
     )
+
+
+def _models_of(config: Config, options: SessionOptions) -> Callable[[str], ResolvedModel]:
+    """Sub-agents' models by alias (the Agent tool's `model`), each resolved once."""
+    resolved: dict[str, ResolvedModel] = {}
+
+    def model_of(alias: str) -> ResolvedModel:
+        if alias not in config.models:
+            raise LookupError(alias)
+        if alias not in resolved:
+            model = resolve_model(config, model_alias=alias, thinking=options.thinking)
+            assert model is not None  # (an alias of the configuration always names a model)
+            resolved[alias] = model
+        return resolved[alias]
+
+    return model_of
 
 
 def _background_tasks(config: Config, session: SessionHandle) -> BackgroundTasks:
