@@ -94,6 +94,21 @@ def start_engine(root: Path, base_url: str, more_models: dict[str, str] | None =
     return wire
 
 
+def one_finished_turn(
+    root: Path, answer: Callable[[dict[str, Any], bool], Reply], more_models: dict[str, str] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One prompt on an engine answered by `answer`, finished: (its messages, the bodies the
+    fake server received)."""
+    with fake_llm(answer) as (url, bodies):
+        wire = start_engine(root, url, more_models)
+        try:
+            messages, result = run_turn(wire)
+        finally:
+            wire.close()
+    assert result == {"status": "finished"}
+    return messages, bodies
+
+
 def parent_steps(body: dict[str, Any]) -> int:
     return sum(1 for m in body["messages"] if m["role"] == "assistant")
 
@@ -125,13 +140,7 @@ def test_a_background_subagent_reports_through_task_output_and_a_notice(tmp_path
             return {"call": ("o1", "TaskOutput", {"task_id": task_id_in(body), "block": True, "timeout": 60})}
         return {"text": "parent done"}
 
-    with fake_llm(answer) as (url, bodies):
-        wire = start_engine(tmp_path, url)
-        try:
-            messages, result = run_turn(wire)
-        finally:
-            wire.close()
-    assert result == {"status": "finished"}
+    messages, bodies = one_finished_turn(tmp_path, answer)
     found = results(messages)
     started = found["a1"]
     assert not started["is_error"] and started["message"] == "Background task started."
@@ -211,13 +220,7 @@ def test_a_subagent_runs_on_the_model_it_is_given_and_keeps_it_when_resumed(tmp_
             return {"call": ("a3", "Agent", {**agent, "prompt": "Once more.", "resume": match.group(1)})}
         return {"text": "parent done"}
 
-    with fake_llm(answer) as (url, bodies):
-        wire = start_engine(tmp_path, url, {"small": "small-model"})
-        try:
-            messages, result = run_turn(wire)
-        finally:
-            wire.close()
-    assert result == {"status": "finished"}
+    messages, bodies = one_finished_turn(tmp_path, answer, {"small": "small-model"})
     found = results(messages)
     assert found["a1"]["is_error"] and found["a1"]["message"] == "Unknown model alias: nope"
     assert "It answered on small-model." in found["a2"]["output"]
