@@ -77,3 +77,44 @@ def test_debug_shows_the_traceback_and_where_the_log_is(monkeypatch, tmp_path: P
     assert err.startswith(f"soulwire: debug log: {log}\nTraceback (most recent call last):")
     assert "RuntimeError: the engine fell over" in err
     assert err.endswith(f"soulwire: the traceback above is also in the log file (log: {log})\n")
+
+
+_WRITER = """
+import logging, sys
+from pathlib import Path
+import soulwire.cli.logs as logs
+
+logs.MAX_BYTES, logs.BACKUPS = 20_000, 14
+logs.setup_logging(Path(sys.argv[1]), debug=False)
+name = sys.argv[2]
+sys.stdin.readline()  # all start together
+for n in range(250):
+    logging.getLogger("soulwire.shared").warning("%s record %04d %s", name, n, "x" * 120)
+"""
+
+
+def test_processes_sharing_the_log_file_rotate_it_without_losing_a_record(tmp_path: Path):
+    """Four processes log at once into one file that rotates a dozen times: every record is
+    kept once, and no file grows past the limit (each process rotating by its own view of
+    the file renamed the others' files away, and its backups ran out)."""
+    import subprocess
+    import sys
+
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(tmp_path), f"w{i}"], stdin=subprocess.PIPE, text=True
+        )
+        for i in range(4)
+    ]
+    for writer in writers:
+        assert writer.stdin is not None
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+    assert [writer.wait(60) for writer in writers] == [0, 0, 0, 0]
+    files = sorted(log_path(tmp_path).parent.glob("soulwire.log*"))
+    logs = [f for f in files if not f.name.endswith(".lock")]
+    assert 8 <= len(logs) <= 15  # ~190 KB in files of 20 KB: rotated, and none dropped
+    records = [line.split(": ", 1)[1] for f in logs for line in f.read_text().splitlines()]
+    wanted = [f"w{i} record {n:04d} {'x' * 120}" for i in range(4) for n in range(250)]
+    assert sorted(records) == sorted(wanted)
+    assert all(f.stat().st_size <= 20_000 for f in logs)

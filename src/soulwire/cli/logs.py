@@ -1,4 +1,5 @@
-"""The log file: `<share>/logs/soulwire.log`, rotated (1 MiB, 3 old files kept), secrets redacted.
+"""The log file: `<share>/logs/soulwire.log`, rotated (1 MiB, 3 old files kept) safely when
+several processes share it, secrets redacted.
 
 Warnings and errors of every `soulwire.*` logger go there once start-up is over (the CLI sets
 this up at `startup_finished`, or at once with `--debug`, which adds debug records and makes
@@ -82,14 +83,10 @@ class LazyRotatingFile(logging.Handler):
         if self._broken:
             return
         if self._target is None:
-            from logging.handlers import RotatingFileHandler
-
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # private
-                self._target = RotatingFileHandler(
-                    self.path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
-                )
+                self._target = _shared_rotating_file(self.path)
             except OSError:
                 self._broken = True
                 return
@@ -100,6 +97,48 @@ class LazyRotatingFile(logging.Handler):
         if self._target is not None:
             self._target.close()
         super().close()
+
+
+def _shared_rotating_file(path: Path) -> logging.Handler:
+    """A rotating file handler for a file other processes write too: `serve`'s forked copies,
+    a fleet's engines, two sessions at once. Each would otherwise rotate by its own view: one
+    renames the file and starts a new one, the others go on writing to the renamed one, find
+    it full and rotate again, renaming away the new file; the backups run out and records are
+    deleted. Here a record is written under an exclusive `flock` on `<file>.lock`, after
+    reopening the file if another process rotated it, and the size that decides a rotation is
+    the file's own."""
+    import fcntl
+    from logging.handlers import RotatingFileHandler
+
+    lock_path = f"{path}.lock"
+
+    class SharedRotatingFileHandler(RotatingFileHandler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                lock = os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o600)
+            except OSError:
+                self.handleError(record)
+                return
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                self._follow_rotation()
+                super().emit(record)  # (rolls over first when the file is full)
+            finally:
+                os.close(lock)  # (releases the lock)
+
+        def _follow_rotation(self) -> None:
+            """Reopen the file when the one open here was renamed by another process."""
+            if self.stream is None:
+                return
+            try:
+                moved = os.fstat(self.stream.fileno()).st_ino != os.stat(self.baseFilename).st_ino
+            except OSError:  # renamed and not yet replaced
+                moved = True
+            if moved:
+                self.stream.close()
+                self.stream = self._open()
+
+    return SharedRotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
 
 
 class StderrFallback(logging.Handler):
