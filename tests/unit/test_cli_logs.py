@@ -118,3 +118,27 @@ def test_processes_sharing_the_log_file_rotate_it_without_losing_a_record(tmp_pa
     wanted = [f"w{i} record {n:04d} {'x' * 120}" for i in range(4) for n in range(250)]
     assert sorted(records) == sorted(wanted)
     assert all(f.stat().st_size <= 20_000 for f in logs)
+
+
+def test_a_warning_for_the_person_also_reaches_the_log_file(tmp_path: Path):
+    """Data warnings (a skipped record, a state file not saved) are on stderr, which a served
+    or fleet engine's person seldom sees: once logging is set up they are in the file too."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from pathlib import Path; from soulwire.sessions.jsonl import warn_stderr\n"
+        "warn_stderr('before the log is set up')\n"
+        "from soulwire.cli.logs import setup_logging\n"
+        "setup_logging(Path(sys.argv[1]), debug=False)\n"
+        "warn_stderr('skipped 1 unreadable context record(s)')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert done.stderr.splitlines() == [  # each once: no second copy from Python's last resort
+        "soulwire: before the log is set up",
+        "soulwire: skipped 1 unreadable context record(s)",
+    ]
+    logged = log_path(tmp_path).read_text()
+    assert "WARNING soulwire.diagnostics: skipped 1 unreadable context record(s)" in logged
+    assert "before the log" not in logged

@@ -17,12 +17,12 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from soulwire.sessions.jsonl import FILE_ONLY
+
 MAX_BYTES = 1 << 20
 BACKUPS = 3
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 REDACTED = "[redacted]"
-FILE_ONLY = "soulwire_file_only"
-"""A record with this attribute set (`extra={FILE_ONLY: True}`) goes to the log file only."""
 
 
 def log_path(share: Path) -> Path:

@@ -24,8 +24,19 @@ Decoder = Callable[[bytes], Any]
 Warn = Callable[[str], None]
 
 
+FILE_ONLY = "soulwire_file_only"
+"""A log record with this attribute set (`extra={FILE_ONLY: True}`) goes to the log file only."""
+
+
 def warn_stderr(text: str) -> None:
+    """A warning for the person, on stderr, and in the log file too once the CLI set it up: a
+    served or fleet engine's stderr is seldom read, a bug report's log file is."""
     sys.stderr.write(f"soulwire: {text}\n")
+    import logging  # (here: warnings are rare, and this module stays off logging's import)
+
+    logger = logging.getLogger("soulwire")
+    if logger.handlers:  # (else Python would print it to stderr a second time)
+        logger.getChild("diagnostics").warning(text, extra={FILE_ONLY: True})
 
 
 def fast_decoder() -> Decoder:
