@@ -181,8 +181,9 @@ class AgentTool(TypedTool[AgentParams]):
         models: ModelOfAlias | None = None,
     ) -> None:
         self._jobs = jobs
-        self._models = models
         """Where `run_in_background` sub-agents run (the session's background tasks)."""
+        self._models = models
+        """The model of a `model` alias (None: only the parent's own alias is known)."""
         self._soul = soul
         self._broker = broker
         self._root = session_dir / "subagents"
