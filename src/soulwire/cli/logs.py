@@ -106,7 +106,7 @@ def _shared_rotating_file(path: Path) -> logging.Handler:
     it full and rotate again, renaming away the new file; the backups run out and records are
     deleted. Here a record is written under an exclusive `flock` on `<file>.lock`, after
     reopening the file if another process rotated it, and the size that decides a rotation is
-    the file's own."""
+    the whole file's, the other processes' records included."""
     import fcntl
     from logging.handlers import RotatingFileHandler
 
@@ -127,7 +127,9 @@ def _shared_rotating_file(path: Path) -> logging.Handler:
                 os.close(lock)  # (releases the lock)
 
         def _follow_rotation(self) -> None:
-            """Reopen the file when the one open here was renamed by another process."""
+            """Reopen the file when the one open here was renamed by another process, and go
+            to its end: the size a rollover is decided by (`tell()` since Python 3.12) must
+            count the other processes' records."""
             if self.stream is None:
                 return
             try:
@@ -137,6 +139,7 @@ def _shared_rotating_file(path: Path) -> logging.Handler:
             if moved:
                 self.stream.close()
                 self.stream = self._open()
+            self.stream.seek(0, os.SEEK_END)
 
     return SharedRotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
 
