@@ -17,7 +17,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from soulwire.sessions.jsonl import FILE_ONLY
+from soulwire.sessions.jsonl import FILE_ONLY, log_early_warnings
 
 MAX_BYTES = 1 << 20
 BACKUPS = 3
@@ -168,6 +168,7 @@ def setup_logging(share: Path, *, debug: bool) -> Path:
     logger.addHandler(LazyRotatingFile(path, logging.DEBUG if debug else logging.WARNING))
     logger.addHandler(StderrFallback())
     logger.setLevel(logging.DEBUG if debug else logging.NOTSET)
+    log_early_warnings()
     return path
 
 

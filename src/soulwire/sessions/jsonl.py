@@ -28,15 +28,31 @@ FILE_ONLY = "soulwire_file_only"
 """A log record with this attribute set (`extra={FILE_ONLY: True}`) goes to the log file only."""
 
 
+_EARLY_WARNINGS: list[str] = []
+"""Warnings given before the log file was set up (it is, at the end of start-up)."""
+
+
 def warn_stderr(text: str) -> None:
-    """A warning for the person, on stderr, and in the log file too once the CLI set it up: a
-    served or fleet engine's stderr is seldom read, a bug report's log file is."""
+    """A warning for the person, on stderr, and in the log file too: a served or fleet
+    engine's stderr is seldom read, a bug report's log file is. One given during start-up,
+    before the CLI sets the file up, is written there when it does (`log_early_warnings`)."""
     sys.stderr.write(f"soulwire: {text}\n")
     import logging  # (here: warnings are rare, and this module stays off logging's import)
 
     logger = logging.getLogger("soulwire")
     if logger.handlers:  # (else Python would print it to stderr a second time)
         logger.getChild("diagnostics").warning(text, extra={FILE_ONLY: True})
+    elif len(_EARLY_WARNINGS) < 100:
+        _EARLY_WARNINGS.append(text)
+
+
+def log_early_warnings() -> None:
+    """Write the warnings given before the log file was set up to it (once it is)."""
+    import logging
+
+    logger = logging.getLogger("soulwire.diagnostics")
+    while _EARLY_WARNINGS:
+        logger.warning(_EARLY_WARNINGS.pop(0), extra={FILE_ONLY: True})
 
 
 def fast_decoder() -> Decoder:
