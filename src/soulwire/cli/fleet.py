@@ -150,16 +150,11 @@ async def _run_tasks(args: argparse.Namespace, tasks_path: Path) -> int:
             return EXIT_USAGE
         if not tasks:  # (a nightly job's empty list: nothing to do, and no files made for it)
             sys.stderr.write(f"soulwire fleet: {tasks_path} has no tasks: nothing to run\n")
-            if args.json:  # the last line a machine waits for, as for any run
-                zero = dict.fromkeys(("done", "failed", "timed_out", "running", "staged", "pending"), 0)
-                end = {
-                    "event": "fleet_finished",
-                    "interrupted": False,
-                    **zero,
-                    "elapsed_s": 0.0,
-                    "cancelled": 0,
-                }
-                sys.stdout.write(json.dumps(end) + "\n")
+            if args.json:  # the last line a machine waits for, as any run's (nothing is made)
+                from soulwire.fleet import Fleet
+
+                out = Path(args.out) if args.out else default_out(tasks_path)
+                _Progress(Fleet([], out=out, run_dir=args.run_dir), json_lines=True, live=False).close(False)
             return EXIT_OK
         return await _run_fleet(args, tasks, settings, warm, early)
     finally:

@@ -362,7 +362,7 @@ class BackgroundTasks:
         return self._tasks.get(task_id)
 
     def list(self, *, active_only: bool, limit: int) -> list[BackgroundTask]:
-        tasks = [t for t in self._tasks.values() if t.active or not active_only]
+        tasks = self.running() if active_only else [*self._tasks.values()]
         return tasks[:limit]
 
     def running(self) -> list[BackgroundTask]:
