@@ -12,6 +12,7 @@ from soulwire.config.model import Config, ModelConfig, ProviderConfig
 from soulwire.llm.env import apply_env, env_model, missing_key_problem, model_capabilities
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.provider import ChatProvider
+from soulwire.llm.sdk_import import import_sdk
 
 # provider `type` → "module:factory"; a factory takes (ProviderConfig, ModelConfig, env).
 ADAPTERS: dict[str, str] = {
@@ -82,7 +83,7 @@ def preload_sdk(kind: str) -> None:
     for name in sorted({name for a in adapters for name in (a.sdk_module, *a.sdk_resources)}):
         module_name, _, attribute = name.partition(":")
         try:
-            loaded = importlib.import_module(module_name)
+            loaded = import_sdk(module_name)
             if attribute:
                 getattr(loaded, attribute)  # a lazy export: its module loads now
         except (ImportError, AttributeError):

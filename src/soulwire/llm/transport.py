@@ -32,6 +32,7 @@ from soulwire.llm.errors import (
     status_error,
 )
 from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.llm.sdk_import import import_sdk
 from soulwire.tls import shared_tls_context
 from soulwire.wire.types import WireModel
 
@@ -403,7 +404,7 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         )
 
     def _build_client(self) -> Any:
-        sdk = importlib.import_module(self.sdk_module)
+        sdk = import_sdk(self.sdk_module)
         httpx = importlib.import_module("httpx2")
         s = self.settings
         timeout = sdk_timeout(httpx, s.env)
@@ -436,7 +437,7 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         return ErrorMapper(
             label=provider_label(s.provider_name, s.model_name),
             redact=self._redact,
-            sdk=importlib.import_module(self.sdk_module),
+            sdk=import_sdk(self.sdk_module),
             httpx=importlib.import_module("httpx2"),
             oauth=s.oauth,
             key_hint=f"Check the provider's api_key (or {s.key_variable} / SOULWIRE_API_KEY).",
