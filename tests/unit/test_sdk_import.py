@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.fake_llm_server import FakeLLMServer
+from tests.provider_streams import PROVIDERS, Answer, stream_reply
 
 from soulwire.llm.sdk_import import _reexports  # pyright: ignore[reportPrivateUsage]
 
@@ -109,3 +111,48 @@ def test_only_a_pure_reexport_init_is_loaded_lazily(tmp_path: Path) -> None:
     ):
         init.write_text(body)
         assert _reexports(str(init)) is None, body
+
+
+_FIRST_REQUEST = """
+import sys, anyio
+from soulwire.config.model import Config
+from soulwire.llm.message import Message
+from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.llm.registry import resolve_model
+
+kind, url = sys.argv[1], sys.argv[2]
+config = Config.model_validate({
+    "default_model": "m",
+    "models": {"m": {"provider": "p", "model": "test-model"}},
+    "providers": {"p": {"type": kind, "base_url": url, "api_key": "sk-x"}},
+})
+model = resolve_model(config, model_alias=None, thinking=None, env={})
+model.provider.preload()
+sdk = "anthropic" if kind == "anthropic" else "openai"
+before = {name for name in sys.modules if name.startswith(sdk)}
+
+async def run():
+    async for _ in model.provider.stream(ChatRequest("sys", [Message(role="user", content="hi")]), StreamResult()):
+        pass
+
+anyio.run(run)
+print(sorted(name for name in sys.modules if name.startswith(sdk) and name not in before))
+"""
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_a_preload_leaves_no_sdk_module_for_the_first_request(kind: str) -> None:
+    """The engine preloads the SDK while the person types; what the SDK (and `import_sdk`)
+    defer to first use must be loaded then too, not at the first request."""
+    with FakeLLMServer() as server:
+        server.queue(stream_reply(kind, Answer(message_id="m1", text=["hi"])))
+        url = server.url if kind == "anthropic" else server.url + "/v1"
+        done = subprocess.run(
+            [sys.executable, "-c", _FIRST_REQUEST, kind, url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -12,7 +12,7 @@ from soulwire.config.model import Config, ModelConfig, ProviderConfig
 from soulwire.llm.env import apply_env, env_model, missing_key_problem, model_capabilities
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.provider import ChatProvider
-from soulwire.llm.sdk_import import import_sdk
+from soulwire.llm.sdk_import import import_names
 
 # provider `type` → "module:factory"; a factory takes (ProviderConfig, ModelConfig, env).
 ADAPTERS: dict[str, str] = {
@@ -80,14 +80,8 @@ def preload_sdk(kind: str) -> None:
         return
     module = importlib.import_module(target.partition(":")[0])
     adapters = [v for v in vars(module).values() if isinstance(getattr(v, "sdk_module", None), str)]
-    for name in sorted({name for a in adapters for name in (a.sdk_module, *a.sdk_resources)}):
-        module_name, _, attribute = name.partition(":")
-        try:
-            loaded = import_sdk(module_name)
-            if attribute:
-                getattr(loaded, attribute)  # a lazy export: its module loads now
-        except (ImportError, AttributeError):
-            return
+    if not import_names(sorted({name for a in adapters for name in (a.sdk_module, *a.sdk_resources)})):
+        return
     from soulwire.tls import shared_tls_context
 
     shared_tls_context(importlib.import_module("httpx2"))

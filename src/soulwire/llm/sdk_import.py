@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import sys
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
@@ -33,10 +34,25 @@ def import_sdk(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
+def import_names(names: Iterable[str]) -> bool:
+    """Import each `module[:Name]` (an SDK's lazily imported resources, the types a first
+    request needs); False, and nothing more loaded, at the first that cannot be imported."""
+    for name in names:
+        module_name, _, attribute = name.partition(":")
+        try:
+            loaded = import_sdk(module_name)
+            if attribute:
+                getattr(loaded, attribute)  # a lazy export: its module loads now
+        except (ImportError, AttributeError):
+            return False
+    return True
+
+
 def _reexports(init_path: str) -> tuple[dict[str, str], list[str] | None] | None:
     """Name → module of each `from .module import Name [as Alias]` in an `__init__`, and its
     `__all__` if it has one; None when it holds anything else (then it is run as usual)."""
     import ast  # (here: the SDK's import is the only user)
+
     try:
         with open(init_path, encoding="utf-8") as source:
             tree = ast.parse(source.read(), init_path)
@@ -127,4 +143,4 @@ def _install() -> None:
         sys.meta_path.insert(0, _Finder)  # type: ignore[arg-type]
 
 
-__all__ = ["LAZY_PACKAGES", "import_sdk"]
+__all__ = ["LAZY_PACKAGES", "import_names", "import_sdk"]

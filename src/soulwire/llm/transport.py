@@ -32,7 +32,7 @@ from soulwire.llm.errors import (
     status_error,
 )
 from soulwire.llm.provider import ChatRequest, StreamResult
-from soulwire.llm.sdk_import import import_sdk
+from soulwire.llm.sdk_import import import_names, import_sdk
 from soulwire.tls import shared_tls_context
 from soulwire.wire.types import WireModel
 
@@ -388,8 +388,10 @@ class SDKAdapter(ABC, Generic[SettingsT]):
 
     def preload(self) -> None:
         """Import the SDK and build its client: the import, the HTTP stack and the TLS
-        context (it reads the CA bundle) are most of a first request's own cost."""
+        context (it reads the CA bundle) are most of a first request's own cost. Then the
+        resources a request goes through, which the SDK (and `import_sdk`) load lazily."""
         self._client.get()
+        import_names(self.sdk_resources)
 
     def _client_key(self) -> tuple[Any, ...]:
         """What the built client depends on (adapters with the same key may share one)."""
