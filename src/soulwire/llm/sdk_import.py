@@ -3,7 +3,7 @@
 The OpenAI and Anthropic SDKs declare hundreds of pydantic models, and their `types` (and
 `resources`) packages re-export all of them from `__init__`: importing one request type runs
 every module (evals, graders, fine-tuning, realtime, beta…). On a slow core that is most of a
-second per process (`import openai` 1.0 s → 0.45 s here, `import anthropic` 2.3 s → 0.5 s), paid
+second per process (`import openai` 1.0 s → 0.45 s here, `import anthropic` 2.6 s → 2.0 s), paid
 before a session's first model call, by every engine and by `soulwire --print`.
 
 `import_sdk` loads such a package lazily instead: its `__init__` is not run, and a name it
@@ -36,7 +36,8 @@ def import_sdk(name: str) -> ModuleType:
 
 def import_names(names: Iterable[str]) -> bool:
     """Import each `module[:Name]` (an SDK's lazily imported resources, the types a first
-    request needs); False, and nothing more loaded, at the first that cannot be imported."""
+    request needs); stops with False at the first that cannot be imported (the request that
+    needs it reports why)."""
     for name in names:
         module_name, _, attribute = name.partition(":")
         try:
