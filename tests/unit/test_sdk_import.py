@@ -4,6 +4,7 @@ import, and the same names as an eager import (each case in a fresh interpreter)
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -100,7 +101,10 @@ def test_only_a_pure_reexport_init_is_loaded_lazily(tmp_path: Path) -> None:
         "from .beta.gamma import C\n"
         "__all__ = ['A', 'C']\n"
     )
-    assert _reexports(str(init)) == ({"A": "alpha", "B": "alpha", "C": "beta.gamma"}, ["A", "C"])
+    assert _reexports(str(init)) == (
+        {"A": ("alpha", "A"), "B": ("alpha", "B"), "C": ("beta.gamma", "C")},
+        ["A", "C"],
+    )
     for body in (
         "from .alpha import A\nX = 1\n",  # code besides the re-exports: run as usual
         "from .alpha import *\n",
@@ -156,3 +160,44 @@ def test_a_preload_leaves_no_sdk_module_for_the_first_request(kind: str) -> None
         )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_an_alias_a_dunder_all_and_an_init_with_code(tmp_path: Path) -> None:
+    """On a package of our own under a lazy root: `as` names resolve to the right object,
+    `import *` follows `__all__`, and a sub-package whose `__init__` has code runs it."""
+    types_dir = tmp_path / "fakesdk" / "types"
+    (types_dir / "eager").mkdir(parents=True)
+    (tmp_path / "fakesdk" / "__init__.py").write_text("")
+    (types_dir / "__init__.py").write_text(
+        "from .alpha import Thing as Alias, Other\nfrom .eager import Flag\n__all__ = ['Alias']\n"
+    )
+    (types_dir / "alpha.py").write_text("class Thing: ...\nclass Other: ...\nLOADED = True\n")
+    (types_dir / "eager" / "__init__.py").write_text("from .beta import Flag\nRAN = True\n")
+    (types_dir / "eager" / "beta.py").write_text("Flag = 'flag'\n")
+    code = """
+import sys
+from soulwire.llm import sdk_import
+sdk_import.LAZY_PACKAGES = ("fakesdk.types",)
+sdk_import._UNDER_ROOTS = ("fakesdk.types.",)
+types = sdk_import.import_sdk("fakesdk.types")
+assert type(types.__spec__.loader).__name__ == "_LazyPackage"
+assert "fakesdk.types.alpha" not in sys.modules
+from fakesdk.types.alpha import Thing
+assert types.Alias is Thing and types.Other.__name__ == "Other"
+assert types.Flag == "flag"
+eager = sys.modules["fakesdk.types.eager"]
+assert eager.RAN and type(eager.__spec__.loader).__name__ != "_LazyPackage"
+scope = {}
+exec("from fakesdk.types import *", scope)
+assert sorted(k for k in scope if not k.startswith("_")) == ["Alias"]
+print("{}")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+    )
+    assert done.returncode == 0, done.stderr

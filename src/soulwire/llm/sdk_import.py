@@ -49,9 +49,10 @@ def import_names(names: Iterable[str]) -> bool:
     return True
 
 
-def _reexports(init_path: str) -> tuple[dict[str, str], list[str] | None] | None:
-    """Name → module of each `from .module import Name [as Alias]` in an `__init__`, and its
-    `__all__` if it has one; None when it holds anything else (then it is run as usual)."""
+def _reexports(init_path: str) -> tuple[dict[str, tuple[str, str]], list[str] | None] | None:
+    """Bound name → (module, its name there) of each `from .module import Name [as Alias]` in
+    an `__init__`, and its `__all__` if it has one; None when it holds anything else (then it
+    is run as usual)."""
     import ast  # (here: the SDK's import is the only user)
 
     try:
@@ -59,7 +60,7 @@ def _reexports(init_path: str) -> tuple[dict[str, str], list[str] | None] | None
             tree = ast.parse(source.read(), init_path)
     except (OSError, SyntaxError, ValueError):
         return None
-    names: dict[str, str] = {}
+    names: dict[str, tuple[str, str]] = {}
     exported: list[str] | None = None
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
@@ -73,7 +74,7 @@ def _reexports(init_path: str) -> tuple[dict[str, str], list[str] | None] | None
             bound = alias.asname or alias.name
             if alias.name == "*" or bound == node.module.partition(".")[0]:
                 return None  # a name that a submodule's import would overwrite with the module
-            names[bound] = node.module
+            names[bound] = (node.module, alias.name)
     return names, exported
 
 
@@ -89,7 +90,7 @@ def _is_all(node: Any, ast: Any) -> bool:
 class _LazyPackage:
     """Loader of a re-export package: binds its names on first access instead of at import."""
 
-    def __init__(self, names: dict[str, str], exported: list[str] | None) -> None:
+    def __init__(self, names: dict[str, tuple[str, str]], exported: list[str] | None) -> None:
         self.names = names
         self.exported = exported
 
@@ -99,13 +100,13 @@ class _LazyPackage:
     def exec_module(self, module: ModuleType) -> None:
         names = self.names
         package = module.__name__
-
-        submodules = {source.partition(".")[0] for source in names.values()}
+        submodules = {source.partition(".")[0] for source, _ in names.values()}
 
         def __getattr__(attribute: str) -> Any:
-            source = names.get(attribute)
-            if source is not None:
-                value = getattr(importlib.import_module(f"{package}.{source}"), attribute)
+            found = names.get(attribute)
+            if found is not None:
+                source, name = found
+                value = getattr(importlib.import_module(f"{package}.{source}"), name)
             elif attribute in submodules:  # bound by the `__init__`'s imports when run eagerly
                 value = importlib.import_module(f"{package}.{attribute}")
             else:
