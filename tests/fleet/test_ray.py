@@ -163,3 +163,20 @@ async def test_by_default_one_worker_per_node_with_an_engine_per_cpu(lab: FleetL
     assert {r.status for r in results} == {"done"}, [r.reason for r in results]
     assert ray_backend.capacity == [2]  # the test cluster: one node of 2 CPUs, 2 engines
     assert len({r.node for r in results}) == 1
+
+
+def test_the_cli_on_a_local_cluster_of_its_own(lab: FleetLab) -> None:
+    """Without `--address` the command starts a cluster in its own process, with its node on
+    127.0.0.1 and Ray's token authentication on (its ports are open on every interface: the
+    token is what keeps other machines out)."""
+    lab.task("one", write_file("a.txt", "1\n"), "text: one", check="test -f a.txt")
+    lab.write_tasks()
+    env = {k: v for k, v in lab.env.items() if not k.startswith("RAY_")}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    command = [sys.executable, "-m", "soulwire", "fleet", "run", "tasks.jsonl", "-j", "1", "--backend", "ray"]
+    done = subprocess.run(command, cwd=lab.root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = fleet.read_results(lab.root / "tasks.results.jsonl")
+    assert (results["one"].status, results["one"].passed) == ("done", True)
+    assert (lab.root / "home" / ".ray" / "auth_token").is_file()  # Ray made the token it requires
+    assert "Token authentication is enabled" in done.stderr

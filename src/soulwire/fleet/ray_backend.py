@@ -216,7 +216,10 @@ class RayBackend:
             options: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
             if self.runtime_env:
                 options["runtime_env"] = self.runtime_env
-            if self.address is None:  # a local cluster of this process, on loopback only
+            # A local cluster of this process: its node on 127.0.0.1, though Ray opens its GCS
+            # and raylet ports on every interface; Ray's token auth (on by default for a new
+            # local cluster, the token in ~/.ray/auth_token) is what keeps others out.
+            if self.address is None:
                 options.update(_node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=self.num_cpus)
             else:
                 options["address"] = self.address
