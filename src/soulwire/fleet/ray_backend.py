@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import io
+import logging
 import os
 import sys
 import tarfile
@@ -40,6 +41,15 @@ def _ray() -> Any:
         return importlib.import_module("ray")
     except ImportError:
         raise RuntimeError("the Ray backend needs Ray: pip install 'soulwire[ray]'") from None
+
+
+class _NoSigtermNotice(logging.Filter):
+    """Drops Ray's "SIGTERM handler is not set" warning. The local cluster is started from a
+    worker thread (the progress display keeps running meanwhile), where Ray cannot install
+    its handler; the command handles its signals itself, so the line only worried people."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("SIGTERM handler is not set")
 
 
 def pack_workspace(source: Path, leave_out: Collection[str] = ()) -> bytes:
@@ -223,6 +233,9 @@ class RayBackend:
                 options.update(_node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=self.num_cpus)
             else:
                 options["address"] = self.address
+            worker_log = logging.getLogger("ray._private.worker")
+            if not any(isinstance(f, _NoSigtermNotice) for f in worker_log.filters):
+                worker_log.addFilter(_NoSigtermNotice())
             await asyncio.to_thread(lambda: ray.init(**options))
             self._owns_ray = True
         worker_class = ray.remote(FleetWorker)
