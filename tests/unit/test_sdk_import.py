@@ -109,6 +109,7 @@ def test_only_a_pure_reexport_init_is_loaded_lazily(tmp_path: Path) -> None:
         "from .alpha import A\nX = 1\n",  # code besides the re-exports: run as usual
         "from .alpha import *\n",
         "from .alpha import alpha\n",  # a name its submodule's import would rebind
+        "from .alpha import beta\nfrom .beta import B\n",  # another submodule's name
         "import os\n",
         "from . import alpha\n",
         "def broken(:\n",

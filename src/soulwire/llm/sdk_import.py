@@ -65,21 +65,24 @@ def _reexports(init_path: str) -> tuple[dict[str, tuple[str, str]], list[str] | 
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             continue
-        if isinstance(node, ast.Assign) and _is_all(node, ast):
+        if isinstance(node, ast.Assign) and _is_all(node):
             exported = [element.value for element in node.value.elts]  # type: ignore[attr-defined]
             continue
         if not (isinstance(node, ast.ImportFrom) and node.level == 1 and node.module):
             return None
         for alias in node.names:
-            bound = alias.asname or alias.name
-            if alias.name == "*" or bound == node.module.partition(".")[0]:
-                return None  # a name that a submodule's import would overwrite with the module
-            names[bound] = (node.module, alias.name)
+            if alias.name == "*":
+                return None
+            names[alias.asname or alias.name] = (node.module, alias.name)
+    if any(source.partition(".")[0] in names for source, _ in names.values()):
+        return None  # a name that a submodule's import would overwrite with the module
     return names, exported
 
 
-def _is_all(node: Any, ast: Any) -> bool:
+def _is_all(node: Any) -> bool:
     """`__all__ = [...]` of string literals (`node` an `ast.Assign`)."""
+    import ast
+
     return (
         [getattr(target, "id", None) for target in node.targets] == ["__all__"]
         and isinstance(node.value, ast.List | ast.Tuple)
