@@ -5,6 +5,8 @@ engine (spec §5.1, §7.1, §9)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -213,6 +215,35 @@ def test_tasks_survive_cancel_and_die_with_the_engine(engine, sandbox):
     assert wait_until_gone(duration) == []
     (runtime,) = (session_dir(sandbox) / "tasks").glob("*/runtime.json")
     assert json.loads(runtime.read_text())["status"] == "killed"
+
+
+def test_keep_alive_on_exit_leaves_a_command_running_after_the_engine(engine, sandbox):
+    """`[background] keep_alive_on_exit = true` (a reference key): the session's end leaves
+    its background commands running, the record says so, and the engine's watchdog (which
+    kills what tools left behind) lets them be."""
+    duration = unique_sleep()
+    sandbox.config_extra = {"background": {"keep_alive_on_exit": True}}
+    wire = engine(
+        call(
+            "bg", "Shell", {"command": f"sleep {duration}", "run_in_background": True, "description": "kept"}
+        ),
+        "text: started",
+        args=("--yolo",),
+    )
+    wire.initialize()
+    run_turn(wire, answer=None)
+    wait_until_running(duration)
+    assert wire.close() == 0
+    try:
+        time.sleep(0.5)  # (the watchdog acts within microseconds of the engine's exit)
+        assert processes_running(duration), "keep_alive_on_exit: the command must outlive the engine"
+        (runtime,) = (session_dir(sandbox) / "tasks").glob("*/runtime.json")
+        record = json.loads(runtime.read_text())
+        assert record["status"] == "running" and record["left_running_at"] > record["created_at"]
+    finally:
+        for pid in processes_running(duration):
+            os.kill(pid, signal.SIGKILL)
+    assert wait_until_gone(duration) == []
 
 
 def test_a_task_past_its_timeout_is_killed_and_reported(engine, sandbox):

@@ -82,3 +82,27 @@ def test_stream_json_input_does_not_wait_for_background_work(sandbox: Sandbox):
     assert out.returncode == 0, out.stderr
     assert time.monotonic() - started < 15
     assert not wait_until_gone(sleep)
+
+
+def test_keep_alive_on_exit_does_not_wait_and_leaves_the_command_running(sandbox: Sandbox):
+    """With `[background] keep_alive_on_exit = true` (a reference key) a one-shot run does
+    not wait for its background command: it ends, says on stderr what it left running and
+    where the output goes, and the command goes on to finish its work."""
+    sandbox.config_extra = {"background": {"keep_alive_on_exit": True}}
+    sandbox.scripts = [
+        background("while [ ! -e go ]; do sleep 0.02; done; echo later > kept.txt", "write kept.txt"),
+        "text: started it",
+    ]
+    out = soulwire(sandbox, "--print", "-p", "go", "--yolo", "--config-file", str(sandbox.config_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip().endswith("started it")
+    [line] = out.stderr.splitlines()
+    assert line.startswith("soulwire: left 1 background command running ([background] keep_alive_on_exit): ")
+    assert "(write kept.txt), output in " in line and line.endswith("output.log")
+    assert not (sandbox.work / "kept.txt").exists()
+    (sandbox.work / "go").touch()  # the engine has exited: only a command that outlived it writes
+    deadline = time.monotonic() + 10
+    while not (sandbox.work / "kept.txt").exists():
+        assert time.monotonic() < deadline, "the background command did not outlive the run"
+        time.sleep(0.02)
+    assert (sandbox.work / "kept.txt").read_text() == "later\n"

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.e2e.test_cli import soulwire
 from tests.e2e.test_shell_tool import processes_running, unique_sleep, wait_until_gone
 from tests.tool_calls import call, one_step_each, results, run_turn
 from tests.wire_client import Sandbox, WireProcess, payloads
@@ -239,6 +240,31 @@ def test_background_tasks_run_in_the_same_sandbox(engine, scene: Scene, mode):
         assert not (scene.outside / "bg.txt").exists()
     wire.close()
     assert wait_until_gone(marker) == []
+
+
+@needs_bwrap
+def test_a_background_command_kept_alive_stays_in_the_sandbox(scene: Scene):
+    """`[background] keep_alive_on_exit`: a sandboxed background command outlives the engine
+    (bubblewrap is not tied to it) and is as confined after the engine's exit as before."""
+    sandbox = scene.sandbox
+    sandbox.config_extra = {"background": {"keep_alive_on_exit": True}}
+    command = (
+        f"while [ ! -e go ]; do sleep 0.02; done; echo x > {scene.outside}/late.txt; echo later > kept.txt"
+    )
+    sandbox.scripts = [
+        call("bg1", "Shell", {"command": command, "run_in_background": True, "description": "kept"}),
+        "text: started it",
+    ]
+    config = ("--config-file", str(sandbox.config_path))
+    out = soulwire(sandbox, "--print", "-p", "go", "--yolo", "--sandbox", "workspace-write", *config)
+    assert out.returncode == 0, out.stderr
+    assert "left 1 background command running" in out.stderr
+    (sandbox.work / "go").touch()  # the engine has exited
+    deadline = time.monotonic() + 10
+    while not (sandbox.work / "kept.txt").exists():
+        assert time.monotonic() < deadline, "the sandboxed command did not outlive the engine"
+        time.sleep(0.02)
+    assert not (scene.outside / "late.txt").exists()
 
 
 @needs_bwrap

@@ -87,8 +87,9 @@ class LoopControl(_Section):
 
 
 class BackgroundConfig(_Section):
-    """`[background]`: limits of background tasks (spec §8.2); the other reference keys are
-    accepted and ignored."""
+    """`[background]`: limits of background tasks (spec §8.2); the reference's keys for its
+    worker processes (heartbeats, polling) are accepted and ignored: ours are watched in the
+    engine itself."""
 
     max_running_tasks: int = Field(default=4, ge=BACKGROUND_MINIMUMS["max_running_tasks"])
     read_max_bytes: int = Field(default=30_000, ge=BACKGROUND_MINIMUMS["read_max_bytes"])
@@ -97,6 +98,9 @@ class BackgroundConfig(_Section):
     kill_grace_period_ms: int = Field(default=2_000, ge=BACKGROUND_MINIMUMS["kill_grace_period_ms"])
     print_wait_ceiling_s: int = Field(default=3_600, ge=1)
     """The longest `--print` waits, after its prompt, for background tasks still at work."""
+    keep_alive_on_exit: bool = False
+    """Background commands outlive the session: its end (and `--print`'s) leaves them running
+    instead of stopping them. Background agents run inside the engine and still end with it."""
 
 
 class ServiceConfig(_Section):

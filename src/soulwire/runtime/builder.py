@@ -440,5 +440,6 @@ def _background_tasks(config: Config, session: SessionHandle) -> BackgroundTasks
         notification_tail_lines=section.notification_tail_lines,
         notification_tail_chars=section.notification_tail_chars,
         kill_grace_s=section.kill_grace_period_ms / 1000,
+        keep_alive_on_exit=section.keep_alive_on_exit,
     )
     return BackgroundTasks(session.store.dir / "tasks", limits)

@@ -158,12 +158,13 @@ def collect_groups() -> set[int]:
     return mine
 
 
-def tie_to_engine(pgid: int) -> None:
+def tie_to_engine(pgid: int, *, watchdog: bool = True) -> None:
     """Make sure the process group `pgid` (a tool process started with `start_new_session`)
-    is SIGKILLed if the engine dies before it ends."""
+    is SIGKILLed if the engine dies before it ends. `watchdog=False`: a group meant to
+    outlive the engine (`keep_alive_on_exit`) is only named to the enclosing tool calls."""
     for groups in _collectors.get():
         groups.add(pgid)
-    if _watchdog is not None:
+    if watchdog and _watchdog is not None:
         _watchdog.watch(pgid)
 
 

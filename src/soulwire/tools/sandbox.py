@@ -216,14 +216,19 @@ class SandboxPolicy:
         return BOUNDARY_READ_ONLY if self.mode == "read-only" else BOUNDARY_WRITE_OUTSIDE
 
     # -- the process side (Shell) ---------------------------------------------------
-    def command_argv(self, argv: Sequence[str], *, cwd: Path, escape: Escape | None = None) -> list[str]:
+    def command_argv(
+        self, argv: Sequence[str], *, cwd: Path, escape: Escape | None = None, outlive_engine: bool = False
+    ) -> list[str]:
         """`argv` as it runs in this sandbox (unchanged when the sandbox is off or the
-        command was approved to leave it entirely)."""
+        command was approved to leave it entirely). `outlive_engine`: a background command
+        `keep_alive_on_exit` leaves running, still confined, when the engine exits."""
         if not self.active or escape == "full":
             return list(argv)
         # Namespaces that confine: user (when unprivileged), PID (everything dies with the
         # call), IPC, and network unless allowed. UTS and cgroup ones would only cost time.
-        out = [self.bwrap, "--unshare-user-try", "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
+        out = [self.bwrap, "--unshare-user-try", "--unshare-pid", "--unshare-ipc"]
+        if not outlive_engine:
+            out.append("--die-with-parent")
         if not (self.network or escape == "network"):
             out.append("--unshare-net")
         out += ["--ro-bind", "/", "/"] if escape != "write" else ["--bind", "/", "/"]

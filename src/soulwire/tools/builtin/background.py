@@ -54,6 +54,8 @@ class BackgroundLimits(NamedTuple):
     notification_tail_lines: int = 20
     notification_tail_chars: int = 3_000
     kill_grace_s: float = 2.0
+    keep_alive_on_exit: bool = False
+    """Commands still running when the session ends are left running (jobs still end)."""
 
 
 @dataclass(eq=False)  # compared by identity (and cheaper to define)
@@ -238,7 +240,8 @@ class BackgroundTasks:
                 "created_at": task.created_at,
             },
         )
-        ready_to_tie()
+        if not self.limits.keep_alive_on_exit:
+            ready_to_tie()
         with open(task.output_path, "ab") as output:
             process = subprocess.Popen(
                 argv,
@@ -249,7 +252,8 @@ class BackgroundTasks:
                 env=env,
                 start_new_session=True,
             )
-        tie_to_engine(process.pid)
+        # Left running at the end on purpose: then the engine's watchdog must not kill it.
+        tie_to_engine(process.pid, watchdog=not self.limits.keep_alive_on_exit)
         task.pgid = process.pid
         self._tasks[task_id] = task
         _write_json(task_dir / RUNTIME_FILE, task.record())
@@ -415,10 +419,24 @@ class BackgroundTasks:
                 await anyio.sleep(_POLL_S)
         signal_group(pgid, signal.SIGKILL)
 
+    def outliving(self) -> list[BackgroundTask]:
+        """The running tasks the session's end leaves running (`keep_alive_on_exit`)."""
+        if not self.limits.keep_alive_on_exit:
+            return []
+        return [t for t in self.running() if t.scope is None]
+
+    def ending_with_session(self) -> list[BackgroundTask]:
+        """The running tasks the session's end stops (all of them, unless some outlive it)."""
+        kept = self.outliving()
+        return [t for t in self.running() if t not in kept]
+
     def _stopping(self, reason: str) -> list[int]:
         """Mark the session's end; the process groups still to kill."""
         self._closed = True
-        tasks = list(self._tasks.values())
+        kept = self.outliving()
+        for task in kept:  # its record says so: no watcher will write its end
+            _write_json(task.dir / RUNTIME_FILE, {**task.record(), "left_running_at": time.time()})
+        tasks = [t for t in self._tasks.values() if t not in kept]
         for task in tasks:
             if task.active:
                 task.stop_reason = reason
@@ -437,9 +455,11 @@ class BackgroundTasks:
                 await anyio.sleep(_POLL_S)
         for pgid in groups:
             signal_group(pgid, signal.SIGKILL)
+        kept = set(self.outliving())
         with anyio.move_on_after(1.0):  # the watchers write the final status
             for task in list(self._tasks.values()):
-                await task.ended.wait()
+                if task not in kept:
+                    await task.ended.wait()
 
     def close(self, reason: str = "Session ended") -> None:
         """The last resort, outside any event loop: kill what is left, boundedly."""

@@ -110,7 +110,12 @@ _SANDBOX_SYMPTOMS = (
 
 
 def sandboxed_command(
-    policy: SandboxPolicy | None, command: str, *, cwd: Path, escape: Escape | None = None
+    policy: SandboxPolicy | None,
+    command: str,
+    *,
+    cwd: Path,
+    escape: Escape | None = None,
+    outlive_engine: bool = False,
 ) -> tuple[list[str], dict[str, str] | None]:
     """The argv and environment `command` really runs with: wrapped in the session's
     sandbox, if any. The one place where Shell's commands (foreground and background) meet
@@ -118,7 +123,8 @@ def sandboxed_command(
     argv, env = [_bash(), "-c", command], _environment()
     if policy is None:
         return argv, env
-    return policy.command_argv(argv, cwd=cwd, escape=escape), policy.command_env(env, escape=escape)
+    wrapped = policy.command_argv(argv, cwd=cwd, escape=escape, outlive_engine=outlive_engine)
+    return wrapped, policy.command_env(env, escape=escape)
 
 
 def _sandbox_hint(ctx: ToolContext, escape: Escape | None, output: str) -> list[str]:
@@ -239,7 +245,10 @@ class Shell(TypedTool[ShellParams]):
         )
         if refusal is not None:
             return refusal
-        argv, env = sandboxed_command(ctx.sandbox, command, cwd=ctx.work_dir, escape=escape)
+        outlive = self._tasks.limits.keep_alive_on_exit  # (then bubblewrap is not tied to the engine)
+        argv, env = sandboxed_command(
+            ctx.sandbox, command, cwd=ctx.work_dir, escape=escape, outlive_engine=outlive
+        )
         try:
             task = self._tasks.start(
                 command,

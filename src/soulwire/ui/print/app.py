@@ -257,6 +257,12 @@ async def _run_prompts(
         if problem is not None:
             printer.finish()
             return _failed(printer, "background_timeout", problem, EXIT_FAILED)
+    if tasks is not None and (kept := tasks.outliving()):
+        # `keep_alive_on_exit`: the person is told what goes on without the engine, and where
+        # its output goes (the session's end does not stop it).
+        listed = "; ".join(f"{t.id} ({t.description}), output in {t.output_path}" for t in kept)
+        count = f"{len(kept)} background command{'s' if len(kept) > 1 else ''}"
+        sys.stderr.write(f"soulwire: left {count} running ([background] keep_alive_on_exit): {listed}\n")
     printer.finish()
     return EXIT_OK
 

@@ -35,25 +35,25 @@ async def wait_for_background(
     ended. The wait lasts at most the longest time limit among the tasks running when it
     starts, and never more than `ceiling_s`. Returns None, or, when it ran out and tasks had
     to be stopped, what to tell the person (the run did not finish its work)."""
-    running = tasks.running()
+    running = tasks.ending_with_session()  # (not the commands `keep_alive_on_exit` leaves running)
     cap = min(max((t.timeout_s for t in running), default=ceiling_s), ceiling_s)
     deadline = anyio.current_time() + cap
     while True:
         if tasks.has_notices:  # checked before the clock: a result that came in is not lost
             await _turn_or_drop(tasks, run_turn, TASKS_ENDED)
             continue
-        if not tasks.running():
+        if not tasks.ending_with_session():
             return None
         remaining = deadline - anyio.current_time()
         if remaining <= 0:
             break
         with anyio.move_on_after(remaining):
             await tasks.wait_for_an_end()
-    stuck = tasks.running()
+    stuck = tasks.ending_with_session()
     for task in stuck:
         tasks.request_stop(task, f"--print stopped waiting after {cap}s")
     with anyio.move_on_after(tasks.limits.kill_grace_s + 1):
-        while tasks.running():
+        while any(t.active for t in stuck):
             await tasks.wait_for_an_end()
     lines = [
         f"  - {t.id}: {t.description} ({'stopped' if not t.active else 'still stopping'})" for t in stuck
