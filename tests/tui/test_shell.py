@@ -540,3 +540,34 @@ def test_skills_are_in_the_command_list_and_complete_with_tab(tmux_shell: Shell)
     shell.type("/help")
     shell.keys("Enter")
     shell.wait_for(r"/skill:tidy-imports")
+
+
+def test_leaving_names_the_background_tasks_it_stops_or_leaves_running(tmux_shell: Shell):
+    """Ctrl-D with a background command still at work: the shell says which tasks end with
+    the session (they are stopped), or, with `[background] keep_alive_on_exit`, which it leaves
+    running and where their output goes (they go on)."""
+    for keep_alive, marker in ((False, "sleep 4331"), (True, "sleep 4332")):
+        shell = tmux_shell(
+            tool_call("b1", "Shell", command=marker, run_in_background=True, description="dev server"),
+            "text: it runs in the background",
+            background={"keep_alive_on_exit": keep_alive},
+        )
+        shell.start("--yolo")
+        shell.ready()
+        shell.type("start the server")
+        shell.keys("Enter")
+        shell.wait_for(r"it runs in the background")
+        wait_for_file(lambda m=marker: _running(m), "the background command running")
+        shell.keys("C-d")
+        screen = shell.wait_for(r"^EXIT=0$")
+        if keep_alive:
+            assert "Left 1 background task running ([background] keep_alive_on_exit):" in screen
+            assert f"dev server  (output: {shell.sandbox.share}" in screen.replace("\n", "")
+            try:
+                assert _running(marker), "keep_alive_on_exit: the command must outlive the shell"
+            finally:
+                subprocess.run(["pkill", "-f", marker], check=False)
+        else:
+            assert "Stopping 1 background task as the session ends:" in screen
+            assert "  dev server" in screen.split("as the session ends:")[1]
+            wait_for_file(lambda m=marker: not _running(m), "the command stopped", timeout=5)

@@ -364,11 +364,31 @@ class ShellApp(Keys):
             return
         for unsubscribe in self._unsubscribe:
             unsubscribe()
+        self._tell_of_background_tasks(runtime)
         with anyio.CancelScope(shield=True):
             try:
                 await runtime.stop()
             finally:
                 runtime.close(exit_ok=True)
+
+    def _tell_of_background_tasks(self, runtime: Runtime) -> None:
+        """The session ends (exit, or another session): name the background tasks that end
+        with it, and those `[background] keep_alive_on_exit` leaves running, with where their
+        output goes. Without this a dev server started in the background vanished unsaid."""
+        tasks = runtime.tasks
+        if tasks is None:
+            return
+        stopping, kept = tasks.ending_with_session(), tasks.outliving()
+        lines: list[str] = []
+        if stopping:
+            lines.append(f"Stopping {_tasks_count(len(stopping))} as the session ends:")
+            lines += [f"  {t.id}  {t.description}" for t in stopping]
+        if kept:
+            lines.append(f"Left {_tasks_count(len(kept))} running ([background] keep_alive_on_exit):")
+            lines += [f"  {t.id}  {t.description}  (output: {t.output_path})" for t in kept]
+        if lines:  # not wrapped here: a path the terminal soft-wraps still copies as one line
+            width = max(self.screen.width(), *(len(line) for line in lines))
+            self.screen.write(self.screen.ansi(_dim("\n".join(lines)), width=width))
 
     def _show_history(self, runtime: Runtime) -> None:
         from soulwire.wire.messages import TurnBegin, parse_envelope
@@ -472,6 +492,10 @@ def _dim(text: str) -> Any:
     from rich.text import Text
 
     return Text(text, style="dim")
+
+
+def _tasks_count(count: int) -> str:
+    return f"{count} background task{'s' if count > 1 else ''}"
 
 
 def _count(tokens: int) -> str:
