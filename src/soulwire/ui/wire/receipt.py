@@ -50,7 +50,7 @@ def snapshot(runtime: Runtime) -> Snapshot:
 
 async def receipt(before: Snapshot, runtime: Runtime) -> dict[str, Any]:
     """The receipt, once the turn has ended (call after it has)."""
-    background = runtime.tasks.list(active_only=True, limit=1000) if runtime.tasks else []
+    background = runtime.tasks.running() if runtime.tasks else []
     kept = {t.pgid for t in background if t.pgid is not None}
     candidates = before.groups - kept
     with anyio.move_on_after(GRACE_S):
