@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.e2e.test_shell_tool import processes_running, unique_sleep, wait_until_gone
 from tests.tool_calls import approve, call, one_step_each, requests, results, run_turn
 from tests.wire_client import Sandbox, WireProcess, event_types, payloads
@@ -217,10 +218,11 @@ def test_tasks_survive_cancel_and_die_with_the_engine(engine, sandbox):
     assert json.loads(runtime.read_text())["status"] == "killed"
 
 
-def test_keep_alive_on_exit_leaves_a_command_running_after_the_engine(engine, sandbox):
+@pytest.mark.parametrize("end", ["eof", "sigkill"])
+def test_keep_alive_on_exit_leaves_a_command_running_after_the_engine(engine, sandbox, end):
     """`[background] keep_alive_on_exit = true` (a reference key): the session's end leaves
     its background commands running, the record says so, and the engine's watchdog (which
-    kills what tools left behind) lets them be."""
+    kills what tools left behind, also when the engine is SIGKILLed) lets them be."""
     duration = unique_sleep()
     sandbox.config_extra = {"background": {"keep_alive_on_exit": True}}
     wire = engine(
@@ -233,13 +235,19 @@ def test_keep_alive_on_exit_leaves_a_command_running_after_the_engine(engine, sa
     wire.initialize()
     run_turn(wire, answer=None)
     wait_until_running(duration)
-    assert wire.close() == 0
+    if end == "eof":
+        assert wire.close() == 0
+    else:
+        wire.proc.kill()
+        wire.proc.wait()
     try:
         time.sleep(0.5)  # (the watchdog acts within microseconds of the engine's exit)
         assert processes_running(duration), "keep_alive_on_exit: the command must outlive the engine"
         (runtime,) = (session_dir(sandbox) / "tasks").glob("*/runtime.json")
         record = json.loads(runtime.read_text())
-        assert record["status"] == "running" and record["left_running_at"] > record["created_at"]
+        assert record["status"] == "running"
+        if end == "eof":  # (a SIGKILLed engine writes nothing more)
+            assert record["left_running_at"] > record["created_at"]
     finally:
         for pid in processes_running(duration):
             os.kill(pid, signal.SIGKILL)
