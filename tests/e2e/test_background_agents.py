@@ -71,8 +71,11 @@ def fake_llm(answer: Callable[[dict[str, Any], bool], Reply]) -> Iterator[tuple[
         server.server_close()
 
 
-def start_engine(root: Path, base_url: str, more_models: dict[str, str] | None = None) -> WireProcess:
-    """The engine on the fake server; `more_models`: alias → model name, besides `m`."""
+def start_engine(
+    root: Path, base_url: str, more_models: dict[str, str] | None = None, **more_config: Any
+) -> WireProcess:
+    """The engine on the fake server; `more_models`: alias → model name, besides `m`;
+    `more_config`: more top-level configuration sections."""
     (root / "work").mkdir(parents=True, exist_ok=True)
     models = {"m": "test-model", **(more_models or {})}
     config = {
@@ -82,6 +85,7 @@ def start_engine(root: Path, base_url: str, more_models: dict[str, str] | None =
             for alias, name in models.items()
         },
         "providers": {"p": {"type": "openai_legacy", "base_url": base_url, "api_key": "sk-test"}},
+        **more_config,
     }
     (root / "config.json").write_text(json.dumps(config))
     argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(root / "config.json")]
@@ -231,3 +235,33 @@ def test_a_subagent_runs_on_the_model_it_is_given_and_keeps_it_when_resumed(tmp_
     assert subs == ["small-model", "small-model"] and set(parents) == {"test-model"}
     [meta_file] = (tmp_path / ".soulwire" / "sessions").rglob("subagents/*/meta.json")
     assert json.loads(meta_file.read_text())["model"] == "small"
+
+
+def test_agent_task_timeout_s_is_the_time_limit_of_a_background_subagent(tmp_path: Path):
+    """`[background] agent_task_timeout_s` (a reference key; default 900 s): the time limit of a
+    background sub-agent started without its own `timeout`; one with a `timeout` keeps it."""
+
+    def answer(body: dict[str, Any], sub: bool) -> Reply:
+        if sub:
+            return {"text": SUB_ANSWER}
+        step = parent_steps(body)
+        if step == 0:
+            return agent_call()
+        if step == 1:
+            return {"call": ("a2", "Agent", {**agent_call()["call"][2], "timeout": 300})}
+        return {"text": "parent done"}
+
+    with fake_llm(answer) as (url, _):
+        wire = start_engine(tmp_path, url, background={"agent_task_timeout_s": 120})
+        try:
+            messages, result = run_turn(wire)
+        finally:
+            wire.close()
+    assert result == {"status": "finished"}
+    found = results(messages)
+    limits = {}
+    for call_id in ("a1", "a2"):
+        task_id = found[call_id]["output"].splitlines()[0].removeprefix("task_id: ")
+        session = next((tmp_path / ".soulwire" / "sessions").rglob("s-1"))
+        limits[call_id] = json.loads((session / "tasks" / task_id / "spec.json").read_text())["timeout_s"]
+    assert limits == {"a1": 120, "a2": 300}

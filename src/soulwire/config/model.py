@@ -96,8 +96,10 @@ class BackgroundConfig(_Section):
     notification_tail_lines: int = Field(default=20, ge=BACKGROUND_MINIMUMS["notification_tail_lines"])
     notification_tail_chars: int = Field(default=3_000, ge=BACKGROUND_MINIMUMS["notification_tail_chars"])
     kill_grace_period_ms: int = Field(default=2_000, ge=BACKGROUND_MINIMUMS["kill_grace_period_ms"])
-    print_wait_ceiling_s: int = Field(default=3_600, ge=1)
+    print_wait_ceiling_s: int = Field(default=3_600, ge=BACKGROUND_MINIMUMS["print_wait_ceiling_s"])
     """The longest `--print` waits, after its prompt, for background tasks still at work."""
+    agent_task_timeout_s: int = Field(default=900, ge=BACKGROUND_MINIMUMS["agent_task_timeout_s"])
+    """How long a background sub-agent started without its own `timeout` may run."""
     keep_alive_on_exit: bool = False
     """Background commands outlive the session: its end (and `--print`'s) leaves them running
     instead of stopping them. Background agents run inside the engine and still end with it."""

@@ -32,6 +32,8 @@ BACKGROUND_MINIMUMS = {
     "notification_tail_lines": 0,
     "notification_tail_chars": 0,
     "kill_grace_period_ms": 0,
+    "print_wait_ceiling_s": 1,
+    "agent_task_timeout_s": 60,
 }
 HOOK_TIMEOUT_RANGE = (1, 600)
 SCRIPTED_PROVIDER = "_scripted_echo"
@@ -148,7 +150,10 @@ _LOOP_CONTROL: dict[str, Check] = {
     "max_steps_per_run": _integer(LOOP_CONTROL_MINIMUMS["max_steps_per_turn"]),  # the reference's old name
     "compaction_trigger_ratio": _number(*COMPACTION_RATIO_RANGE),
 }
-_BACKGROUND: dict[str, Check] = {name: _integer(minimum) for name, minimum in BACKGROUND_MINIMUMS.items()}
+_BACKGROUND: dict[str, Check] = {
+    **{name: _integer(minimum) for name, minimum in BACKGROUND_MINIMUMS.items()},
+    "keep_alive_on_exit": _boolean,
+}
 _HOOK: dict[str, Check] = {
     "event": _hook_event,
     "command": _non_empty_string,

@@ -50,8 +50,8 @@ READ_ONLY_TOOLS = frozenset({"ReadFile", "ReadMediaFile", "Glob", "Grep", "Searc
 # Tools a sub-agent never gets: it cannot start sub-agents, ask the user or switch plan mode.
 PARENT_ONLY_TOOLS = frozenset({"Agent", "AskUserQuestion", "EnterPlanMode", "ExitPlanMode"})
 BACKGROUND_TIMEOUT_S = 900
-"""A background sub-agent without `timeout` is stopped after this long (the reference's
-`agent_task_timeout_s`)."""
+"""A background sub-agent without `timeout` is stopped after this long, unless the
+configuration says otherwise (`[background] agent_task_timeout_s`, the reference's key)."""
 BRIEF_SUMMARY_CHARS = 200
 """A final answer shorter than this gets one follow-up asking for a fuller summary (as the
 reference does: 85 characters are re-asked, 200 are not)."""
@@ -179,9 +179,11 @@ class AgentTool(TypedTool[AgentParams]):
         protocol_version: str,
         jobs: BackgroundJobs | None = None,
         models: ModelOfAlias | None = None,
+        background_timeout_s: int = BACKGROUND_TIMEOUT_S,
     ) -> None:
         self._jobs = jobs
         """Where `run_in_background` sub-agents run (the session's background tasks)."""
+        self._background_timeout_s = background_timeout_s
         self._models = models
         """The model of a `model` alias (None: only the parent's own alias is known)."""
         self._soul = soul
@@ -241,7 +243,7 @@ class AgentTool(TypedTool[AgentParams]):
                 job,
                 kind="agent",
                 description=params.description.strip(),
-                timeout_s=params.timeout or BACKGROUND_TIMEOUT_S,
+                timeout_s=params.timeout or self._background_timeout_s,
                 tool_call_id=call_id,
             )
         except Exception as exc:  # too many tasks, or no running session

@@ -305,7 +305,13 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     tasks = _background_tasks(config, session)
     soul.background = tasks
     agent_tool = AgentTool(
-        soul, broker, session.store.dir, PROTOCOL_VERSION, jobs=tasks, models=_models_of(config, options)
+        soul,
+        broker,
+        session.store.dir,
+        PROTOCOL_VERSION,
+        jobs=tasks,
+        models=_models_of(config, options),
+        background_timeout_s=config.background.agent_task_timeout_s,
     )
     tools: list[Tool] = [
         agent_tool,
