@@ -558,6 +558,7 @@ def test_leaving_names_the_background_tasks_it_stops_or_leaves_running(tmux_shel
         shell.keys("Enter")
         shell.wait_for(r"it runs in the background")
         wait_for_file(lambda m=marker: _running(m), "the background command running")
+        shell.wait_until(lambda s: "Working" not in s, "the turn's end")
         shell.keys("C-d")
         screen = shell.wait_for(r"^EXIT=0$")
         if keep_alive:
@@ -571,3 +572,34 @@ def test_leaving_names_the_background_tasks_it_stops_or_leaves_running(tmux_shel
             assert "Stopping 1 background task as the session ends:" in screen
             assert "  dev server" in screen.split("as the session ends:")[1]
             wait_for_file(lambda m=marker: not _running(m), "the command stopped", timeout=5)
+
+
+def _editor_script(path: Path, text: str) -> Path:
+    """An 'editor' that appends `text` and the arguments it was given before the file to it."""
+    path.write_text(f'#!/bin/sh\nfor last; do :; done\nprintf "%s" " {text} ($*)" >> "$last"\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_ctrl_x_ctrl_e_composes_in_the_external_editor_and_default_editor_wins(
+    tmux_shell: Shell, tmp_path: Path
+):
+    """Ctrl-X Ctrl-E opens the message in `$EDITOR`; `default_editor` (a reference key, a
+    command line) is used instead when it is set."""
+    env_editor = _editor_script(tmp_path / "env-editor", "from EDITOR")
+    configured = _editor_script(tmp_path / "configured-editor", "from default_editor")
+    for config in ({}, {"default_editor": f"{configured} --wait"}):
+        shell = tmux_shell("text: received", **config)
+        shell.start(env={"EDITOR": str(env_editor)})
+        shell.ready()
+        shell.type("draft")
+        shell.keys("C-x", "C-e")
+        shell.wait_for(r"draft from default_editor \(--wait " if config else r"draft from EDITOR \(")
+        shell.keys("Enter")
+        shell.wait_for(r"^received\s*$")
+        shell.wait_until(lambda s: "Working" not in s, "the turn's end")
+        shell.keys("C-d")
+        shell.wait_for(r"^EXIT=0$")
+    sent = sorted(user_inputs(shell.sandbox.share))  # (both sessions: the one share dir of tmp_path)
+    assert [text.split(" (")[0] for text in sent] == ["draft from EDITOR", "draft from default_editor"]
+    assert sent[1].startswith("draft from default_editor (--wait /")  # its arguments, then the file

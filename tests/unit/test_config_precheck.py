@@ -57,6 +57,7 @@ BROKEN = [
     ("loop_control.compaction_trigger_ratio", 1.5),
     ("background.max_running_tasks", 0),
     ("background.kill_grace_period_ms", -1),
+    ("default_editor", ["vim"]),
     ("background.print_wait_ceiling_s", 0),
     ("background.agent_task_timeout_s", 59),
     ("background.keep_alive_on_exit", "maybe"),

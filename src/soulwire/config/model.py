@@ -150,6 +150,9 @@ class Config(_Section):
     default_plan_mode: StrictBool = False
     """Start sessions in plan mode (`--plan`)."""
     skip_afk_prompt_injection: StrictBool = False
+    default_editor: str = ""
+    """The terminal UI's external editor (Ctrl-X Ctrl-E), as a command line (`code --wait`);
+    empty: `$VISUAL`, then `$EDITOR`."""
     telemetry: StrictBool = True
     extra_skill_dirs: list[str] = Field(default_factory=list)
     """More skill directories, besides `--skills-dir`."""

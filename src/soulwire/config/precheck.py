@@ -120,6 +120,7 @@ _TOP: dict[str, Check] = {
     "default_yolo": _boolean,
     "default_plan_mode": _boolean,
     "skip_afk_prompt_injection": _boolean,
+    "default_editor": _string,
     "telemetry": _boolean,
     "extra_skill_dirs": _strings,
     "providers": _table,

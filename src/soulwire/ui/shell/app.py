@@ -6,6 +6,7 @@ and questions open a picker above the input line. Finished blocks go to the scro
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -328,6 +329,10 @@ class ShellApp(Keys):
             return False
         self.options = options
         self.runtime = runtime
+        if runtime.config.default_editor:
+            # prompt_toolkit's Ctrl-X Ctrl-E runs `$VISUAL` first: the configured editor wins
+            # over the environment's, as in the reference.
+            os.environ["VISUAL"] = runtime.config.default_editor
         self.view.status.plan_mode = runtime.plan.enabled
         runtime.attach_client(self)
         runtime.apply_client(supports_question=True, supports_plan_mode=True, hook_subscriptions=[])
