@@ -4,6 +4,7 @@ scripted offline model, keys in, screen out."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -603,3 +604,23 @@ def test_ctrl_x_ctrl_e_composes_in_the_external_editor_and_default_editor_wins(
     sent = sorted(user_inputs(shell.sandbox.share))  # (both sessions: the one share dir of tmp_path)
     assert [text.split(" (")[0] for text in sent] == ["draft from EDITOR", "draft from default_editor"]
     assert sent[1].startswith("draft from default_editor (--wait /")  # its arguments, then the file
+
+
+def test_show_thinking_stream_false_shows_one_line_instead_of_the_thinking(tmux_shell: Shell):
+    """`show_thinking_stream = false` (a reference key): the thinking's text is not shown, one
+    line says how long the model thought; the answer is shown as always."""
+    shell = tmux_shell("think: a secret line of reasoning\ntext: The answer.", show_thinking_stream=False)
+    shell.start()
+    shell.ready()
+    shell.type("hi")
+    shell.keys("Enter")
+    screen = shell.wait_for(r"The answer\.")
+    assert re.search(r"∴ Thought for \d+\.\ds \(\d+ characters\)", screen), screen
+    assert "secret line of reasoning" not in screen and "∴ Thinking" not in screen
+    assert "secret line of reasoning" in json.dumps(wire_records(shell.sandbox.share))  # still recorded
+    shell.wait_until(lambda s: "Working" not in s, "the turn's end")
+    shell.keys("C-d")
+    shell.wait_for("^EXIT=0$")
+    shell.start("--continue")  # the earlier turn shown again: the same line, without a duration
+    screen = shell.wait_for(r"end of the earlier conversation")
+    assert re.search(r"∴ Thought \(\d+ characters\)", screen) and "secret line" not in screen

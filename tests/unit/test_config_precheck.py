@@ -58,6 +58,7 @@ BROKEN = [
     ("background.max_running_tasks", 0),
     ("background.kill_grace_period_ms", -1),
     ("default_editor", ["vim"]),
+    ("show_thinking_stream", "no"),
     ("background.print_wait_ceiling_s", 0),
     ("background.agent_task_timeout_s", 59),
     ("background.keep_alive_on_exit", "maybe"),

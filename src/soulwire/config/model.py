@@ -150,6 +150,9 @@ class Config(_Section):
     default_plan_mode: StrictBool = False
     """Start sessions in plan mode (`--plan`)."""
     skip_afk_prompt_injection: StrictBool = False
+    show_thinking_stream: StrictBool = True
+    """The terminal UI shows the model's thinking as it streams; false: a `Thinking…` indicator,
+    then one line saying how long it thought."""
     default_editor: str = ""
     """The terminal UI's external editor (Ctrl-X Ctrl-E), as a command line (`code --wait`);
     empty: `$VISUAL`, then `$EDITOR`."""

@@ -121,6 +121,7 @@ _TOP: dict[str, Check] = {
     "default_plan_mode": _boolean,
     "skip_afk_prompt_injection": _boolean,
     "default_editor": _string,
+    "show_thinking_stream": _boolean,
     "telemetry": _boolean,
     "extra_skill_dirs": _strings,
     "providers": _table,

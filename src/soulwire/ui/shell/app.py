@@ -329,6 +329,7 @@ class ShellApp(Keys):
             return False
         self.options = options
         self.runtime = runtime
+        self.view.show_thinking = runtime.config.show_thinking_stream
         if runtime.config.default_editor:
             # prompt_toolkit's Ctrl-X Ctrl-E runs `$VISUAL` first: the configured editor wins
             # over the environment's, as in the reference.
@@ -410,15 +411,19 @@ class ShellApp(Keys):
         self.view.note(
             f"── resumed session {runtime.session.id}: last {len(shown)} of {len(turns)} turns ──", "dim"
         )
-        for turn in shown:
-            for message in turn:
-                if isinstance(message, TurnBegin):
-                    self.view.replay_user(message)
-                elif isinstance(message, TextPart | ThinkPart):
-                    self.view.on_raw(message)
-                else:
-                    self.view.on_merged(message)
-            self.view.end_run()
+        self.view.replaying = True
+        try:
+            for turn in shown:
+                for message in turn:
+                    if isinstance(message, TurnBegin):
+                        self.view.replay_user(message)
+                    elif isinstance(message, TextPart | ThinkPart):
+                        self.view.on_raw(message)
+                    else:
+                        self.view.on_merged(message)
+                self.view.end_run()
+        finally:
+            self.view.replaying = False
         self.view.note("── end of the earlier conversation ──", "dim")
 
     # -- the engine's requests (ClientChannel) ----------------------------------

@@ -85,6 +85,7 @@ class PlainShell:
             sys.stderr.write(f"soulwire: error: {exc}\n")
             return 2
         startup_finished()
+        self.view.show_thinking = runtime.config.show_thinking_stream
         runtime.attach_client(self)
         runtime.apply_client(supports_question=True, supports_plan_mode=True, hook_subscriptions=[])
         runtime.bus.subscribe(self.view.on_raw)

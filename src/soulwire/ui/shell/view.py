@@ -108,6 +108,12 @@ class ConversationView:
         self._spinners: dict[str, Any] = {}
         self._gapped = False
         self._unfinished: list[RunningTool] = []
+        self.show_thinking = True
+        """`show_thinking_stream` (config): False shows the label and, once the thinking ends,
+        one line of how long it was instead of its text."""
+        self._thought: tuple[float, int] | None = None  # (started, characters) while hidden
+        self.replaying = False
+        """Showing an earlier conversation (resume): how long a thinking took is not known."""
 
     # -- event sinks ------------------------------------------------------------
     def on_raw(self, message: WireModel) -> None:
@@ -187,15 +193,27 @@ class ConversationView:
             self.end_run()
             self._kind = kind
             self.gap()
-            if kind == "think":
+            if kind == "think" and not self.show_thinking:
+                self._thought = (time.monotonic(), 0)
+            elif kind == "think":
                 self.print(Text("∴ Thinking", style="dim italic bold"))
                 self._gapped = True  # its first paragraph follows right under the label
+        if kind == "think" and self._thought is not None:
+            self._thought = (self._thought[0], self._thought[1] + len(text))
+            return
         for block in self._splitter.feed(text):
             self._print_block(kind, block)
 
     def end_run(self) -> None:
         """The streamed run is over: print what is left of it."""
         if self._kind is None:
+            return
+        if self._thought is not None:
+            started, characters = self._thought
+            self._thought = None
+            took = "" if self.replaying else f" for {time.monotonic() - started:.1f}s"
+            self.print(Text(f"∴ Thought{took} ({characters:,} characters)", style="dim italic"))
+            self._kind = None
             return
         rest = self._splitter.rest()
         if rest.strip():
@@ -339,7 +357,8 @@ class ConversationView:
             label.append(f"{now - tool.started:.0f}s", style="dim")
             spinner_lines.append(self._spinner(tool.spinner_key, label))
         if not spinner_lines and self.turn_started is not None and not pending.strip():
-            label = Text(f"{self.activity or 'Working'}…  ")
+            doing = "Thinking" if self._thought is not None else self.activity or "Working"
+            label = Text(f"{doing}…  ")
             label.append(f"{now - self.turn_started:.0f}s  (Ctrl-C to interrupt)", style="dim")
             spinner_lines.append(self._spinner("turn", label))
         if spinner_lines:
