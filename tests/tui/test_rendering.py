@@ -181,3 +181,43 @@ def test_a_steer_not_yet_taken_returns_to_the_input_line_when_the_turn_is_interr
     shell.wait_for(r"Turn interrupted")
     shell.wait_for(r"❯ my second thought")
     assert user_inputs(shell.sandbox.share) == ["start"]
+
+
+def _background_of_code(shell: Tmux) -> str:
+    """The background colour the code line `total = sum(items)` is drawn on (tmux's capture
+    sets an attribute once, where it changes: the last background set before the line)."""
+    coloured = shell.screen(history=True, escapes=True)
+    before = coloured[: coloured.index("total")]
+    background = "default"
+    for params in re.findall(r"\x1b\[([0-9;]*)m", before):
+        codes, k = params.split(";"), 0
+        while k < len(codes):
+            code = codes[k]
+            if code in ("38", "48"):  # an extended colour: 5;N or 2;R;G;B follow
+                size = 2 if codes[k + 1] == "5" else 4
+                if code == "48":
+                    background = ";".join(codes[k + 1 : k + 1 + size])
+                k += 1 + size
+                continue
+            if code in ("", "0", "49"):
+                background = "default"
+            k += 1
+    return background
+
+
+def test_theme_light_gives_code_blocks_a_light_background(tmux_shell: Shell, llm: FakeLLMServer):
+    """`theme = "light"` (a reference key): code blocks get a light background instead of a
+    dark slab; `dark` (the default) keeps the dark one."""
+    answer = "Here:\n\n```python\ntotal = sum(items)\n```\n\nDONE."
+    backgrounds: dict[str, str] = {}
+    for theme in ("dark", "light"):
+        llm.queue(stream_reply("openai_legacy", Answer("m1", text=chunks(answer))))
+        shell = tmux_shell(theme=theme, **provider_config(llm))
+        shell.start()
+        shell.ready("test-model")
+        shell.type("show me")
+        shell.keys("Enter")
+        shell.wait_for(r"^DONE\.")
+        backgrounds[theme] = _background_of_code(shell)
+    # xterm-256color: monokai's #272822 is colour 235, friendly's #f0f0f0 colour 255
+    assert backgrounds == {"dark": "5;235", "light": "5;255"}

@@ -59,6 +59,7 @@ BROKEN = [
     ("background.kill_grace_period_ms", -1),
     ("default_editor", ["vim"]),
     ("show_thinking_stream", "no"),
+    ("theme", "solarized"),
     ("background.print_wait_ceiling_s", 0),
     ("background.agent_task_timeout_s", 59),
     ("background.keep_alive_on_exit", "maybe"),

@@ -150,6 +150,8 @@ class Config(_Section):
     default_plan_mode: StrictBool = False
     """Start sessions in plan mode (`--plan`)."""
     skip_afk_prompt_injection: StrictBool = False
+    theme: Literal["dark", "light"] = "dark"
+    """The terminal UI's colours for a dark or a light terminal background."""
     show_thinking_stream: StrictBool = True
     """The terminal UI shows the model's thinking as it streams; false: a `Thinking…` indicator,
     then one line saying how long it thought."""

@@ -122,6 +122,7 @@ _TOP: dict[str, Check] = {
     "skip_afk_prompt_injection": _boolean,
     "default_editor": _string,
     "show_thinking_stream": _boolean,
+    "theme": _one_of("dark", "light"),
     "telemetry": _boolean,
     "extra_skill_dirs": _strings,
     "providers": _table,

@@ -329,11 +329,7 @@ class ShellApp(Keys):
             return False
         self.options = options
         self.runtime = runtime
-        self.view.show_thinking = runtime.config.show_thinking_stream
-        if runtime.config.default_editor:
-            # prompt_toolkit's Ctrl-X Ctrl-E runs `$VISUAL` first: the configured editor wins
-            # over the environment's, as in the reference.
-            os.environ["VISUAL"] = runtime.config.default_editor
+        self._apply_ui_settings(runtime)
         self.view.status.plan_mode = runtime.plan.enabled
         runtime.attach_client(self)
         runtime.apply_client(supports_question=True, supports_plan_mode=True, hook_subscriptions=[])
@@ -351,6 +347,19 @@ class ShellApp(Keys):
         assert self._group is not None
         await runtime.start(self._group)
         return True
+
+    def _apply_ui_settings(self, runtime: Runtime) -> None:
+        """The configuration's keys for the terminal UI (the reference's): the thinking shown or
+        not, code colours for the terminal's background, the external editor."""
+        from soulwire.ui.shell.view import CODE_THEMES
+
+        config = runtime.config
+        self.view.show_thinking = config.show_thinking_stream
+        self.view.code_theme = CODE_THEMES[config.theme]
+        if config.default_editor:
+            # prompt_toolkit's Ctrl-X Ctrl-E runs `$VISUAL` first: the configured editor wins
+            # over the environment's, as in the reference.
+            os.environ["VISUAL"] = config.default_editor
 
     def _on_raw(self, message: Any) -> None:
         self.view.on_raw(message)

@@ -89,6 +89,11 @@ class Status:
     plan_mode: bool = False
 
 
+CODE_THEMES = {"dark": "monokai", "light": "friendly"}
+"""The Pygments style of code blocks for each `theme`: a dark background would stand out as a
+slab on a light terminal. Everything else uses the terminal's own palette (named colours)."""
+
+
 class ConversationView:
     """Turns the engine's events into printed blocks and a live area."""
 
@@ -113,6 +118,8 @@ class ConversationView:
         one line of how long it was instead of its text."""
         self._thought: tuple[float, int] | None = None  # (started, characters) while hidden
         self.replaying = False
+        self.code_theme = CODE_THEMES["dark"]
+        """The colours of code blocks (their own background): `theme` in the configuration."""
         """Showing an earlier conversation (resume): how long a thinking took is not known."""
 
     # -- event sinks ------------------------------------------------------------
@@ -226,13 +233,12 @@ class ConversationView:
         self.gap()
         self.print(self._block_renderable(kind, block))
 
-    @staticmethod
-    def _block_renderable(kind: str, block: str) -> RenderableType:
+    def _block_renderable(self, kind: str, block: str) -> RenderableType:
         if kind == "think":
             return Text(block, style="dim italic")
         from rich.markdown import Markdown
 
-        return Markdown(block, code_theme="monokai", justify="default")  # no padding to the width
+        return Markdown(block, code_theme=self.code_theme, justify="default")  # no padding to the width
 
     # -- tools --------------------------------------------------------------
     def _on_call(self, call: ToolCall) -> None:
