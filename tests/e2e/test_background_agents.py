@@ -99,12 +99,15 @@ def start_engine(
 
 
 def one_finished_turn(
-    root: Path, answer: Callable[[dict[str, Any], bool], Reply], more_models: dict[str, str] | None = None
+    root: Path,
+    answer: Callable[[dict[str, Any], bool], Reply],
+    more_models: dict[str, str] | None = None,
+    **more_config: Any,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One prompt on an engine answered by `answer`, finished: (its messages, the bodies the
     fake server received)."""
     with fake_llm(answer) as (url, bodies):
-        wire = start_engine(root, url, more_models)
+        wire = start_engine(root, url, more_models, **more_config)
         try:
             messages, result = run_turn(wire)
         finally:
@@ -251,13 +254,7 @@ def test_agent_task_timeout_s_is_the_time_limit_of_a_background_subagent(tmp_pat
             return {"call": ("a2", "Agent", {**agent_call()["call"][2], "timeout": 300})}
         return {"text": "parent done"}
 
-    with fake_llm(answer) as (url, _):
-        wire = start_engine(tmp_path, url, background={"agent_task_timeout_s": 120})
-        try:
-            messages, result = run_turn(wire)
-        finally:
-            wire.close()
-    assert result == {"status": "finished"}
+    messages, _ = one_finished_turn(tmp_path, answer, background={"agent_task_timeout_s": 120})
     found = results(messages)
     limits = {}
     for call_id in ("a1", "a2"):
