@@ -349,13 +349,10 @@ class ShellApp(Keys):
         return True
 
     def _apply_ui_settings(self, runtime: Runtime) -> None:
-        """The configuration's keys for the terminal UI (the reference's): the thinking shown or
-        not, code colours for the terminal's background, the external editor."""
-        from soulwire.ui.shell.view import CODE_THEMES
-
+        """The configuration's keys for the terminal UI (the reference's): how the conversation
+        is shown (`ConversationView.configure`) and the external editor."""
         config = runtime.config
-        self.view.show_thinking = config.show_thinking_stream
-        self.view.code_theme = CODE_THEMES[config.theme]
+        self.view.configure(config)
         if config.default_editor:
             # prompt_toolkit's Ctrl-X Ctrl-E runs `$VISUAL` first: the configured editor wins
             # over the environment's, as in the reference.

@@ -13,7 +13,7 @@ import anyio.to_thread
 from soulwire.engine.client import ClientRequestError
 from soulwire.runtime.options import SessionOptions
 from soulwire.ui.shell.screen import Screen
-from soulwire.ui.shell.view import CODE_THEMES, ConversationView
+from soulwire.ui.shell.view import ConversationView
 
 if TYPE_CHECKING:
     from soulwire.runtime.builder import Runtime
@@ -85,8 +85,7 @@ class PlainShell:
             sys.stderr.write(f"soulwire: error: {exc}\n")
             return 2
         startup_finished()
-        self.view.show_thinking = runtime.config.show_thinking_stream
-        self.view.code_theme = CODE_THEMES[runtime.config.theme]
+        self.view.configure(runtime.config)
         runtime.attach_client(self)
         runtime.apply_client(supports_question=True, supports_plan_mode=True, hook_subscriptions=[])
         runtime.bus.subscribe(self.view.on_raw)

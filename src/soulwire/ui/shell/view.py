@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -35,6 +35,9 @@ from soulwire.wire.messages import (
     TurnEnd,
 )
 from soulwire.wire.types import TextPart, ThinkPart, ToolCall, WireModel, user_input_text
+
+if TYPE_CHECKING:
+    from soulwire.config.model import Config
 
 LIVE_MAX_LINES = 12
 
@@ -118,9 +121,15 @@ class ConversationView:
         one line of how long it was instead of its text."""
         self._thought: tuple[float, int] | None = None  # (started, characters) while hidden
         self.replaying = False
+        """Showing an earlier conversation (resume): how long a thinking took is not known."""
         self.code_theme = CODE_THEMES["dark"]
         """The colours of code blocks (their own background): `theme` in the configuration."""
-        """Showing an earlier conversation (resume): how long a thinking took is not known."""
+
+    def configure(self, config: Config) -> None:
+        """The configuration's keys for how the conversation is shown (the reference's):
+        `show_thinking_stream` and `theme`."""
+        self.show_thinking = config.show_thinking_stream
+        self.code_theme = CODE_THEMES[config.theme]
 
     # -- event sinks ------------------------------------------------------------
     def on_raw(self, message: WireModel) -> None:
