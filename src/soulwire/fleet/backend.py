@@ -7,13 +7,14 @@ the worker."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
+
+from soulwire.fleet.spawn import default_engine_command
 
 if TYPE_CHECKING:  # (annotations only: this module is on the path to starting the engines)
     from soulwire.fleet.results import TaskResult
@@ -25,9 +26,7 @@ if TYPE_CHECKING:  # (annotations only: this module is on the path to starting t
 class EngineSettings:
     """How engines are launched, the same for every task of a fleet."""
 
-    executable: str | os.PathLike[str] | Sequence[str] | None = field(
-        default_factory=lambda: [sys.executable, "-m", "soulwire"]
-    )
+    executable: str | os.PathLike[str] | Sequence[str] | None = field(default_factory=default_engine_command)
     """The engine command; default this Python's soulwire, so the fleet and its engines match."""
     share_dir: Path | None = None
     """The engines' data directory (sessions); None: the engine's default."""

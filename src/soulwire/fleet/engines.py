@@ -1,120 +1,88 @@
 """Warm engines as processes: the `soulwire serve --processes N` a group of engines is, its
 start (`spawn_engines`, then `StartingEngines.ready`), its stop, and the flags that carry a
 task's engine settings. Light on imports on purpose: `soulwire fleet run` spawns its first
-engines with only this and the task model loaded, and imports the rest while they start."""
+engines with only `fleet/spawn.py` loaded (the standard library) and adopts them here."""
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import signal
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import Process
+from anyio.abc import ByteReceiveStream
 
 from soulwire.fleet.errors import EngineError
+from soulwire.fleet.spawn import (
+    EarlyGroup,
+    GroupKey,
+    PeekedTask,
+    command_argv,
+    default_engines_per_group,
+    engine_flags,
+    engine_home,
+    peek_first_task,
+    serve_command,
+    spawn_serve,
+)
 
 if TYPE_CHECKING:
     from soulwire.fleet.backend import EngineSettings
-    from soulwire.fleet.tasks import Task
 
 _LISTENING = "listening on "
 _COPY_EXITED = ") exited (code "
 """How `soulwire serve --processes N` reports a forked copy that died (server/prefork.py)."""
+_EXIT_POLL_S = 0.005
+"""How often `EngineProcess.wait` looks for the exit: it is awaited only once the process was
+told to stop or its stderr ended, so the wait is short."""
 
 
-@dataclass(frozen=True)
-class PeekedTask:
-    """A task's engine settings as its JSON line has them, unvalidated (`peek_first_task`)."""
+class _PipeStream(ByteReceiveStream):
+    """A pipe's read end as an anyio byte stream (non-blocking reads when it is readable)."""
 
-    config: dict[str, Any] | None = None
-    config_file: Path | None = None
-    model: str | None = None
-    approval: object = None
-    thinking: bool | None = None
-    max_steps: int | None = None
-    sandbox: str | None = None
-    sandbox_network: bool | None = None
-    env: dict[str, str] = field(default_factory=lambda: dict[str, str]())
+    def __init__(self, pipe: Any) -> None:
+        self._pipe = pipe
+        self._fd: int = pipe.fileno()
+        os.set_blocking(self._fd, False)
 
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            if self._pipe.closed:
+                raise anyio.ClosedResourceError
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            if not data:
+                raise anyio.EndOfStream
+            return data
 
-def peek_first_task(path: Path) -> PeekedTask | None:
-    """The engine settings of the file's first task, read with the standard library alone:
-    `soulwire fleet run` spawns that task's warm engines before it imports the task model
-    (pydantic, a quarter of a second) and validates the file. None when the line does not
-    look like a task; a guess that validation then contradicts gives a different
-    `GroupKey`, and those engines are stopped unused."""
-    try:
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                text = line.strip()
-                if text and not text.startswith("#"):
-                    raw = json.loads(text)
-                    break
-            else:
-                return None
-    except (OSError, ValueError):
-        return None
-    if not isinstance(raw, dict):
-        return None
-    fields = cast("dict[str, Any]", raw)
-    config_file = fields.get("config_file")
-    env: Any = fields.get("env") or {}
-    env = {str(k): str(v) for k, v in cast("dict[Any, Any]", env).items()} if isinstance(env, dict) else {}
-    try:
-        return PeekedTask(
-            config=fields.get("config"),
-            config_file=(path.absolute().parent / Path(config_file).expanduser()).absolute()
-            if isinstance(config_file, str)
-            else None,
-            model=fields.get("model"),
-            approval=fields.get("approval", "reject"),
-            thinking=fields.get("thinking"),
-            max_steps=fields.get("max_steps"),
-            sandbox=fields.get("sandbox"),
-            sandbox_network=fields.get("sandbox_network"),
-            env=env,
-        )
-    except (TypeError, ValueError):
-        return None
+    async def aclose(self) -> None:
+        self._pipe.close()
 
 
-def engine_flags(task: Task | PeekedTask) -> tuple[str, ...]:
-    """The `soulwire serve` options that carry a task's engine settings."""
-    flags: list[str] = []
-    if task.config is not None:
-        flags += ["--config", json.dumps(task.config, sort_keys=True)]
-    if task.config_file is not None:
-        flags += ["--config-file", str(task.config_file)]
-    if task.model is not None:
-        flags += ["--model", task.model]
-    if task.approval == "yolo":
-        flags.append("--yolo")
-    if task.thinking is not None:
-        flags.append("--thinking" if task.thinking else "--no-thinking")
-    if task.max_steps is not None:
-        flags += ["--max-steps-per-turn", str(task.max_steps)]
-    if task.sandbox is not None:
-        flags += ["--sandbox", task.sandbox]
-    if task.sandbox_network is not None:
-        flags += ["--sandbox-network", "on" if task.sandbox_network else "off"]
-    return tuple(flags)
+class EngineProcess:
+    """A spawned `soulwire serve` (a `subprocess.Popen`, possibly spawned before any event loop
+    existed) with what the fleet needs of it: its pid, its stderr as a stream, and its exit."""
 
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stderr is not None
+        self._popen = popen  # (holds the stdin pipe: `--exit-with-stdin`)
+        self.pid = popen.pid
+        self.stderr: ByteReceiveStream = _PipeStream(popen.stderr)
 
-@dataclass(frozen=True)
-class GroupKey:
-    flags: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
 
-    @classmethod
-    def of(cls, task: Task | PeekedTask) -> GroupKey:
-        return cls(engine_flags(task), tuple(sorted(task.env.items())))
+    async def wait(self) -> int:
+        while (code := self._popen.poll()) is None:
+            await anyio.sleep(_EXIT_POLL_S)
+        return code
 
 
 OPENING_AT_ONCE = 2
@@ -126,7 +94,7 @@ class ServeEngine:
     """One `soulwire serve` process on 127.0.0.1 with a token of its own (or one of the
     copies such a process forked: `--processes N`, one port each)."""
 
-    process: Process
+    process: EngineProcess
     """The spawned `soulwire serve` (the first process, for its forked copies)."""
     url: str
     token: str
@@ -158,64 +126,30 @@ class ServeEngine:
         return f"the engine process {self.process.pid} exited (code {code}){': ' + tail if tail else ''}"
 
 
-def default_engines_per_group(cpus: int | None = None) -> int:
-    """Engines (forked copies of one process) per group of settings on a machine with `cpus`
-    CPUs (default: this one's): one per CPU, at most 4."""
-    return max(1, min(4, cpus if cpus is not None else os.cpu_count() or 1))
-
-
-def engine_home() -> Path:
-    """The working directory of warm engine processes (sessions name their own)."""
-    return Path(tempfile.gettempdir())
-
-
-def _command(executable: Any) -> list[str]:
-    """The engine command as argv (a list or a path as it is; None: the SDK's lookup)."""
-    if isinstance(executable, str | os.PathLike):
-        return [os.fspath(cast("str | os.PathLike[str]", executable))]
-    if executable is not None:
-        argv = [str(part) for part in cast("list[Any]", executable)]
-        if argv:
-            return argv
-    from soulwire.sdk.options import resolve_executable  # raises the SDK's EngineNotFoundError
-
-    return resolve_executable(executable)
-
-
 async def spawn_engines(
     settings: EngineSettings, flags: tuple[str, ...], env: dict[str, str], *, work_dir: Path, count: int = 1
 ) -> StartingEngines:
     """Spawn `soulwire serve --listen 127.0.0.1:0` (with `--processes count`: one process that
     loads once and forks, each copy on its own port) without waiting for it to listen."""
-    token = secrets.token_urlsafe(24)
     base = dict(os.environ) if settings.inherit_env else {}
-    full_env = {**base, **settings.env, **env, "SOULWIRE_SERVER_TOKEN": token}
+    full_env = {**base, **settings.env, **env}
     if settings.share_dir is not None:
         full_env["SOULWIRE_SHARE_DIR"] = str(settings.share_dir)
-    argv = [
-        *_command(settings.executable),
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--work-dir",
-        str(work_dir),
-        "--idle-timeout",
-        "2",
-        "--exit-with-stdin",  # we hold its stdin: if this process dies, so does the engine
-        *(("--processes", str(count)) if count > 1 else ()),
-        *flags,
-    ]
-    process = await anyio.open_process(
-        argv, env=full_env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True
-    )
-    return StartingEngines(process, token, count, settings.startup_timeout)
+    argv = serve_command(command_argv(settings.executable), flags, work_dir=work_dir, count=count)
+    process, token = spawn_serve(argv, full_env)
+    return StartingEngines(EngineProcess(process), token, count, settings.startup_timeout)
+
+
+def adopt_early(group: EarlyGroup, settings: EngineSettings) -> StartingEngines:
+    """The engines `spawn_first_group` spawned before the event loop, as `spawn_engines`'."""
+    return StartingEngines(EngineProcess(group.process), group.token, group.count, settings.startup_timeout)
 
 
 @dataclass
 class StartingEngines:
     """A spawned `soulwire serve` not yet known to listen: `ready` waits for its addresses."""
 
-    process: Process
+    process: EngineProcess
     token: str
     count: int
     startup_timeout: float
@@ -309,7 +243,7 @@ async def stop_engine(engine: ServeEngine, timeout: float) -> None:
     await engine.process.wait()
 
 
-def _kill(process: Process, sig: int = signal.SIGKILL) -> None:
+def _kill(process: EngineProcess, sig: int = signal.SIGKILL) -> None:
     try:
         os.killpg(process.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -317,10 +251,12 @@ def _kill(process: Process, sig: int = signal.SIGKILL) -> None:
 
 
 __all__ = [
+    "EngineProcess",
     "GroupKey",
     "PeekedTask",
     "ServeEngine",
     "StartingEngines",
+    "adopt_early",
     "default_engines_per_group",
     "engine_flags",
     "engine_home",
