@@ -25,6 +25,26 @@ def test_lean_path_imports_no_heavy_module():
     assert not [m for m in HEAVY_FOR_LEAN_PATH if m in modules]
 
 
+def test_fleet_run_spawns_its_first_engines_with_the_standard_library_alone(tmp_path: Path):
+    """`soulwire fleet run` spawns the first task's engine group before anything heavy is
+    imported: the spawn (and what it imports) must stay on the lean path."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "prompt": "hi", "approval": "yolo"}) + "\n")
+    engine = tmp_path / "engine.sh"
+    engine.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'argv'}\n")
+    engine.chmod(0o755)
+    modules = loaded_after(
+        "import soulwire.cli.fleet\n"
+        "from soulwire.fleet.spawn import spawn_first_group\n"
+        f"group = spawn_first_group(__import__('pathlib').Path({str(tasks)!r}), engine={str(engine)!r}, per_group=2)\n"
+        "assert group is not None and group.process.wait() == 0"
+    )
+    assert not [m for m in HEAVY_FOR_LEAN_PATH if m in modules]
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv[:3] == ["serve", "--listen", "127.0.0.1:0"]
+    assert "--yolo" in argv and argv[argv.index("--processes") + 1] == "2"
+
+
 def test_engine_imports_no_provider_sdk_or_ui_library():
     modules = loaded_after("import soulwire.ui.wire.server, soulwire.runtime.builder")
     assert "pydantic" in modules  # the check itself works
