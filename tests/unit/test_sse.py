@@ -18,37 +18,33 @@ class Failed(Exception):
 
 
 class FakeResponse:
+    """An `httpx2.Response` as the SDK's `post(..., stream=True)` returns it: unread."""
+
     def __init__(self, chunks: list[bytes]) -> None:
         self.chunks = chunks
         self.read_to_end = False
+        self.exited = False
 
-    async def iter_bytes(self) -> AsyncIterator[bytes]:
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
         for chunk in self.chunks:
             yield chunk
         self.read_to_end = True
 
-
-class FakeManager:
-    def __init__(self, response: FakeResponse) -> None:
-        self.response = response
-        self.exited = False
-
-    async def __aenter__(self) -> FakeResponse:
-        return self.response
-
-    async def __aexit__(self, *exc: Any) -> None:
+    async def aclose(self) -> None:
         self.exited = True
 
 
-def read(chunks: list[bytes]) -> tuple[list[Any], FakeResponse, FakeManager]:
+def read(chunks: list[bytes]) -> tuple[list[Any], FakeResponse]:
     response = FakeResponse(chunks)
-    manager = FakeManager(response)
+
+    async def send() -> FakeResponse:
+        return response
 
     async def main() -> list[Any]:
-        async with EventData(manager, lambda body: Failed(body)) as events:
+        async with EventData(send, lambda body: Failed(body)) as events:
             return [data async for data in events]
 
-    return anyio.run(main), response, manager
+    return anyio.run(main), response
 
 
 def split_everywhere(text: bytes) -> list[bytes]:
@@ -67,13 +63,13 @@ STREAM = (
 
 @pytest.mark.parametrize("split", [False, True], ids=["whole", "byte-by-byte"])
 def test_events_however_the_bytes_arrive(split: bool) -> None:
-    events, response, manager = read(split_everywhere(STREAM) if split else [STREAM])
+    events, response = read(split_everywhere(STREAM) if split else [STREAM])
     assert events == [{"id": "a", "n": 1}, {"n": 2}, {"n": 3}]
-    assert response.read_to_end and manager.exited  # the body read to its end: the connection is reusable
+    assert response.read_to_end and response.exited  # the body read to its end: the connection is reusable
 
 
 def test_a_stream_that_ends_without_done_or_a_last_blank_line() -> None:
-    events, _, _ = read([b'data: {"n": 1}\n\ndata: {"n": 2}'])
+    events, _ = read([b'data: {"n": 1}\n\ndata: {"n": 2}'])
     assert events == [{"n": 1}, {"n": 2}]
 
 

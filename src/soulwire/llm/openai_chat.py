@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any, Literal, cast
 
 from soulwire.config.model import ModelConfig, ProviderConfig
@@ -207,11 +208,20 @@ class OpenAIChatProvider(SDKAdapter[ChatSettings]):
         calls = _ToolCalls()
 
         async def open_stream(client: Any) -> EventData:
-            # The raw stream: each chunk's JSON as a dict, not a typed model built per chunk.
-            manager = client.chat.completions.with_streaming_response.create(
-                **as_extra_body(body, extra), stream=True
-            )
-            return EventData(manager, lambda data: self._errors().stream_error(data))
+            # The SDK's generic POST (its auth, headers, timeouts and status errors) with the
+            # body as it is and the response unread: each chunk's JSON then comes as a dict. The
+            # typed `chat.completions.create` first walks its parameters against the SDK's
+            # types (~0.9 ms of CPU per call here, even with the body in `extra_body`), and its
+            # stream would build a typed model per chunk.
+            def send() -> Any:
+                return client.post(
+                    "/chat/completions",
+                    cast_to=import_module("httpx2").Response,
+                    body={"stream": True, **body, **extra},
+                    stream=True,
+                )
+
+            return EventData(send, lambda data: self._errors().stream_error(data))
 
         return Attempt(open=open_stream, parts=lambda chunk: self._parts(chunk, calls, result))
 

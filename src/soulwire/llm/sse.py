@@ -1,12 +1,13 @@
-"""A streamed response's server-sent events as decoded JSON, read from the SDK's raw streaming
-response (`with_streaming_response`): the SDK still sends the request (auth, headers, timeouts,
-status errors), but its stream would build a typed model for every chunk, a third of a model
-call's client-side CPU, only for the adapter to read a few fields back out of it."""
+"""A streamed response's server-sent events as decoded JSON, read from the raw HTTP response the
+SDK returns unread (its generic `post` with `stream=True`): the SDK still sends the request
+(auth, headers, timeouts, status errors), but its stream would build a typed model for every
+chunk, a third of a model call's client-side CPU, only for the adapter to read a few fields
+back out of it."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 import anyio
@@ -21,24 +22,24 @@ _DONE = object()
 
 
 class EventData:
-    """`async with EventData(manager, on_error) as events: async for data in events: …`.
+    """`async with EventData(send, on_error) as events: async for data in events: …`.
 
-    `manager` is the SDK's response context manager; `data` is each event's JSON. An event that
-    reports an error (`event: error`, or an `error` member) is handed to `on_error`, which
-    returns the exception to raise; undecodable data raises ValueError, as the SDK's stream
-    does."""
+    `send()` returns an awaitable of the streamed HTTP response (an `httpx2.Response` whose
+    body is not read yet); `data` is each event's JSON. An event that reports an error
+    (`event: error`, or an `error` member) is handed to `on_error`, which returns the
+    exception to raise; undecodable data raises ValueError, as the SDK's stream does."""
 
-    def __init__(self, manager: Any, on_error: Callable[[Any], BaseException]) -> None:
-        self._manager = manager
+    def __init__(self, send: Callable[[], Awaitable[Any]], on_error: Callable[[Any], BaseException]) -> None:
+        self._send = send
         self._on_error = on_error
         self._response: Any = None
 
     async def __aenter__(self) -> EventData:
-        self._response = await self._manager.__aenter__()
+        self._response = await self._send()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self._manager.__aexit__(*exc)
+        await self._response.aclose()
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._events()
@@ -46,7 +47,7 @@ class EventData:
     async def _events(self) -> AsyncIterator[Any]:
         # Bytes, split on the blank line that ends each event: the response's text-line
         # iterator decodes and splits in Python, a measurable share of a call's CPU.
-        chunks = self._response.iter_bytes()
+        chunks = self._response.aiter_bytes()
         pending = b""
         async for chunk in chunks:
             pending += chunk
