@@ -60,3 +60,49 @@ def test_the_view_prints_thinking_answer_and_tool_outcome_in_order():
     positions = [text.index(piece) for piece in order]
     assert positions == sorted(positions)
     assert view.outputs == [("Shell  $ ls", "file.txt\n")]
+
+
+def test_text_written_above_a_running_prompt_keeps_the_terminal_raw():
+    """Lines written above the prompt while it reads keys (a turn's output) must not put the
+    terminal in cooked mode, even for a moment: a Ctrl-D pressed then is taken by the tty as
+    end-of-file and reaches the prompt as a NUL, and the shell does not exit. Here the
+    prompt's input records every switch to cooked mode; the Ctrl-D after the writes must end
+    the prompt, and the text must be written in order."""
+    import asyncio
+    import contextlib
+
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    out = io.StringIO()
+    screen = Screen(out)
+    cooked: list[bool] = []
+
+    async def main() -> None:
+        with create_pipe_input() as keys:
+
+            @contextlib.contextmanager
+            def recorded_cooked_mode():
+                cooked.append(True)
+                yield
+
+            keys.cooked_mode = recorded_cooked_mode  # type: ignore[method-assign]
+            session: PromptSession[str] = PromptSession(input=keys, output=DummyOutput())
+            prompt = asyncio.ensure_future(session.prompt_async())
+            while not session.app.is_running:
+                await asyncio.sleep(0.01)
+            for n in range(3):
+                screen.write(f"line {n}\n")
+                await asyncio.sleep(0.02)
+            keys.send_text("\x04")  # Ctrl-D on an empty line
+            try:
+                await asyncio.wait_for(prompt, 5)
+            except EOFError:
+                pass
+            else:
+                raise AssertionError("Ctrl-D did not end the prompt")
+
+    asyncio.run(main())
+    assert out.getvalue() == "line 0\nline 1\nline 2\n"
+    assert not cooked

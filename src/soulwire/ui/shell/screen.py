@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from prompt_toolkit.application import Application
     from rich.console import RenderableType
 
 
@@ -70,14 +71,41 @@ class Screen:
     def write(self, text: str) -> None:
         """Queue text for the scrollback; written at once, or above a running prompt."""
         self._queue.append(text)
-        from prompt_toolkit.application import get_app_or_none, run_in_terminal
+        from prompt_toolkit.application import get_app_or_none
 
         app = get_app_or_none()
         if app is None or not app.is_running:
             self.flush()
         elif not self._scheduled:
+            import asyncio
+
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._write_above, app)
+
+    def _write_above(self, app: Application[Any]) -> None:
+        """Write the queue above the prompt: erase the prompt, write, draw the prompt again.
+
+        Not with prompt_toolkit's `run_in_terminal`: it hands the terminal back to the line
+        discipline (cooked mode) while the text is written, and a Ctrl-D pressed in that
+        moment is taken by the tty as end-of-file and reaches the prompt as a NUL: the shell
+        did not exit (a turn's last lines are written just as a person presses it). Keys
+        typed meanwhile stay in the kernel's buffer, unechoed, for the prompt to read."""
+        self._scheduled = False
+        if not app.is_running:
+            self.flush()
+            return
+        if getattr(app, "_running_in_terminal", False):
+            # An editor (Ctrl-X Ctrl-E) has the terminal: after it, in turn.
+            from prompt_toolkit.application import run_in_terminal
+
             self._scheduled = True
             run_in_terminal(self._flush_scheduled)
+            return
+        app.renderer.erase()
+        self.flush()
+        app.renderer.reset()
+        app.renderer.request_absolute_cursor_position()
+        app.invalidate()
 
     def _flush_scheduled(self) -> None:
         self._scheduled = False
