@@ -115,7 +115,11 @@ class Tmux:
                 raise AssertionError(f"{pattern!r} not on the screen after {timeout} s:\n{text}")
             time.sleep(0.1)
 
-    def wait_until(self, check: Callable[[str], bool], what: str, *, timeout: float = WAIT_S) -> str:
+    def wait_until(
+        self, check: Callable[[str], bool], what: str, *, timeout: float = WAIT_S, interval: float = 0.1
+    ) -> str:
+        """The screen once `check` accepts it (`interval`: seconds between looks; 0 to catch a
+        passing moment)."""
         deadline = time.monotonic() + timeout
         while True:
             text = self.screen()
@@ -123,7 +127,7 @@ class Tmux:
                 return text
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what} not seen after {timeout} s:\n{text}")
-            time.sleep(0.1)
+            time.sleep(interval)
 
     def ready(self, model: str = "scripted_echo") -> str:
         """The prompt is painted and the engine has loaded (the status line names the model)."""

@@ -221,3 +221,21 @@ def test_theme_light_gives_code_blocks_a_light_background(tmux_shell: Shell, llm
         backgrounds[theme] = _background_of_code(shell)
     # xterm-256color: monokai's #272822 is colour 235, friendly's #f0f0f0 colour 255
     assert backgrounds == {"dark": "5;235", "light": "5;255"}
+
+
+def test_ctrl_d_pressed_while_a_long_answer_is_written_leaves_the_shell(
+    tmux_shell: Shell, llm: FakeLLMServer
+):
+    """Ctrl-D as the lines of a long answer go to the scrollback: the shell exits. Writing
+    above the prompt once put the terminal in cooked mode for the write, and a Ctrl-D then
+    was taken by the tty as end-of-file and reached the prompt as a NUL: nothing happened."""
+    big = "```\n" + "".join(f"line {n:05d} " + "x" * 60 + "\n" for n in range(4000)) + "```\n\nTHE END."
+    llm.queue(stream_reply("openai_legacy", Answer("m1", text=[big])))
+    shell = tmux_shell(width=100, height=30, **provider_config(llm))
+    shell.start()
+    shell.ready("test-model")
+    shell.type("print a long file")
+    shell.keys("Enter")
+    shell.wait_until(lambda screen: "line 0" in screen, "the answer's first lines", interval=0)
+    shell.keys("C-d")  # (the 4,000 lines take a while to write: this comes in the middle)
+    shell.wait_for(r"^EXIT=0$")
