@@ -264,6 +264,24 @@ async def test_an_engine_that_never_opens_the_session_is_stopped_and_the_task_fa
     assert not backend.engines(tasks[0])
 
 
+async def test_a_stopped_engine_is_known_gone_as_soon_as_its_stop_returns(tmp_path: Path) -> None:
+    """`stop_engine` returns once the process has exited, and from then on neither the engine
+    nor its forked copies may be given to a task: a task retried at once after its engine
+    was stopped (a hung one) was once handed the same engine, because only the stderr pump
+    said it was gone, a moment later."""
+    import sys
+
+    from soulwire.fleet.engines import start_engines, stop_engine
+
+    hung = [sys.executable, str(Path(__file__).with_name("hung_engine.py"))]
+    settings = fleet.EngineSettings(executable=hung, startup_timeout=10)
+    engines, _pump = await start_engines(settings, (), {}, work_dir=tmp_path, count=2)  # (no pump runs)
+    assert all(engine.alive for engine in engines)
+    await stop_engine(engines[0], 5)
+    assert not any(engine.alive for engine in engines)
+    assert engines[0].process.returncode is not None
+
+
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "fresh"])
 async def test_a_task_without_a_model_fails_at_once_with_the_reason(lab: FleetLab, warm: bool) -> None:
     """No model configured (a new user without an API key): the engine answers the prompt

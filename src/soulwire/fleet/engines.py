@@ -241,6 +241,10 @@ async def stop_engine(engine: ServeEngine, timeout: float) -> None:
         await engine.process.wait()
     _kill(engine.process)
     await engine.process.wait()
+    # Gone now, with its forked copies: said here, not only when the stderr pump gets to it,
+    # so a task retried at once is not given the engine that was just stopped.
+    for stopped in engine.siblings or [engine]:
+        stopped.exited.set()
 
 
 def _kill(process: EngineProcess, sig: int = signal.SIGKILL) -> None:
