@@ -31,7 +31,7 @@ def test_fleet_run_spawns_its_first_engines_with_the_standard_library_alone(tmp_
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"id": "a", "prompt": "hi", "approval": "yolo"}) + "\n")
     engine = tmp_path / "engine.sh"
-    engine.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'argv'}\n")
+    engine.write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "argv"}\n')
     engine.chmod(0o755)
     modules = loaded_after(
         "import soulwire.cli.fleet\n"
