@@ -130,7 +130,7 @@ def _run(args: argparse.Namespace) -> int:
     tasks_path = Path(args.tasks)
     early = _spawn_early(args, tasks_path)  # first: the rest of the way to a task waits for it
     # No cyclic collections while the fleet, the task model and the tasks are loaded (thousands
-    # of long-lived objects, next to no garbage); `_tune_gc` turns it back on for the run.
+    # of long-lived objects, next to no garbage); `collect_rarely` turns it back on for the run.
     gc.disable()
     import anyio
 
@@ -196,6 +196,7 @@ async def _run_fleet(
     warm: bool,
     early: dict[GroupKey, StartingEngines],
 ) -> int:
+    from soulwire.config.process_env import collect_rarely
     from soulwire.fleet import Fleet, LocalBackend, WarmBackend
 
     out = Path(args.out) if args.out else default_out(Path(args.tasks))
@@ -225,7 +226,9 @@ async def _run_fleet(
     except (RunInUseError, OSError) as exc:  # the same command running elsewhere: one line
         sys.stderr.write(f"soulwire fleet: {exc}\n")
         return EXIT_FAILURES
-    _tune_gc()
+    # The collector back on for the run, rarely: with the defaults a 200-task run's messages,
+    # events and results made ~250 collections (0.2-0.3 s of the driver's CPU).
+    collect_rarely()
     progress = _Progress(fleet, json_lines=args.json, live=not args.no_progress and sys.stderr.isatty())
     progress.json_interval = max(0.05, args.progress_interval)
     try:
@@ -245,15 +248,6 @@ async def _run_fleet(
     every = [*fleet.skipped, *fleet.finished]
     ok = all(r.status == "done" and r.passed is not False for r in every)
     return EXIT_OK if ok else EXIT_FAILURES
-
-
-def _tune_gc() -> None:
-    """The collector back on for the run, with what is loaded so far frozen out of its sight
-    and young collections every 20,000 allocations instead of 700: a run's messages, events
-    and results made ~250 collections (0.2-0.3 s of the driver's CPU in a 200-task run)."""
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 10)
-    gc.enable()
 
 
 def _single_error(exc: BaseException) -> BaseException:

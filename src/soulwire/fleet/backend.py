@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from soulwire.fleet.spawn import default_engine_command
+from soulwire.fleet.spawn import default_engine_command, task_environ
 
 if TYPE_CHECKING:  # (annotations only: this module is on the path to starting the engines)
     from soulwire.fleet.results import TaskResult
@@ -42,6 +42,10 @@ class EngineSettings:
     """Runs more of a task whose engine died under it (a fresh workspace and session each)."""
     prices: Mapping[str, ModelPrice] | None = None
     """Prices over `soulwire.sdk.pricing.DEFAULT_PRICES`, for the results' `cost_usd`."""
+
+    def environ(self, task_env: Mapping[str, str]) -> dict[str, str]:
+        """The environment of a task's engine, check and external tools (`task_environ`)."""
+        return task_environ(task_env, settings_env=self.env, inherit=self.inherit_env)
 
 
 class TurnSlot:

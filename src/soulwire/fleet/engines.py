@@ -131,8 +131,7 @@ async def spawn_engines(
 ) -> StartingEngines:
     """Spawn `soulwire serve --listen 127.0.0.1:0` (with `--processes count`: one process that
     loads once and forks, each copy on its own port) without waiting for it to listen."""
-    base = dict(os.environ) if settings.inherit_env else {}
-    full_env = {**base, **settings.env, **env}
+    full_env = settings.environ(env)
     if settings.share_dir is not None:
         full_env["SOULWIRE_SHARE_DIR"] = str(settings.share_dir)
     argv = serve_command(command_argv(settings.executable), flags, work_dir=work_dir, count=count)

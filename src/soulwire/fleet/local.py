@@ -117,8 +117,7 @@ class LocalBackend:
 
     def tool_env(self, task: Task) -> dict[str, str]:
         """The environment of the task's check and external tools."""
-        base = dict(os.environ) if self.settings.inherit_env else {}
-        return {**base, **self.settings.env, **task.env}
+        return self.settings.environ(task.env)
 
     def external_tools(self, task: Task, work_dir: Path) -> list[sdk.Tool]:
         """The task's external tools as SDK tools (the SDK answers their calls)."""

@@ -12,6 +12,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -132,6 +133,14 @@ def command_argv(executable: Any) -> list[str]:
     return resolve_executable(executable)
 
 
+def task_environ(
+    env: Mapping[str, str], *, settings_env: Mapping[str, str] | None = None, inherit: bool = True
+) -> dict[str, str]:
+    """The environment of what a task runs (its engine, check and external tools): this
+    process's unless not inherited, the fleet settings' over it, the task's over both."""
+    return {**(os.environ if inherit else {}), **(settings_env or {}), **env}
+
+
 def serve_command(command: list[str], flags: tuple[str, ...], *, work_dir: Path, count: int) -> list[str]:
     """The argv of a warm engine group: `soulwire serve` on 127.0.0.1, any free port (one per
     forked copy with `count` > 1), exiting when its stdin ends."""
@@ -185,10 +194,10 @@ def spawn_first_group(tasks_path: Path, *, engine: str | None, per_group: int | 
         return None
     key = GroupKey.of(first)
     count = per_group or default_engines_per_group()
-    command = command_argv(engine) if engine else default_engine_command()
+    command = command_argv(engine or default_engine_command())
     argv = serve_command(command, key.flags, work_dir=engine_home(), count=count)
     try:
-        process, token = spawn_serve(argv, {**os.environ, **dict(key.env)})
+        process, token = spawn_serve(argv, task_environ(dict(key.env)))
     except OSError:
         return None
     return EarlyGroup(key, process, token, count)
@@ -212,4 +221,5 @@ __all__ = [
     "serve_command",
     "spawn_first_group",
     "spawn_serve",
+    "task_environ",
 ]

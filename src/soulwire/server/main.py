@@ -427,11 +427,9 @@ def _tune_gc(*, collect: bool = True) -> None:
     young cycles are still collected, every 20,000 allocations instead of 700. `collect=False`
     skips the full collection first (~0.1 s on the start-up path of forked servers: what
     garbage the imports left is not worth that wait before the first session)."""
-    if collect:
-        gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 10)
-    gc.enable()  # (off since `run_serve` began)
+    from soulwire.config.process_env import collect_rarely
+
+    collect_rarely(collect_first=collect)  # (off since `run_serve` began)
 
 
 __all__ = ["run_serve"]

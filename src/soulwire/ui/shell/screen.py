@@ -91,6 +91,8 @@ class Screen:
         did not exit (a turn's last lines are written just as a person presses it). Keys
         typed meanwhile stay in the kernel's buffer, unechoed, for the prompt to read."""
         self._scheduled = False
+        if not self._queue:
+            return  # (flushed meanwhile: nothing to erase the prompt for)
         if not app.is_running:
             self.flush()
             return
