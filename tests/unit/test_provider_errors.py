@@ -22,6 +22,7 @@ from soulwire.llm.errors import (
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.llm.registry import resolve_model
+from soulwire.wire.types import ToolCall, ToolCallPart
 
 OVERFLOW = {
     "kimi": "Invalid request: Your request exceeded model token limit: 262144",
@@ -117,3 +118,81 @@ def test_anthropic_overloaded_status_is_retried(server: FakeLLMServer):
     server.queue(error_reply("anthropic", 529, "Overloaded"))
     error = call("anthropic", server.url)
     assert isinstance(error, APIStatusError) and error.status_code == 529 and error.retryable
+
+
+def test_a_responses_error_event_keeps_its_meaning(server: FakeLLMServer):
+    """The Responses API's own `error` event (code and message at its top level, not under
+    `error`) is the provider's error, classified by its code."""
+    created = {"type": "response.created", "sequence_number": 0, "response": {"id": "resp_1"}}
+    error = {
+        "type": "error",
+        "sequence_number": 1,
+        "code": "server_error",
+        "message": "Overloaded",
+        "param": None,
+    }
+    server.queue(sse_reply([sse(created, event="response.created"), sse(error, event="error")]))
+    raised = call("openai_responses", server.url + "/v1")
+    assert isinstance(raised, APIStatusError) and raised.retryable, repr(raised)
+    assert "Overloaded" in str(raised)
+
+
+def responses_parts(server: FakeLLMServer, events: list[dict[str, object]]) -> list[object]:
+    """The parts the Responses adapter makes of these events (each sent as its own SSE)."""
+    chunks = [sse({"sequence_number": n, **e}, event=str(e["type"])) for n, e in enumerate(events)]
+    server.queue(sse_reply(chunks))
+    config = Config.model_validate(
+        {
+            "default_model": "m",
+            "models": {"m": {"provider": "p", "model": "test-model"}},
+            "providers": {"p": {"type": "openai_responses", "base_url": server.url + "/v1", "api_key": "k"}},
+        }
+    )
+    model = resolve_model(config, model_alias=None, thinking=None, env={"SOULWIRE_LLM_TIMEOUT": "2"})
+    assert model is not None
+
+    async def run() -> list[object]:
+        request = ChatRequest("sys", [Message(role="user", content="hi")])
+        return [part async for part in model.provider.stream(request, StreamResult())]
+
+    return anyio.run(run)
+
+
+def function_call(item_id: str, arguments: str = "") -> dict[str, object]:
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "call_id": f"call_{item_id}",
+        "name": "Shell",
+        "arguments": arguments,
+    }
+
+
+def test_responses_arguments_sent_only_with_the_finished_item_are_kept(server: FakeLLMServer):
+    parts = responses_parts(
+        server,
+        [
+            {"type": "response.output_item.added", "output_index": 0, "item": function_call("fc_1")},
+            {
+                "type": "response.output_item.done",
+                "output_index": 0,
+                "item": function_call("fc_1", '{"a":1}'),
+            },
+            {"type": "response.completed", "response": {"id": "resp_1", "usage": None}},
+        ],
+    )
+    call_part, arguments = parts
+    assert isinstance(call_part, ToolCall) and call_part.id == "call_fc_1"
+    assert isinstance(arguments, ToolCallPart) and arguments.arguments_part == '{"a":1}'
+
+
+def test_responses_interleaved_tool_call_arguments_are_refused(server: FakeLLMServer):
+    with pytest.raises(ChatProviderError, match="interleaved"):
+        responses_parts(
+            server,
+            [
+                {"type": "response.output_item.added", "output_index": 0, "item": function_call("fc_1")},
+                {"type": "response.output_item.added", "output_index": 1, "item": function_call("fc_2")},
+                {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": "{"},
+            ],
+        )

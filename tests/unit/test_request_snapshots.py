@@ -283,8 +283,8 @@ VOLATILE_HEADERS = {"content-length", "x-stainless-retry-count", "x-stainless-re
 def test_the_body_sent_untransformed_is_what_the_typed_sdk_call_sends(
     server: FakeLLMServer, kind: str, case_name: str
 ):
-    """The OpenAI adapters hand the SDK their body as it is (Chat Completions through the SDK's
-    generic `post`, Responses through `extra_body`), skipping its transform pass; the server
+    """The OpenAI adapters hand the SDK their body as it is (Chat Completions and Responses
+    through the SDK's generic `post`), skipping its transform pass; the server
     must receive the same JSON and headers as through the typed call."""
     case = CASES[case_name]
     server.reset()  # replies queued by the refusal tests above were never taken

@@ -101,19 +101,6 @@ def chat_usage(raw: Any) -> TokenUsage | None:
     )
 
 
-def as_extra_body(body: dict[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """SDK keyword arguments that send `body` (and `extra`) as they are: the typed parameters
-    get only the model and an empty list where the SDK requires one, and the body rides in
-    `extra_body`, which the SDK merges over them unchanged. The typed route walks every
-    message and tool schema against the SDK's parameter types first (a third of a model
-    call's CPU) to turn into JSON what already is JSON; HTTP, auth, errors and stream parsing
-    stay the SDK's."""
-    required: dict[str, Any] = {"model": body["model"]}
-    if "messages" in body:
-        required["messages"] = []
-    return {**required, "extra_body": {**body, **(extra or {})}}
-
-
 class _ToolCalls:
     """Tool-call deltas (keyed by `index`) → ToolCall, then ToolCallParts for the same call."""
 

@@ -3,13 +3,15 @@ reasoning comes back as encrypted items that are replayed on the next call."""
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import Any, cast
 
 from soulwire.config.model import ModelConfig, ProviderConfig
 from soulwire.llm.convert import REASONING_TOKEN_SEP, responses_input, responses_tools
 from soulwire.llm.errors import MalformedResponseError
-from soulwire.llm.openai_chat import REASONING_EFFORT_ENV, OpenAIChatProvider, as_extra_body, chat_settings
+from soulwire.llm.openai_chat import REASONING_EFFORT_ENV, OpenAIChatProvider, chat_settings
 from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.llm.sse import EventData
 from soulwire.llm.transport import Attempt
 from soulwire.wire.types import (
     FunctionCall,
@@ -29,14 +31,27 @@ def openai_responses_factory(
 
 
 def responses_usage(raw: Any) -> TokenUsage | None:
-    if raw is None:
+    """The `usage` object of a Responses event's `response`, as TokenUsage."""
+    if not isinstance(raw, dict):
         return None
-    total = getattr(raw, "input_tokens", 0) or 0
-    details = getattr(raw, "input_tokens_details", None)
-    cached = min(getattr(details, "cached_tokens", 0) or 0, total)
-    return TokenUsage(
-        input_other=total - cached, output=getattr(raw, "output_tokens", 0) or 0, input_cache_read=cached
-    )
+    usage = cast(dict[str, Any], raw)
+    total = _int(usage.get("input_tokens"))
+    details = usage.get("input_tokens_details")
+    cached = min(_int(_dict(details).get("cached_tokens")), total)
+    output = _int(usage.get("output_tokens"))
+    return TokenUsage(input_other=total - cached, output=output, input_cache_read=cached)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
 class _Events:
@@ -74,63 +89,90 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
     def _attempt(self, request: ChatRequest, result: StreamResult) -> Attempt:
         body, _ = self.request_body(request)
         state = _Events()
-        return Attempt(
-            open=lambda client: client.responses.create(**as_extra_body(body), stream=True),
-            parts=lambda event: self._event_parts(event, state, result),
-        )
 
-    def _event_parts(self, event: Any, state: _Events, result: StreamResult) -> list[WireModel]:
-        kind = getattr(event, "type", "")
+        async def open_stream(client: Any) -> EventData:
+            # As for Chat Completions: the SDK's generic POST with the body as it is and the
+            # response unread, each event's JSON then read as a dict. The typed
+            # `responses.create` walks its parameters against the SDK's types first, and its
+            # stream builds a typed model for every event.
+            def send() -> Any:
+                return client.post(
+                    "/responses",
+                    cast_to=import_module("httpx2").Response,
+                    body={**body, "stream": True},
+                    stream=True,
+                )
+
+            return EventData(send, self._stream_error)
+
+        return Attempt(open=open_stream, parts=lambda event: self._event_parts(event, state, result))
+
+    def _stream_error(self, data: Any) -> BaseException:
+        """An `event: error` (`{"type": "error", "code", "message"}`) or an event with an
+        `error` member, as the error it reports."""
+        event = _dict(data)
+        if "error" not in event:
+            event = {"error": {"code": event.get("code"), "message": event.get("message")}}
+        return self._errors().stream_error(event, fallback="the response failed")
+
+    def _event_parts(self, data: Any, state: _Events, result: StreamResult) -> list[WireModel]:
+        event = _dict(data)
+        kind = event.get("type")
         if kind in ("response.created", "response.in_progress", "response.completed", "response.incomplete"):
-            response = getattr(event, "response", None)
-            if isinstance(getattr(response, "id", None), str):
-                result.message_id = response.id  # type: ignore[union-attr]
-            usage = responses_usage(getattr(response, "usage", None))
+            response = _dict(event.get("response"))
+            response_id = response.get("id")
+            if isinstance(response_id, str):
+                result.message_id = response_id
+            usage = responses_usage(response.get("usage"))
             if usage is not None:
                 result.usage = usage
             return []
         if kind in ("response.output_text.delta", "response.refusal.delta"):
-            return [TextPart(text=event.delta)] if event.delta else []
+            delta = _str(event.get("delta"))
+            return [TextPart(text=delta)] if delta else []
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            return [ThinkPart(think=event.delta)] if event.delta else []
+            delta = _str(event.get("delta"))
+            return [ThinkPart(think=delta)] if delta else []
         if kind == "response.reasoning_summary_part.added":
-            seen = state.summary_parts.get(event.item_id, 0)
-            state.summary_parts[event.item_id] = seen + 1
+            item_id = _str(event.get("item_id"))
+            seen = state.summary_parts.get(item_id, 0)
+            state.summary_parts[item_id] = seen + 1
             return [ThinkPart(think="\n\n")] if seen else []
-        if kind == "response.output_item.added" and getattr(event.item, "type", "") == "function_call":
-            item = event.item
-            state.calls[item.id] = bool(item.arguments)
-            state.current = item.id
-            call = ToolCall(
-                id=item.call_id, function=FunctionCall(name=item.name, arguments=item.arguments or None)
-            )
-            return [call]
+        if kind == "response.output_item.added":
+            item = _dict(event.get("item"))
+            if item.get("type") != "function_call":
+                return []
+            arguments = _str(item.get("arguments"))
+            item_id = _str(item.get("id"))
+            state.calls[item_id] = bool(arguments)
+            state.current = item_id
+            function = FunctionCall(name=_str(item.get("name")), arguments=arguments or None)
+            return [ToolCall(id=_str(item.get("call_id")), function=function)]
         if kind == "response.function_call_arguments.delta":
-            if event.item_id != state.current:
+            item_id = _str(event.get("item_id"))
+            if item_id != state.current:
                 raise MalformedResponseError("the provider interleaved the arguments of parallel tool calls")
-            state.calls[event.item_id] = True
-            return [ToolCallPart(arguments_part=event.delta)] if event.delta else []
+            state.calls[item_id] = True
+            delta = _str(event.get("delta"))
+            return [ToolCallPart(arguments_part=delta)] if delta else []
         if kind == "response.output_item.done":
-            return self._item_done(event.item, state)
-        if kind in ("response.failed", "error"):
-            error = (
-                getattr(getattr(event, "response", None), "error", None)
-                if kind == "response.failed"
-                else event
-            )
-            body = {
-                "error": {"code": getattr(error, "code", None), "message": getattr(error, "message", None)}
-            }
-            raise self._errors().stream_error(body, fallback="the response failed")
+            return self._item_done(_dict(event.get("item")), state)
+        if kind == "response.failed":
+            error = _dict(_dict(event.get("response")).get("error"))
+            raise self._stream_error({"code": error.get("code"), "message": error.get("message")})
+        if kind == "error":
+            raise self._stream_error(event)
         return []
 
-    def _item_done(self, item: Any, state: _Events) -> list[WireModel]:
-        kind = getattr(item, "type", "")
-        if kind == "reasoning" and getattr(item, "encrypted_content", None):
+    def _item_done(self, item: dict[str, Any], state: _Events) -> list[WireModel]:
+        kind = item.get("type")
+        encrypted = _str(item.get("encrypted_content"))
+        if kind == "reasoning" and encrypted:
             # Closes the think run with what the next request must send back.
-            return [ThinkPart(think="", encrypted=f"{item.id}{REASONING_TOKEN_SEP}{item.encrypted_content}")]
-        if kind == "function_call" and not state.calls.get(item.id, True) and item.arguments:
+            return [ThinkPart(think="", encrypted=f"{_str(item.get('id'))}{REASONING_TOKEN_SEP}{encrypted}")]
+        arguments = _str(item.get("arguments"))
+        if kind == "function_call" and not state.calls.get(_str(item.get("id")), True) and arguments:
             # Some servers send the arguments only with the finished item.
-            state.calls[item.id] = True
-            return [ToolCallPart(arguments_part=item.arguments)]
+            state.calls[_str(item.get("id"))] = True
+            return [ToolCallPart(arguments_part=arguments)]
         return []
