@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fake_llm_server import FakeLLMServer
 from tests.provider_streams import Answer, stream_reply
 
-PATHS = {"openai_legacy": "/v1", "anthropic": ""}
+PATHS = {"openai_legacy": "/v1", "openai_responses": "/v1", "anthropic": ""}
 
 
 def once(command: str, provider: str, server: FakeLLMServer, think: float) -> float:
@@ -99,7 +99,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--cmd", action="append", required=True, help="label=command (repeatable)")
-    parser.add_argument("--provider", action="append", choices=sorted(PATHS), help="default: both")
+    parser.add_argument("--provider", action="append", choices=sorted(PATHS), help="default: all")
     parser.add_argument("--think", default="0,1.5", help="seconds between handshake and prompt")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()

@@ -255,13 +255,16 @@ def typed_call_body(server: FakeLLMServer, kind: str, case: Case) -> tuple[Any, 
     assert model is not None
     provider: Any = model.provider
     request = ChatRequest("You are a test.", case.history, case.tools, thinking=model.thinking)
-    body, extra = provider.request_body(request)
+    built = provider.request_body(request)
+    body, extra = built if isinstance(built, tuple) else (built, {})
     server.queue(stream_reply(kind, Answer("m", text=["ok"])))
 
     async def run() -> None:
         client = provider._client.get()
         if kind == "openai_responses":
             stream = await client.responses.create(**body, stream=True)
+        elif kind == "anthropic":
+            stream = await client.messages.create(**body, stream=True)
         else:
             stream = await client.chat.completions.create(**body, stream=True, extra_body=extra or None)
         async with stream:
@@ -278,13 +281,13 @@ def typed_call_body(server: FakeLLMServer, kind: str, case: Case) -> tuple[Any, 
 VOLATILE_HEADERS = {"content-length", "x-stainless-retry-count", "x-stainless-read-timeout"}
 
 
-@pytest.mark.parametrize("kind", ("kimi", "openai_legacy", "openai_responses"))
+@pytest.mark.parametrize("kind", ("kimi", "openai_legacy", "openai_responses", "anthropic"))
 @pytest.mark.parametrize("case_name", list(CASES))
 def test_the_body_sent_untransformed_is_what_the_typed_sdk_call_sends(
     server: FakeLLMServer, kind: str, case_name: str
 ):
-    """The OpenAI adapters hand the SDK their body as it is (Chat Completions and Responses
-    through the SDK's generic `post`), skipping its transform pass; the server
+    """The OpenAI and Anthropic adapters hand the SDK their body as it is (through the SDK's
+    generic `post`), skipping its typed call's transform pass and typed stream; the server
     must receive the same JSON and headers as through the typed call."""
     case = CASES[case_name]
     server.reset()  # replies queued by the refusal tests above were never taken
@@ -299,3 +302,4 @@ def test_the_body_sent_untransformed_is_what_the_typed_sdk_call_sends(
     sent = strip(recorded.headers)
     assert sent == strip(expected_headers)
     assert sent["authorization"] == "Bearer sk-x"
+    assert kind != "anthropic" or sent["anthropic-version"]

@@ -5,12 +5,14 @@ at the first request."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from importlib import import_module
+from typing import Any, cast
 
 from soulwire.config.model import ModelConfig, ProviderConfig
 from soulwire.llm.convert import anthropic_messages, anthropic_system, anthropic_tools
 from soulwire.llm.errors import MalformedResponseError
 from soulwire.llm.provider import ChatRequest, StreamResult
+from soulwire.llm.sse import EventData
 from soulwire.llm.transport import AdapterSettings, Attempt, SDKAdapter, env_float
 from soulwire.wire.types import (
     FunctionCall,
@@ -42,14 +44,15 @@ class _Usage:
     cache_creation: int = 0
 
     def update(self, raw: Any) -> None:
+        usage = _dict(raw)
         for attr, key in (
             ("input", "input_tokens"),
             ("output", "output_tokens"),
             ("cache_read", "cache_read_input_tokens"),
             ("cache_creation", "cache_creation_input_tokens"),
         ):
-            value = getattr(raw, key, None)
-            if isinstance(value, int):
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
                 setattr(self, attr, value)
 
     def token_usage(self) -> TokenUsage:
@@ -74,7 +77,6 @@ class AnthropicProvider(SDKAdapter[AdapterSettings]):
 
     sdk_module = "anthropic"
     client_class = "AsyncAnthropic"
-    sdk_resources = ("anthropic.resources.messages:AsyncMessages",)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         s = self.settings
@@ -98,54 +100,87 @@ class AnthropicProvider(SDKAdapter[AdapterSettings]):
     def _attempt(self, request: ChatRequest, result: StreamResult) -> Attempt:
         body = self.request_body(request)
         usage, blocks = _Usage(), _Blocks()
-        return Attempt(
-            open=lambda client: client.messages.create(**body, stream=True),
-            parts=lambda event: self._parts(event, usage, blocks, result),
-        )
 
-    def _parts(self, event: Any, usage: _Usage, blocks: _Blocks, result: StreamResult) -> list[WireModel]:
-        kind = getattr(event, "type", "")
+        async def open_stream(client: Any) -> EventData:
+            # The SDK's generic POST (its auth, version header, timeouts and status errors) with
+            # the body as it is and the response unread, each event's JSON read as a dict: the
+            # typed `messages.create` stream builds a typed model for every event. An `event:
+            # error` raises through `stream_error`, as the SDK's stream raises its status error.
+            def send() -> Any:
+                return client.post(
+                    "/v1/messages",
+                    cast_to=import_module("httpx2").Response,
+                    body={**body, "stream": True},
+                    stream=True,
+                )
+
+            return EventData(send, lambda data: self._errors().stream_error(data))
+
+        return Attempt(open=open_stream, parts=lambda event: self._parts(event, usage, blocks, result))
+
+    def _parts(self, data: Any, usage: _Usage, blocks: _Blocks, result: StreamResult) -> list[WireModel]:
+        event = _dict(data)
+        kind = event.get("type")
         if kind == "message_start":
-            message = event.message
-            result.message_id = getattr(message, "id", None)
-            usage.update(getattr(message, "usage", None))
+            message = _dict(event.get("message"))
+            message_id = message.get("id")
+            result.message_id = message_id if isinstance(message_id, str) else None
+            usage.update(message.get("usage"))
             result.usage = usage.token_usage()
         elif kind == "message_delta":
-            usage.update(getattr(event, "usage", None))
+            usage.update(event.get("usage"))
             result.usage = usage.token_usage()
         elif kind == "content_block_start":
-            return self._block_start(event.index, event.content_block, blocks)
+            return self._block_start(_index(event), _dict(event.get("content_block")), blocks)
         elif kind == "content_block_delta":
-            return self._block_delta(event.index, event.delta, blocks)
+            return self._block_delta(_index(event), _dict(event.get("delta")), blocks)
         return []
 
     @staticmethod
-    def _block_start(index: int, block: Any, blocks: _Blocks) -> list[WireModel]:
-        kind = getattr(block, "type", "")
+    def _block_start(index: int, block: dict[str, Any], blocks: _Blocks) -> list[WireModel]:
+        kind = block.get("type")
         if kind == "tool_use":
             blocks.tool_blocks.add(index)
             blocks.current_tool = index
-            return [ToolCall(id=block.id, function=FunctionCall(name=block.name, arguments=None))]
+            call = FunctionCall(name=_str(block.get("name")), arguments=None)
+            return [ToolCall(id=_str(block.get("id")), function=call)]
         if kind == "redacted_thinking":
-            return [ThinkPart(think="", encrypted=block.data)]
-        if kind == "text" and getattr(block, "text", ""):
-            return [TextPart(text=block.text)]
-        if kind == "thinking" and getattr(block, "thinking", ""):
-            return [ThinkPart(think=block.thinking)]
+            return [ThinkPart(think="", encrypted=_str(block.get("data")))]
+        if kind == "text" and _str(block.get("text")):
+            return [TextPart(text=block["text"])]
+        if kind == "thinking" and _str(block.get("thinking")):
+            return [ThinkPart(think=block["thinking"])]
         return []
 
     @staticmethod
-    def _block_delta(index: int, delta: Any, blocks: _Blocks) -> list[WireModel]:
-        kind = getattr(delta, "type", "")
+    def _block_delta(index: int, delta: dict[str, Any], blocks: _Blocks) -> list[WireModel]:
+        kind = delta.get("type")
         if kind == "text_delta":
-            return [TextPart(text=delta.text)] if delta.text else []
+            text = _str(delta.get("text"))
+            return [TextPart(text=text)] if text else []
         if kind == "thinking_delta":
-            return [ThinkPart(think=delta.thinking)] if delta.thinking else []
+            thinking = _str(delta.get("thinking"))
+            return [ThinkPart(think=thinking)] if thinking else []
         if kind == "signature_delta":
             # Closes the thinking block: the signature must go back with it on the next call.
-            return [ThinkPart(think="", encrypted=delta.signature)] if delta.signature else []
+            signature = _str(delta.get("signature"))
+            return [ThinkPart(think="", encrypted=signature)] if signature else []
         if kind == "input_json_delta":
             if index != blocks.current_tool:
                 raise MalformedResponseError("the provider interleaved the input of parallel tool calls")
-            return [ToolCallPart(arguments_part=delta.partial_json)] if delta.partial_json else []
+            partial = _str(delta.get("partial_json"))
+            return [ToolCallPart(arguments_part=partial)] if partial else []
         return []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _index(event: dict[str, Any]) -> int:
+    index = event.get("index")
+    return index if isinstance(index, int) else -1

@@ -147,7 +147,6 @@ class OpenAIChatProvider(SDKAdapter[ChatSettings]):
 
     sdk_module = "openai"
     client_class = "AsyncOpenAI"
-    sdk_resources = ("openai.resources.chat:AsyncChat", "openai.resources.chat.completions:AsyncCompletions")
 
     def request_body(self, request: ChatRequest) -> tuple[dict[str, Any], dict[str, Any]]:
         """(SDK keyword arguments, extra body fields) for one request."""

@@ -66,8 +66,6 @@ class _Events:
 class OpenAIResponsesProvider(OpenAIChatProvider):
     """A model behind the Responses API; shares settings, client and error mapping with Chat."""
 
-    sdk_resources = ("openai.resources.responses:AsyncResponses",)
-
     def request_body(self, request: ChatRequest) -> tuple[dict[str, Any], dict[str, Any]]:
         s = self.settings
         body: dict[str, Any] = {

@@ -80,7 +80,7 @@ def preload_sdk(kind: str) -> None:
         return
     module = importlib.import_module(target.partition(":")[0])
     adapters = [v for v in vars(module).values() if isinstance(getattr(v, "sdk_module", None), str)]
-    if not import_names(sorted({name for a in adapters for name in (a.sdk_module, *a.sdk_resources)})):
+    if not import_names(sorted({a.sdk_module for a in adapters})):
         return
     from soulwire.tls import shared_tls_context
 

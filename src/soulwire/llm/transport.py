@@ -32,7 +32,7 @@ from soulwire.llm.errors import (
     status_error,
 )
 from soulwire.llm.provider import ChatRequest, StreamResult
-from soulwire.llm.sdk_import import import_names, import_sdk
+from soulwire.llm.sdk_import import import_sdk
 from soulwire.tls import shared_tls_context
 from soulwire.wire.types import WireModel
 
@@ -369,9 +369,6 @@ class SDKAdapter(ABC, Generic[SettingsT]):
 
     sdk_module: ClassVar[str]
     client_class: ClassVar[str]
-    sdk_resources: ClassVar[tuple[str, ...]] = ()
-    """`module:Class` of the SDK resources a first request loads (SDKs import them lazily);
-    a preload loads them too."""
 
     def __init__(self, settings: SettingsT) -> None:
         self.settings = settings
@@ -388,10 +385,10 @@ class SDKAdapter(ABC, Generic[SettingsT]):
 
     def preload(self) -> None:
         """Import the SDK and build its client: the import, the HTTP stack and the TLS
-        context (it reads the CA bundle) are most of a first request's own cost. Then the
-        resources a request goes through, which the SDK (and `import_sdk`) load lazily."""
+        context (it reads the CA bundle) are most of a first request's own cost. A request
+        goes through the client's generic `post`, so none of the SDK's lazily imported
+        resources (and their types) is needed after that."""
         self._client.get()
-        import_names(self.sdk_resources)
 
     def _client_key(self) -> tuple[Any, ...]:
         """What the built client depends on (adapters with the same key may share one)."""
