@@ -95,6 +95,27 @@ def test_a_bad_task_file_is_one_line_and_exit_2(lab: FleetLab) -> None:
     assert missing.returncode == 2 and missing.stderr == "soulwire fleet: no results file: nothing.jsonl\n"
 
 
+def test_report_on_a_file_that_is_not_results_says_so(lab: FleetLab) -> None:
+    """The task file given by mistake, a file of anything else, and a results file with a
+    line cut short: never an empty table that looks like a run with no tasks."""
+    lab.task("a", "text: ok")
+    lab.write_tasks()
+    tasks = fleet_cli(lab, "report", "tasks.jsonl")
+    assert tasks.returncode == 2 and tasks.stdout == ""
+    expected = "soulwire fleet: tasks.jsonl holds no result lines (a task file? its results go to tasks.results.jsonl)\n"
+    assert tasks.stderr == expected
+    (lab.root / "notes.txt").write_text("hello\n\n")
+    other = fleet_cli(lab, "report", "notes.txt")
+    assert other.returncode == 2 and other.stderr == "soulwire fleet: notes.txt holds no result lines\n"
+    assert fleet_cli(lab, "run", "tasks.jsonl", "--no-progress").returncode == 0
+    results = lab.root / "tasks.results.jsonl"
+    with results.open("a") as handle:
+        handle.write('{"id": "b", "sta')  # a line cut short by a killed driver
+    partial = fleet_cli(lab, "report", str(results), "--markdown")
+    assert partial.returncode == 0 and "| tasks | 1 |" in partial.stdout
+    assert partial.stderr == f"soulwire fleet: {results}: skipped lines that are not results: 2\n"
+
+
 def test_an_empty_task_file_runs_nothing_and_makes_no_files(lab: FleetLab) -> None:
     (lab.root / "tasks.jsonl").write_text("\n")
     run = fleet_cli(lab, "run", "tasks.jsonl", "--json")

@@ -183,3 +183,61 @@ def test_the_cli_on_a_local_cluster_of_its_own(lab: FleetLab) -> None:
     # Ray's warning about the thread it was started from is not shown: the command handles
     # its signals itself.
     assert "SIGTERM handler is not set" not in done.stderr
+
+
+def test_a_cluster_address_nothing_listens_on_is_one_line_at_once(lab: FleetLab) -> None:
+    """Ray retries an unreachable address for ever, a warning every few seconds; the command
+    says so in one line and exits instead, having started nothing."""
+    lab.task("one", "text: one")
+    lab.write_tasks()
+    address = f"127.0.0.1:{_free_port()}"  # closed again: nothing listens there
+    command = [sys.executable, "-m", "soulwire", "fleet", "run", "tasks.jsonl", "--backend", "ray"]
+    done = subprocess.run(
+        [*command, "--address", address],
+        cwd=lab.root,
+        env=lab.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"soulwire fleet: cannot reach the Ray cluster at {address}: Connection refused" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (lab.root / "tasks.results.jsonl").exists() or not fleet.read_results(
+        lab.root / "tasks.results.jsonl"
+    )
+
+
+def test_ctrl_c_while_ray_is_still_connecting_exits(lab: FleetLab) -> None:
+    """An address that accepts connections but never answers as Ray (here a socket that
+    only listens) keeps `ray.init` retrying inside Ray's native code; Ctrl-C still ends the
+    command with 130 (it used to wait for that call for ever, at the interpreter's exit)."""
+    lab.task("one", "text: one")
+    lab.write_tasks()
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        command = [sys.executable, "-m", "soulwire", "fleet", "run", "tasks.jsonl", "--backend", "ray"]
+        run = subprocess.Popen(
+            [*command, "--address", address, "--no-progress"],
+            cwd=lab.root,
+            env=lab.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert run.stderr is not None
+            # Past the probe, inside ray.init: Ray names the address it is connecting to.
+            for line in run.stderr:
+                if "Connecting to existing Ray cluster" in line:
+                    break
+            else:
+                pytest.fail("the command ended before connecting")
+            time.sleep(1)
+            run.send_signal(signal.SIGINT)
+            assert run.wait(timeout=30) == 130
+        finally:
+            run.kill()
+            run.wait()

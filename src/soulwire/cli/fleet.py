@@ -452,6 +452,19 @@ def _brief(result: TaskResult) -> dict[str, Any]:
     }
 
 
+def _is_task_line(path: Path, number: int) -> bool:
+    """Whether line `number` of `path` is a JSON object with a `prompt`: a task, not a result."""
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for current, line in enumerate(handle, 1):
+            if current == number:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    return False
+                return isinstance(record, dict) and "prompt" in record
+    return False
+
+
 def _report(args: argparse.Namespace) -> int:
     from soulwire.fleet import read_results
     from soulwire.fleet.report import rows, summarise, to_markdown
@@ -460,7 +473,20 @@ def _report(args: argparse.Namespace) -> int:
     if not path.is_file():
         sys.stderr.write(f"soulwire fleet: no results file: {path}\n")
         return EXIT_USAGE
-    summary = summarise(list(read_results(path).values()))
+    skipped: list[int] = []
+    results = read_results(path, skipped)
+    if skipped and not results:
+        hint = (
+            f" (a task file? its results go to {default_out(path)})"
+            if _is_task_line(path, skipped[0])
+            else ""
+        )
+        sys.stderr.write(f"soulwire fleet: {path} holds no result lines{hint}\n")
+        return EXIT_USAGE
+    if skipped:
+        numbers = ", ".join(str(n) for n in skipped[:5]) + (", …" if len(skipped) > 5 else "")
+        sys.stderr.write(f"soulwire fleet: {path}: skipped lines that are not results: {numbers}\n")
+    summary = summarise(list(results.values()))
     if args.json:
         record: dict[str, Any] = {name: value for name, value in rows(summary)}
         record["failures"] = dict(summary.causes.most_common())

@@ -19,8 +19,10 @@ import importlib
 import io
 import logging
 import os
+import socket
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import replace
@@ -50,6 +52,62 @@ class _NoSigtermNotice(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not record.getMessage().startswith("SIGTERM handler is not set")
+
+
+_PROBE_TIMEOUT_S = 10.0
+"""How long a cluster's address may take to accept a TCP connection before the run stops
+with "cannot reach the Ray cluster" (Ray itself retries an unreachable address for ever)."""
+
+
+def cluster_endpoint(address: str) -> tuple[str, int] | None:
+    """`(host, port)` of a cluster address to probe (`HOST:PORT`, `ray://HOST:PORT`); None
+    for `auto` and anything else, which Ray resolves itself."""
+    host, separator, port = address.removeprefix("ray://").rpartition(":")
+    if not separator or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def probe_cluster(address: str, timeout: float = _PROBE_TIMEOUT_S) -> None:
+    """Raise ConnectionError, in one line, when nothing accepts a connection at `address`."""
+    endpoint = cluster_endpoint(address)
+    if endpoint is None:
+        return
+    try:
+        socket.create_connection(endpoint, timeout=timeout).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ConnectionError(f"cannot reach the Ray cluster at {address}: {reason}") from None
+
+
+async def _in_daemon_thread(call: Any) -> Any:
+    """`call()` on a daemon thread, awaited. `ray.init` joining a cluster can block in Ray's
+    native code for as long as it retries; on a worker thread of the loop's executor, a run
+    interrupted meanwhile (Ctrl-C) could not exit, since the interpreter joins those threads
+    at exit. (Joining starts no process, so the thread may end once the call returns.)"""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():  # the awaiting task was cancelled
+            return
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+
+    def run() -> None:
+        try:
+            value, error = call(), None
+        except BaseException as exc:  # handed to the awaiting task, raised there
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name="ray-init", daemon=True).start()
+    return await future
 
 
 def pack_workspace(source: Path, leave_out: Collection[str] = ()) -> bytes:
@@ -236,7 +294,14 @@ class RayBackend:
             worker_log = logging.getLogger("ray._private.worker")
             if not any(isinstance(f, _NoSigtermNotice) for f in worker_log.filters):
                 worker_log.addFilter(_NoSigtermNotice())
-            await asyncio.to_thread(lambda: ray.init(**options))
+            if self.address is None:
+                # Not on a thread that ends: Ray starts the local cluster's processes with a
+                # parent-death signal, which the kernel sends when the *thread* that spawned
+                # them exits. The executor's threads live as long as the loop.
+                await asyncio.to_thread(lambda: ray.init(**options))
+            else:
+                await asyncio.to_thread(probe_cluster, self.address)
+                await _in_daemon_thread(lambda: ray.init(**options))
             self._owns_ray = True
         worker_class = ray.remote(FleetWorker)
         common: dict[str, Any] = {

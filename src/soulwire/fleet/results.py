@@ -101,19 +101,22 @@ def task_cost(task: Task, usage: Usage, prices: Mapping[str, ModelPrice] | None 
     return round(price.cost(tokens), 6)
 
 
-def read_results(path: Path) -> dict[str, TaskResult]:
+def read_results(path: Path, skipped: list[int] | None = None) -> dict[str, TaskResult]:
     """The last result of every task in a results file (missing file: none). A line that is
-    not a result — a line cut short when the driver was killed — is ignored."""
+    not a result — a line cut short when the driver was killed — is ignored; its number
+    (from 1) goes into `skipped` when given, blank lines aside."""
     results: dict[str, TaskResult] = {}
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return results
     with handle:
-        for line in handle:
+        for number, line in enumerate(handle, 1):
             try:
                 result = TaskResult.model_validate_json(line)
             except ValidationError:
+                if skipped is not None and line.strip():
+                    skipped.append(number)
                 continue
             results[result.id] = result
     return results
