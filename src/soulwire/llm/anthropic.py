@@ -5,14 +5,15 @@ at the first request."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
-from typing import Any, cast
+from typing import Any
 
 from soulwire.config.model import ModelConfig, ProviderConfig
 from soulwire.llm.convert import anthropic_messages, anthropic_system, anthropic_tools
 from soulwire.llm.errors import MalformedResponseError
 from soulwire.llm.provider import ChatRequest, StreamResult
-from soulwire.llm.sse import EventData
+from soulwire.llm.sse import EventData, post_events
+from soulwire.llm.sse import as_dict as _dict
+from soulwire.llm.sse import as_str as _str
 from soulwire.llm.transport import AdapterSettings, Attempt, SDKAdapter, env_float
 from soulwire.wire.types import (
     FunctionCall,
@@ -102,19 +103,9 @@ class AnthropicProvider(SDKAdapter[AdapterSettings]):
         usage, blocks = _Usage(), _Blocks()
 
         async def open_stream(client: Any) -> EventData:
-            # The SDK's generic POST (its auth, version header, timeouts and status errors) with
-            # the body as it is and the response unread, each event's JSON read as a dict: the
-            # typed `messages.create` stream builds a typed model for every event. An `event:
-            # error` raises through `stream_error`, as the SDK's stream raises its status error.
-            def send() -> Any:
-                return client.post(
-                    "/v1/messages",
-                    cast_to=import_module("httpx2").Response,
-                    body={**body, "stream": True},
-                    stream=True,
-                )
-
-            return EventData(send, lambda data: self._errors().stream_error(data))
+            # An `event: error` raises through `stream_error`, as the SDK's stream raises its
+            # status error.
+            return post_events(client, "/v1/messages", body, lambda data: self._errors().stream_error(data))
 
         return Attempt(open=open_stream, parts=lambda event: self._parts(event, usage, blocks, result))
 
@@ -171,14 +162,6 @@ class AnthropicProvider(SDKAdapter[AdapterSettings]):
             partial = _str(delta.get("partial_json"))
             return [ToolCallPart(arguments_part=partial)] if partial else []
         return []
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _index(event: dict[str, Any]) -> int:

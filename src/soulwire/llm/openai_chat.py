@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Any, Literal, cast
 
 from soulwire.config.model import ModelConfig, ProviderConfig
@@ -14,7 +13,8 @@ from soulwire.ids import uuid4_hex
 from soulwire.llm.convert import openai_chat_messages, openai_chat_tools
 from soulwire.llm.errors import MalformedResponseError
 from soulwire.llm.provider import ChatRequest, StreamResult
-from soulwire.llm.sse import EventData
+from soulwire.llm.sse import EventData, post_events
+from soulwire.llm.sse import as_int as _int
 from soulwire.llm.transport import AdapterSettings, Attempt, SDKAdapter, env_float
 from soulwire.wire.types import (
     FunctionCall,
@@ -76,10 +76,6 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, list):
         return []
     return [cast(dict[str, Any], v) for v in cast(list[Any], value) if isinstance(v, dict)]
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) else 0
 
 
 def chat_usage(raw: Any) -> TokenUsage | None:
@@ -194,22 +190,13 @@ class OpenAIChatProvider(SDKAdapter[ChatSettings]):
         calls = _ToolCalls()
 
         async def open_stream(client: Any) -> EventData:
-            # The SDK's generic POST (its auth, headers, timeouts and status errors) with the
-            # body as it is and the response unread: each chunk's JSON then comes as a dict. The
-            # typed `chat.completions.create` first walks its parameters against the SDK's
-            # types (~0.9 ms of CPU per call here, even with the body in `extra_body`), and its
-            # stream would build a typed model per chunk.
-            def send() -> Any:
-                return client.post(
-                    "/chat/completions",
-                    cast_to=import_module("httpx2").Response,
-                    body={"stream": True, **body, **extra},
-                    stream=True,
-                )
-
-            return EventData(send, lambda data: self._errors().stream_error(data))
+            return post_events(client, "/chat/completions", {**body, **extra}, self._stream_error)
 
         return Attempt(open=open_stream, parts=lambda chunk: self._parts(chunk, calls, result))
+
+    def _stream_error(self, data: Any) -> BaseException:
+        """An error reported inside the stream (an `error` member or `event: error`)."""
+        return self._errors().stream_error(data)
 
     def _parts(self, chunk: Any, calls: _ToolCalls, result: StreamResult) -> list[WireModel]:
         if not isinstance(chunk, dict):

@@ -3,15 +3,17 @@ reasoning comes back as encrypted items that are replayed on the next call."""
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any, cast
+from typing import Any
 
 from soulwire.config.model import ModelConfig, ProviderConfig
 from soulwire.llm.convert import REASONING_TOKEN_SEP, responses_input, responses_tools
 from soulwire.llm.errors import MalformedResponseError
 from soulwire.llm.openai_chat import REASONING_EFFORT_ENV, OpenAIChatProvider, chat_settings
 from soulwire.llm.provider import ChatRequest, StreamResult
-from soulwire.llm.sse import EventData
+from soulwire.llm.sse import EventData, post_events
+from soulwire.llm.sse import as_dict as _dict
+from soulwire.llm.sse import as_int as _int
+from soulwire.llm.sse import as_str as _str
 from soulwire.llm.transport import Attempt
 from soulwire.wire.types import (
     FunctionCall,
@@ -34,24 +36,12 @@ def responses_usage(raw: Any) -> TokenUsage | None:
     """The `usage` object of a Responses event's `response`, as TokenUsage."""
     if not isinstance(raw, dict):
         return None
-    usage = cast(dict[str, Any], raw)
+    usage = _dict(raw)
     total = _int(usage.get("input_tokens"))
     details = usage.get("input_tokens_details")
     cached = min(_int(_dict(details).get("cached_tokens")), total)
     output = _int(usage.get("output_tokens"))
     return TokenUsage(input_other=total - cached, output=output, input_cache_read=cached)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
 class _Events:
@@ -89,19 +79,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         state = _Events()
 
         async def open_stream(client: Any) -> EventData:
-            # As for Chat Completions: the SDK's generic POST with the body as it is and the
-            # response unread, each event's JSON then read as a dict. The typed
-            # `responses.create` walks its parameters against the SDK's types first, and its
-            # stream builds a typed model for every event.
-            def send() -> Any:
-                return client.post(
-                    "/responses",
-                    cast_to=import_module("httpx2").Response,
-                    body={**body, "stream": True},
-                    stream=True,
-                )
-
-            return EventData(send, self._stream_error)
+            return post_events(client, "/responses", body, self._stream_error)
 
         return Attempt(open=open_stream, parts=lambda event: self._event_parts(event, state, result))
 

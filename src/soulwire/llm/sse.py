@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import import_module
 from typing import Any, cast
 
 import anyio
@@ -89,10 +90,43 @@ class EventData:
         return decoded
 
 
+def post_events(
+    client: Any, path: str, body: dict[str, Any], on_error: Callable[[Any], BaseException]
+) -> EventData:
+    """`body` POSTed to `path` with `"stream": true` through the SDK client's generic `post`
+    (its auth, headers, timeouts and status errors), the response left unread and read here
+    as events. The typed calls (`chat.completions.create`, `responses.create`,
+    `messages.create`) first walk the body against the SDK's parameter types, and their
+    streams build a typed model for every event, only for the adapter to read a few fields
+    back out of it."""
+
+    def send() -> Any:
+        return client.post(
+            path, cast_to=import_module("httpx2").Response, body={**body, "stream": True}, stream=True
+        )
+
+    return EventData(send, on_error)
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """A decoded JSON object (an empty one for anything else)."""
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def as_str(value: Any) -> str:
+    """A decoded JSON string ("" for anything else)."""
+    return value if isinstance(value, str) else ""
+
+
+def as_int(value: Any) -> int:
+    """A decoded JSON integer (0 for anything else, booleans included)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 async def _drain(chunks: AsyncIterator[bytes]) -> None:
     with anyio.move_on_after(_DRAIN_S):
         async for _ in chunks:
             pass
 
 
-__all__ = ["EventData"]
+__all__ = ["EventData", "as_dict", "as_int", "as_str", "post_events"]
