@@ -116,6 +116,33 @@ def test_report_on_a_file_that_is_not_results_says_so(lab: FleetLab) -> None:
     assert partial.stderr == f"soulwire fleet: {results}: skipped lines that are not results: 2\n"
 
 
+def test_prices_from_a_file_cost_each_task_whichever_way_it_names_its_configuration(lab: FleetLab) -> None:
+    """`--prices` prices the provider's model name, found in the task's own `config`, in its
+    `config_file`, or in the engines' default configuration (the share dir's config.json)."""
+    usage = 'usage: {"input_other": 1000000, "output": 500000}'
+    inline = lab.task("inline", f"text: hello\n{usage}", shared="same")
+    config = inline["config"]
+    (lab.root / "model.json").write_text(json.dumps(config))
+    lab.task("from-file", f"text: hello\n{usage}", shared="same", config=None, config_file="model.json")
+    lab.share.mkdir(parents=True, exist_ok=True)
+    (lab.share / "config.json").write_text(json.dumps(config))
+    lab.task("default", f"text: hello\n{usage}", shared="same", config=None)
+    lab.lines = [{k: v for k, v in line.items() if v is not None} for line in lab.lines]
+    lab.write_tasks()
+    (lab.root / "prices.json").write_text('{"scripted_echo": {"input": 2, "output": 10}}')
+    run = fleet_cli(lab, "run", "tasks.jsonl", "--prices", "prices.json", "--no-progress")
+    assert run.returncode == 0, run.stderr
+    results = read_results(lab.root / "tasks.results.jsonl")
+    assert {k: r.cost_usd for k, r in results.items()} == {"inline": 7.0, "from-file": 7.0, "default": 7.0}
+    report = fleet_cli(lab, "report", "tasks.results.jsonl", "--markdown")
+    assert "| cost | $21.0000 ($7.0000 per task) |" in report.stdout
+    (lab.root / "bad.json").write_text('{"scripted_echo": {"input": 2}}')
+    bad = fleet_cli(lab, "run", "tasks.jsonl", "--prices", "bad.json")
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        'soulwire fleet: bad.json: scripted_echo: expected {"input"'
+    )
+
+
 def test_an_empty_task_file_runs_nothing_and_makes_no_files(lab: FleetLab) -> None:
     (lab.root / "tasks.jsonl").write_text("\n")
     run = fleet_cli(lab, "run", "tasks.jsonl", "--json")

@@ -77,6 +77,14 @@ def test_the_report_summary(tmp_path: Path) -> None:
     assert "| checks passed | 2/2 (100%) |" in markdown
     assert "| tokens in / out | 10 / 5 |" in markdown
     assert "| failed: ChatProviderError | 2 | d, e |" in markdown
+    assert "| cost | unknown (no price for the model) |" in markdown
+
+
+def test_the_report_adds_up_the_cost_of_the_priced_tasks(tmp_path: Path) -> None:
+    priced = [result("a", cost_usd=0.25), result("b", cost_usd=0.5)]
+    assert "| cost | $0.7500 ($0.3750 per task) |" in to_markdown(summarise(priced))
+    partly = to_markdown(summarise([*priced, result("c")]))
+    assert "| cost | $0.7500 ($0.3750 per task; 1 of 3 tasks without a price) |" in partly
 
 
 def test_a_line_cut_short_by_a_killed_driver_is_skipped_and_the_next_one_kept(tmp_path: Path) -> None:

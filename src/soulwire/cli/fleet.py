@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from soulwire.fleet import Backend, EngineSettings, Fleet, Task, TaskResult
     from soulwire.fleet.engines import StartingEngines
     from soulwire.fleet.spawn import EarlyGroup, GroupKey
+    from soulwire.sdk.pricing import ModelPrice
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -69,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
         " (default: half the concurrency; 0: none)"
     )
     run.add_argument("--stage-ahead", type=_non_negative, metavar="N", help=ahead_help)
+    prices_help = (
+        'USD per million tokens by model name for the results\' cost, a JSON object: {"MODEL": '
+        '{"input": 0.6, "output": 2.5, "cache_read": 0.15}, "*": {…}} (over the built-in list prices)'
+    )
+    run.add_argument("--prices", metavar="PRICES.json", help=prices_help)
     run.add_argument("--json", action="store_true", help="progress as JSON lines on stdout")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
     interval_help = "with --json: seconds between progress lines (default 2)"
@@ -92,7 +99,19 @@ def default_out(tasks: Path) -> Path:
     return tasks.with_name(tasks.name.removesuffix(".jsonl") + ".results.jsonl")
 
 
-def _ray_backend(args: argparse.Namespace) -> Backend:
+def load_prices(path: Path) -> dict[str, ModelPrice]:
+    """A `--prices` file (`soulwire.sdk.pricing.parse_prices`); ValueError in one line."""
+    from soulwire.sdk.pricing import parse_prices
+
+    try:
+        return parse_prices(json.loads(path.read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def _ray_backend(args: argparse.Namespace, prices: dict[str, ModelPrice] | None) -> Backend:
     from soulwire.fleet import EngineSettings
     from soulwire.fleet.ray_backend import RayBackend
 
@@ -100,7 +119,8 @@ def _ray_backend(args: argparse.Namespace) -> Backend:
     # for this command goes to the workers' engines too (they do not get the driver's
     # environment): the sessions land where `soulwire --session`, `web` and `vis` look here.
     share = os.environ.get("SOULWIRE_SHARE_DIR") or os.environ.get("KIMI_SHARE_DIR")
-    settings = EngineSettings(executable=args.engine, share_dir=Path(share).expanduser() if share else None)
+    share_dir = Path(share).expanduser() if share else None
+    settings = EngineSettings(executable=args.engine, share_dir=share_dir, prices=prices)
     return RayBackend(
         settings,
         address=args.address,
@@ -159,7 +179,15 @@ async def _run_tasks(args: argparse.Namespace, tasks_path: Path, early_group: Ea
 
     from soulwire.fleet.backend import EngineSettings
 
+    prices: dict[str, ModelPrice] | None = None
+    if args.prices:
+        try:
+            prices = load_prices(Path(args.prices))
+        except ValueError as exc:
+            sys.stderr.write(f"soulwire fleet: {exc}\n")
+            return EXIT_USAGE
     settings = EngineSettings(executable=args.engine) if args.engine else EngineSettings()
+    settings = replace(settings, prices=prices)
     warm = _warm(args)
     early: dict[GroupKey, StartingEngines] = {}
     if early_group is not None:
@@ -202,7 +230,7 @@ async def _run_fleet(
     out = Path(args.out) if args.out else default_out(Path(args.tasks))
     backend: Backend
     if args.backend == "ray":
-        backend = _ray_backend(args)
+        backend = _ray_backend(args, dict(settings.prices) if settings.prices else None)
     elif warm:
         backend = WarmBackend(settings, engines_per_group=args.engines_per_group, early=early)
     else:
@@ -489,6 +517,7 @@ def _report(args: argparse.Namespace) -> int:
     summary = summarise(list(results.values()))
     if args.json:
         record: dict[str, Any] = {name: value for name, value in rows(summary)}
+        record["cost_usd"] = round(summary.cost_usd, 6) if summary.priced else None
         record["failures"] = dict(summary.causes.most_common())
         sys.stdout.write(json.dumps(record, indent=2) + "\n")
     elif args.markdown:

@@ -40,6 +40,10 @@ class Summary:
     input_tokens: int = 0
     output_tokens: int = 0
     steps: int = 0
+    cost_usd: float = 0.0
+    """What the priced tasks cost (`TaskResult.cost_usd`)."""
+    priced: int = 0
+    """Tasks with a cost: a model without a price leaves a task's cost unknown."""
     durations: list[float] = field(default_factory=lambda: list[float]())
     causes: Counter[str] = field(default_factory=lambda: Counter[str]())
     examples: dict[str, list[str]] = field(default_factory=lambda: dict[str, list[str]]())
@@ -65,6 +69,9 @@ def summarise(results: list[TaskResult]) -> Summary:
         )
         summary.output_tokens += result.usage.output
         summary.steps += result.steps
+        if result.cost_usd is not None:
+            summary.cost_usd += result.cost_usd
+            summary.priced += 1
         summary.durations.append(result.duration_s)
         cause = failure_cause(result)
         if cause is not None:
@@ -86,9 +93,21 @@ def rows(summary: Summary) -> list[tuple[str, str]]:
         ("status", statuses),
         ("checks passed", passed),
         ("tokens in / out", f"{summary.input_tokens} / {summary.output_tokens}"),
+        ("cost", _cost(summary)),
         ("steps", str(summary.steps)),
         ("duration p50 / p90 / max", f"{p50:.1f}s / {p90:.1f}s / {top:.1f}s"),
     ]
+
+
+def _cost(summary: Summary) -> str:
+    if not summary.priced:
+        return "unknown (no price for the model)" if summary.tasks else "-"
+    total = f"${summary.cost_usd:.4f}"
+    per_task = f"${summary.cost_usd / summary.priced:.4f} per task"
+    if summary.priced < summary.tasks:
+        unpriced = summary.tasks - summary.priced
+        return f"{total} ({per_task}; {unpriced} of {summary.tasks} tasks without a price)"
+    return f"{total} ({per_task})"
 
 
 def to_markdown(summary: Summary) -> str:

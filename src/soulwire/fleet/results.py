@@ -3,13 +3,15 @@ the results file, which is also what a later run reads to skip the tasks already
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from soulwire.config.loader import ConfigError, read_config_file
 from soulwire.fleet.errors import EngineError, EngineLostError
 from soulwire.fleet.tasks import Task
 from soulwire.sdk.pricing import ModelPrice, price_for
@@ -76,9 +78,11 @@ class TaskResult(BaseModel):
         return self.status in FINISHED
 
 
-def task_model_name(task: Task) -> str | None:
-    """The provider's name of the task's model (what prices are listed by), else its alias."""
-    config = task.config or {}
+def task_model_name(task: Task, share: Path | None = None) -> str | None:
+    """The provider's name of the task's model (what prices are listed by), else its alias.
+    The configuration is the task's own, else its `config_file`, else the engines' default
+    one in `share` (their share dir), as the engine reads it."""
+    config = task.config if task.config is not None else _config_file(task.config_file, share)
     alias = task.model or config.get("default_model")
     models = config.get("models")
     entry = models.get(alias) if isinstance(models, dict) and isinstance(alias, str) else None
@@ -87,9 +91,42 @@ def task_model_name(task: Task) -> str | None:
     return alias if isinstance(alias, str) else None
 
 
-def task_cost(task: Task, usage: Usage, prices: Mapping[str, ModelPrice] | None = None) -> float | None:
-    """What the task's tokens cost in USD, or None when its model has no price."""
-    price = price_for(task_model_name(task), prices)
+def _config_file(config_file: str | os.PathLike[str] | None, share: Path | None) -> dict[str, Any]:
+    """The raw configuration the engine reads (empty when there is none or it is unreadable:
+    the engine reports that itself)."""
+    if config_file is not None:
+        path: Path | None = Path(config_file).expanduser()
+    elif share is not None:
+        path = next(
+            (share / name for name in ("config.toml", "config.json") if (share / name).is_file()), None
+        )
+    else:
+        path = None
+    if path is None:
+        return {}
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return {}
+    return _read_config(str(path), stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_config(path: str, stamp: int) -> dict[str, Any]:
+    """`read_config_file`, once per file and modification (a fleet's tasks share one)."""
+    del stamp  # (part of the cache key only)
+    try:
+        return read_config_file(Path(path))
+    except ConfigError:
+        return {}
+
+
+def task_cost(
+    task: Task, usage: Usage, prices: Mapping[str, ModelPrice] | None = None, share: Path | None = None
+) -> float | None:
+    """What the task's tokens cost in USD, or None when its model has no price (`share`: the
+    engines' share dir, where the default configuration is)."""
+    price = price_for(task_model_name(task, share), prices)
     if price is None:
         return None
     tokens = TokenUsage(

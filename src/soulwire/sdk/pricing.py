@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 from soulwire.wire.types import TokenUsage
 
@@ -44,6 +45,32 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
 }
 
 
+_PRICE_FIELDS = frozenset(("input", "output", "cache_read", "cache_write"))
+
+
+def _is_amount(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def parse_prices(data: object) -> dict[str, ModelPrice]:
+    """A price table as JSON gives it — `{"MODEL": {"input": 0.6, "output": 2.5,
+    "cache_read": 0.15}, "*": {…}}`, USD per million tokens — as ModelPrices. Raises
+    ValueError naming the first entry that is not one."""
+    if not isinstance(data, dict):
+        raise ValueError("expected an object of model name → price")
+    prices: dict[str, ModelPrice] = {}
+    for model, price in cast(dict[str, Any], data).items():
+        fields = cast(dict[str, Any], price) if isinstance(price, dict) else {}
+        numbers = all(_is_amount(value) for value in fields.values())
+        if not ({"input", "output"} <= fields.keys() <= _PRICE_FIELDS and numbers):
+            raise ValueError(
+                f'{model}: expected {{"input": N, "output": N}} and optionally cache_read and cache_write,'
+                " in USD per million tokens"
+            )
+        prices[model] = ModelPrice(**{name: float(value) for name, value in fields.items()})
+    return prices
+
+
 def price_for(model: str | None, prices: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:
     """The price of `model`: the user's table first, then the defaults, then a `"*"` entry."""
     table = {**DEFAULT_PRICES, **(prices or {})}
@@ -52,4 +79,4 @@ def price_for(model: str | None, prices: Mapping[str, ModelPrice] | None = None)
     return table.get("*")
 
 
-__all__ = ["DEFAULT_PRICES", "ModelPrice", "price_for"]
+__all__ = ["DEFAULT_PRICES", "ModelPrice", "parse_prices", "price_for"]
