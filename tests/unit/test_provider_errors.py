@@ -22,7 +22,7 @@ from soulwire.llm.errors import (
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.llm.registry import resolve_model
-from soulwire.wire.types import ToolCall, ToolCallPart
+from soulwire.wire.types import ThinkPart, ToolCall, ToolCallPart
 
 OVERFLOW = {
     "kimi": "Invalid request: Your request exceeded model token limit: 262144",
@@ -194,5 +194,62 @@ def test_responses_interleaved_tool_call_arguments_are_refused(server: FakeLLMSe
                 {"type": "response.output_item.added", "output_index": 0, "item": function_call("fc_1")},
                 {"type": "response.output_item.added", "output_index": 1, "item": function_call("fc_2")},
                 {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": "{"},
+            ],
+        )
+
+
+def anthropic_parts(server: FakeLLMServer, events: list[dict[str, object]]) -> list[object]:
+    """The parts the Anthropic adapter makes of these events (each its own SSE, named by type)."""
+    server.queue(sse_reply([sse(e, event=str(e["type"])) for e in events]))
+    config = Config.model_validate(
+        {
+            "default_model": "m",
+            "models": {"m": {"provider": "p", "model": "test-model"}},
+            "providers": {"p": {"type": "anthropic", "base_url": server.url, "api_key": "k"}},
+        }
+    )
+    model = resolve_model(config, model_alias=None, thinking=None, env={"SOULWIRE_LLM_TIMEOUT": "2"})
+    assert model is not None
+
+    async def run() -> list[object]:
+        request = ChatRequest("sys", [Message(role="user", content="hi")])
+        return [part async for part in model.provider.stream(request, StreamResult())]
+
+    return anyio.run(run)
+
+
+def tool_use(index: int, call_id: str) -> dict[str, object]:
+    block = {"type": "tool_use", "id": call_id, "name": "Shell", "input": {}}
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def test_anthropic_redacted_thinking_is_kept_to_send_back(server: FakeLLMServer):
+    start = {
+        "type": "message_start",
+        "message": {"id": "msg_1", "usage": {"input_tokens": 3, "output_tokens": 0}},
+    }
+    redacted = {"type": "redacted_thinking", "data": "opaque-blob"}
+    parts = anthropic_parts(
+        server,
+        [
+            start,
+            {"type": "content_block_start", "index": 0, "content_block": redacted},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_stop"},
+        ],
+    )
+    (part,) = parts
+    assert isinstance(part, ThinkPart) and part.think == "" and part.encrypted == "opaque-blob"
+
+
+def test_anthropic_interleaved_tool_inputs_are_refused(server: FakeLLMServer):
+    delta = {"type": "input_json_delta", "partial_json": "{"}
+    with pytest.raises(ChatProviderError, match="interleaved"):
+        anthropic_parts(
+            server,
+            [
+                tool_use(0, "toolu_1"),
+                tool_use(1, "toolu_2"),
+                {"type": "content_block_delta", "index": 0, "delta": delta},
             ],
         )
