@@ -267,7 +267,7 @@ async def _run_fleet(
         exc = _single_error(caught)
         if not isinstance(exc, OSError | RuntimeError):
             raise
-        progress.close(False)
+        progress.close(False, stopped_by_error=True)
         sys.stderr.write(f"soulwire fleet: {' '.join(str(exc).split())[:300]}\n")
         return EXIT_FAILURES
     progress.close(interrupted)
@@ -439,7 +439,9 @@ class _Progress:
         if self._live is not None:
             self._live.update(self._status())
 
-    def close(self, interrupted: bool) -> None:
+    def close(self, interrupted: bool, *, stopped_by_error: bool = False) -> None:
+        """The last word: `fleet_finished` for machines; for a person the summary, unless an
+        error (said in its own line) stopped the run before any task finished."""
         if self._live is not None:
             self._live.stop()
             self._live = None
@@ -450,6 +452,8 @@ class _Progress:
             sys.stdout.write(json.dumps(record) + "\n")
             return
         counts = self._counts()
+        if stopped_by_error and not fleet.finished:
+            return
         summary = (
             f"fleet: {counts['done']} done, {counts['failed']} failed, {counts['timed_out']} timed out "
             f"in {counts['elapsed_s']:.1f}s"
