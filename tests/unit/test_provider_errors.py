@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -38,7 +39,8 @@ def server() -> Iterator[FakeLLMServer]:
         yield server
 
 
-def call(kind: str, base_url: str) -> ChatProviderError:
+def model_at(kind: str, base_url: str) -> Any:
+    """The one model of a `kind` provider at `base_url` (2 s to read each answer)."""
     config = Config.model_validate(
         {
             "default_model": "m",
@@ -48,6 +50,11 @@ def call(kind: str, base_url: str) -> ChatProviderError:
     )
     model = resolve_model(config, model_alias=None, thinking=None, env={"SOULWIRE_LLM_TIMEOUT": "2"})
     assert model is not None
+    return model
+
+
+def call(kind: str, base_url: str) -> ChatProviderError:
+    model = model_at(kind, base_url)
     request = ChatRequest("sys", [Message(role="user", content="hi")])
 
     async def run() -> ChatProviderError:
@@ -137,25 +144,22 @@ def test_a_responses_error_event_keeps_its_meaning(server: FakeLLMServer):
     assert "Overloaded" in str(raised)
 
 
-def responses_parts(server: FakeLLMServer, events: list[dict[str, object]]) -> list[object]:
-    """The parts the Responses adapter makes of these events (each sent as its own SSE)."""
-    chunks = [sse({"sequence_number": n, **e}, event=str(e["type"])) for n, e in enumerate(events)]
-    server.queue(sse_reply(chunks))
-    config = Config.model_validate(
-        {
-            "default_model": "m",
-            "models": {"m": {"provider": "p", "model": "test-model"}},
-            "providers": {"p": {"type": "openai_responses", "base_url": server.url + "/v1", "api_key": "k"}},
-        }
-    )
-    model = resolve_model(config, model_alias=None, thinking=None, env={"SOULWIRE_LLM_TIMEOUT": "2"})
-    assert model is not None
+def stream_parts(server: FakeLLMServer, kind: str, chunks: list[bytes]) -> list[object]:
+    """The parts the `kind` adapter makes of these SSE chunks, served as one reply."""
+    server.queue(sse_reply(list(chunks)))
+    model = model_at(kind, server.url if kind == "anthropic" else server.url + "/v1")
 
     async def run() -> list[object]:
         request = ChatRequest("sys", [Message(role="user", content="hi")])
         return [part async for part in model.provider.stream(request, StreamResult())]
 
     return anyio.run(run)
+
+
+def responses_parts(server: FakeLLMServer, events: list[dict[str, object]]) -> list[object]:
+    """The parts the Responses adapter makes of these events (each sent as its own SSE)."""
+    chunks = [sse({"sequence_number": n, **e}, event=str(e["type"])) for n, e in enumerate(events)]
+    return stream_parts(server, "openai_responses", chunks)
 
 
 def function_call(item_id: str, arguments: str = "") -> dict[str, object]:
@@ -200,22 +204,7 @@ def test_responses_interleaved_tool_call_arguments_are_refused(server: FakeLLMSe
 
 def anthropic_parts(server: FakeLLMServer, events: list[dict[str, object]]) -> list[object]:
     """The parts the Anthropic adapter makes of these events (each its own SSE, named by type)."""
-    server.queue(sse_reply([sse(e, event=str(e["type"])) for e in events]))
-    config = Config.model_validate(
-        {
-            "default_model": "m",
-            "models": {"m": {"provider": "p", "model": "test-model"}},
-            "providers": {"p": {"type": "anthropic", "base_url": server.url, "api_key": "k"}},
-        }
-    )
-    model = resolve_model(config, model_alias=None, thinking=None, env={"SOULWIRE_LLM_TIMEOUT": "2"})
-    assert model is not None
-
-    async def run() -> list[object]:
-        request = ChatRequest("sys", [Message(role="user", content="hi")])
-        return [part async for part in model.provider.stream(request, StreamResult())]
-
-    return anyio.run(run)
+    return stream_parts(server, "anthropic", [sse(e, event=str(e["type"])) for e in events])
 
 
 def tool_use(index: int, call_id: str) -> dict[str, object]:
