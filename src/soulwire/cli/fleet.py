@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,7 +112,7 @@ def load_prices(path: Path) -> dict[str, ModelPrice]:
         raise ValueError(f"{path}: {exc}") from None
 
 
-def _ray_backend(args: argparse.Namespace, prices: dict[str, ModelPrice] | None) -> Backend:
+def _ray_backend(args: argparse.Namespace, prices: Mapping[str, ModelPrice] | None) -> Backend:
     from soulwire.fleet import EngineSettings
     from soulwire.fleet.ray_backend import RayBackend
 
@@ -230,7 +231,7 @@ async def _run_fleet(
     out = Path(args.out) if args.out else default_out(Path(args.tasks))
     backend: Backend
     if args.backend == "ray":
-        backend = _ray_backend(args, dict(settings.prices) if settings.prices else None)
+        backend = _ray_backend(args, settings.prices)
     elif warm:
         backend = WarmBackend(settings, engines_per_group=args.engines_per_group, early=early)
     else:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
+from soulwire.config.loader import share_dir as environ_share_dir
 from soulwire.fleet.spawn import default_engine_command, task_environ
 
 if TYPE_CHECKING:  # (annotations only: this module is on the path to starting the engines)
@@ -46,6 +47,11 @@ class EngineSettings:
     def environ(self, task_env: Mapping[str, str]) -> dict[str, str]:
         """The environment of a task's engine, check and external tools (`task_environ`)."""
         return task_environ(task_env, settings_env=self.env, inherit=self.inherit_env)
+
+    def engine_share_dir(self, task_env: Mapping[str, str]) -> Path:
+        """Where a task's engine keeps its sessions and finds its default configuration:
+        `share_dir`, else what its environment names (the engine's own rule)."""
+        return self.share_dir or environ_share_dir(self.environ(task_env))
 
 
 class TurnSlot:

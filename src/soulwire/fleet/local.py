@@ -15,7 +15,6 @@ from anyio.abc import Process
 from pydantic import BaseModel, ConfigDict
 
 import soulwire.sdk as sdk
-from soulwire.config.loader import share_dir
 from soulwire.fleet.backend import EngineSettings, TurnSlot
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import CheckOutcome, EngineError, EngineLostError, TaskResult, Usage, task_cost
@@ -192,7 +191,7 @@ class LocalBackend:
             result.diff, result.diff_truncated = diff
         except WorkspaceError as exc:
             result.diff = f"[no diff: {one_line(exc)}]"
-        share = self.settings.share_dir or share_dir(self.tool_env(task))  # where the engine reads its config
+        share = self.settings.engine_share_dir(task.env)
         result.cost_usd = task_cost(task, result.usage, self.settings.prices, share)
         return _finish(result)
 

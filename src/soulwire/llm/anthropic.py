@@ -103,9 +103,9 @@ class AnthropicProvider(SDKAdapter[AdapterSettings]):
         usage, blocks = _Usage(), _Blocks()
 
         async def open_stream(client: Any) -> EventData:
-            # An `event: error` raises through `stream_error`, as the SDK's stream raises its
+            # An `event: error` raises through `_stream_error`, as the SDK's stream raises its
             # status error.
-            return post_events(client, "/v1/messages", body, lambda data: self._errors().stream_error(data))
+            return post_events(client, "/v1/messages", body, self._stream_error)
 
         return Attempt(open=open_stream, parts=lambda event: self._parts(event, usage, blocks, result))
 

@@ -194,10 +194,6 @@ class OpenAIChatProvider(SDKAdapter[ChatSettings]):
 
         return Attempt(open=open_stream, parts=lambda chunk: self._parts(chunk, calls, result))
 
-    def _stream_error(self, data: Any) -> BaseException:
-        """An error reported inside the stream (an `error` member or `event: error`)."""
-        return self._errors().stream_error(data)
-
     def _parts(self, chunk: Any, calls: _ToolCalls, result: StreamResult) -> list[WireModel]:
         if not isinstance(chunk, dict):
             return []

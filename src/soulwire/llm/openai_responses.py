@@ -141,14 +141,14 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         return []
 
     def _item_done(self, item: dict[str, Any], state: _Events) -> list[WireModel]:
-        kind = item.get("type")
+        kind, item_id = item.get("type"), _str(item.get("id"))
         encrypted = _str(item.get("encrypted_content"))
         if kind == "reasoning" and encrypted:
             # Closes the think run with what the next request must send back.
-            return [ThinkPart(think="", encrypted=f"{_str(item.get('id'))}{REASONING_TOKEN_SEP}{encrypted}")]
+            return [ThinkPart(think="", encrypted=f"{item_id}{REASONING_TOKEN_SEP}{encrypted}")]
         arguments = _str(item.get("arguments"))
-        if kind == "function_call" and not state.calls.get(_str(item.get("id")), True) and arguments:
+        if kind == "function_call" and not state.calls.get(item_id, True) and arguments:
             # Some servers send the arguments only with the finished item.
-            state.calls[_str(item.get("id"))] = True
+            state.calls[item_id] = True
             return [ToolCallPart(arguments_part=arguments)]
         return []

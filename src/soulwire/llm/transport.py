@@ -431,6 +431,11 @@ class SDKAdapter(ABC, Generic[SettingsT]):
             self._redact = Redactor.for_provider(key, self.settings.headers)
             await self._client.reset()
 
+    def _stream_error(self, data: Any) -> BaseException:
+        """An error reported inside a stream (an `error` member or `event: error`): the
+        `on_error` of `post_events`."""
+        return self._errors().stream_error(data)
+
     def _errors(self) -> ErrorMapper:
         s = self.settings
         return ErrorMapper(
