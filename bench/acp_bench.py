@@ -19,6 +19,19 @@ KIMI_SHARE_DIR point into the temporary dir, and the config is also copied to
         --cmd "soulwire=.venv/bin/soulwire acp --config-file {config} --work-dir {work}" \
         --cmd "kimi=/tmp/kimi313/bin/kimi acp" \
         --repeat 10 --stream-sizes 1000,10000
+
+The agents are started interleaved (a start of each per round: on a shared machine both see
+the same load); the output has the `initialize` ratio against `soulwire` and the 1-minute load
+average at the start and the end.
+
+Two more measurements of Soulwire alone:
+
+- `--ws N`: ACP round trips (N `initialize` requests, then N one-chunk turns) over stdio
+  (`soulwire acp`) against the same over WebSocket through a real `soulwire serve` on
+  127.0.0.1 (`/acp`, where a turn also crosses the session's hub as a Wire client);
+- `--fold N`: the per-update cost of folding a delegated ACP agent's updates into Soulwire's
+  sub-agent events (`engine/acp_delegate.py`'s fold: N message chunks, then N tool calls with
+  their results), in process.
 """
 
 from __future__ import annotations
@@ -38,6 +51,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procfs import cpu_seconds
 
 
 def _toml(config: dict[str, Any]) -> str:
@@ -172,8 +188,7 @@ class Agent:
 
     def cpu_s(self) -> float:
         """CPU time (user + system) the agent process has used so far (Linux)."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.proc.pid)
 
     def close(self) -> None:
         """End the agent (its stdin closes), then remove its temporary world."""
@@ -242,20 +257,144 @@ def bench_stream(template: str, size: int) -> dict[str, float]:
         agent.close()
 
 
+def _roundtrips(send: Any, receive: Any, count: int, session_id: str) -> dict[str, float]:
+    """`count` initialize requests, then `count` one-chunk turns; median milliseconds each."""
+    init, turns = [], []
+    for n in range(count):
+        start = time.perf_counter()
+        send({"jsonrpc": "2.0", "id": f"i{n}", "method": "initialize", "params": INIT})
+        receive(f"i{n}")
+        init.append((time.perf_counter() - start) * 1000)
+    for n in range(count):
+        start = time.perf_counter()
+        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+        send({"jsonrpc": "2.0", "id": f"p{n}", "method": "session/prompt", "params": prompt})
+        receive(f"p{n}")
+        turns.append((time.perf_counter() - start) * 1000)
+    return {"initialize_ms": statistics.median(init), "turn_ms": statistics.median(turns)}
+
+
+def bench_ws(count: int) -> dict[str, Any]:
+    """The same round trips over stdio and over serve's WebSocket."""
+    from websockets.sync.client import connect
+
+    scripts = ["text: ok"] * (count + 1)
+    stdio = Agent(f"{sys.executable} -m soulwire acp --config-file {{config}} --work-dir {{work}}", scripts)
+    try:
+        stdio.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
+        stdio.wait_for(0)
+        stdio.send({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                    "params": {"cwd": str(stdio.work), "mcpServers": []}})  # fmt: skip
+        session = stdio.wait_for(1)[1]["result"]["sessionId"]
+        local = _roundtrips(stdio.send, lambda rid: stdio.wait_for(rid), count, session)
+    finally:
+        stdio.close()
+    world = Agent("true", scripts)  # a temporary HOME, share dir and config for the server
+    argv = [sys.executable, "-m", "soulwire", "serve", "--listen", "127.0.0.1:0", "--config-file",
+            str(world.dir / "config.json"), "--work-dir", str(world.work)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "SOULWIRE_", "OPENAI_"))}
+    env.update(HOME=str(world.dir / "home"), SOULWIRE_SHARE_DIR=str(world.dir / "home" / ".soulwire"))
+    server = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    try:
+        assert server.stderr is not None
+        port = 0
+        while not port:
+            line = server.stderr.readline().decode()
+            if not line:
+                raise RuntimeError("serve did not start")
+            found = re.search(r"listening on http://127.0.0.1:(\d+)", line)
+            port = int(found.group(1)) if found else 0
+        token = (world.dir / "home" / ".soulwire" / "server-token").read_text().strip()
+        with connect(f"ws://127.0.0.1:{port}/acp", additional_headers={"Authorization": f"Bearer {token}"},
+                     open_timeout=60, proxy=None, max_size=None) as ws:  # fmt: skip
+
+            def send(message: dict[str, Any]) -> None:
+                ws.send(json.dumps(message))
+
+            def receive(request_id: Any) -> dict[str, Any]:
+                while True:
+                    message = json.loads(ws.recv(timeout=120))
+                    if message.get("id") == request_id and "method" not in message:
+                        return message
+
+            send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
+            receive(0)
+            send({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                  "params": {"cwd": str(world.work), "mcpServers": []}})  # fmt: skip
+            session = receive(1)["result"]["sessionId"]
+            remote = _roundtrips(send, receive, count, session)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        world.close()
+    return {"stdio": local, "websocket": remote}
+
+
+def bench_fold(count: int) -> dict[str, float]:
+    """Microseconds per delegated update folded into sub-agent events (chunks; tool calls)."""
+    from acp.schema import AgentMessageChunk, TextContentBlock, ToolCallProgress, ToolCallStart
+
+    from soulwire.engine.acp_delegate import _Turn  # pyright: ignore[reportPrivateUsage]
+    from soulwire.wire.messages import SubagentEvent, envelope
+
+    out: list[Any] = []
+
+    def emit(message: Any) -> None:  # what the Agent tool does with each folded event
+        out.append(
+            SubagentEvent(parent_tool_call_id="a1", agent_id="a", subagent_type="x", event=envelope(message))
+        )
+
+    chunks = [
+        AgentMessageChunk(
+            session_update="agent_message_chunk", content=TextContentBlock(type="text", text=f"w{i}")
+        )
+        for i in range(count)
+    ]
+    calls = []
+    for i in range(count):
+        calls.append(
+            ToolCallStart(session_update="tool_call", tool_call_id=f"c{i}", title="Read", kind="read")
+        )
+        result = [{"type": "content", "content": {"type": "text", "text": "ok"}}]
+        calls.append(
+            ToolCallProgress(
+                session_update="tool_call_update", tool_call_id=f"c{i}", status="completed", content=result
+            )
+        )
+    results: dict[str, float] = {}
+    for name, updates in (("chunk_us", chunks), ("tool_update_us", calls)):
+        turn = _Turn(emit)
+        start = time.perf_counter()
+        for update in updates:
+            turn.update(update)
+        turn.finish()
+        results[name] = (time.perf_counter() - start) / len(updates) * 1e6
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--cmd", action="append", required=True, metavar="NAME=TEMPLATE")
+    parser.add_argument("--cmd", action="append", default=[], metavar="NAME=TEMPLATE")
+    parser.add_argument("--ws", type=int, default=0, metavar="N", help="stdio vs WebSocket round trips")
+    parser.add_argument("--fold", type=int, default=0, metavar="N", help="delegated updates folded")
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--stream-repeat", type=int, default=3)
     parser.add_argument("--stream-sizes", default="1000,10000")
     args = parser.parse_args()
     sizes = [int(s) for s in args.stream_sizes.split(",") if s]
-    results: dict[str, Any] = {}
-    for entry in args.cmd:
-        name, _, template = entry.partition("=")
-        inits = [bench_init(template) for _ in range(args.repeat)]
+    # The machine's load beside the numbers: on a shared machine the ratios of one run are
+    # what to compare, and the load says how far the absolute numbers are from a quiet one's.
+    results: dict[str, Any] = {"load_1min": {"start": round(os.getloadavg()[0], 1)}}
+    agents = [entry.partition("=")[::2] for entry in args.cmd]
+    # Interleaved (one start of each agent per round): both see the same load on a shared machine.
+    starts: dict[str, list[float]] = {name: [] for name, _ in agents}
+    for _ in range(args.repeat):
+        for name, template in agents:
+            starts[name].append(bench_init(template))
+    for name, template in agents:
+        inits = starts[name]
         result: dict[str, Any] = {
             "init_ms": {"min": min(inits), "median": statistics.median(inits), "max": max(inits)}
         }
@@ -267,6 +406,16 @@ def main() -> int:
             } | {"chunks": runs[0]["chunks"]}
         results[name] = result
         print(f"{name}: {json.dumps(result, indent=1)}", file=sys.stderr)
+    if args.ws:
+        results["ws"] = bench_ws(args.ws)
+    if args.fold:
+        results["fold"] = bench_fold(args.fold)
+    medians = {name: r["init_ms"]["median"] for name, r in results.items() if "init_ms" in r}
+    if "soulwire" in medians and len(medians) > 1:
+        results["init_ratio"] = {
+            other: round(ms / medians["soulwire"], 1) for other, ms in medians.items() if other != "soulwire"
+        }
+    results["load_1min"]["end"] = round(os.getloadavg()[0], 1)
     print(json.dumps(results, indent=1))
     return 0
 

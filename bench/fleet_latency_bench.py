@@ -42,11 +42,11 @@ VENV_BIN = Path(sys.executable).parent
 
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
+    for entry in (p.name for p in Path("/proc").iterdir()):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
+            with Path(f"/proc/{entry}/stat").open("rb") as handle:
                 data = handle.read()
         except OSError:
             continue
@@ -62,7 +62,7 @@ def descendants(root: int) -> list[int]:
 
 def rss_kib(pid: int) -> int:
     try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
+        with Path(f"/proc/{pid}/status").open(encoding="ascii", errors="replace") as handle:
             for line in handle:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
@@ -77,9 +77,9 @@ TICKS = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> tuple[float, str]:
     """(user + system CPU seconds, a short kind: `soulwire serve`, `soulwire fleet`, …)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
+        with Path(f"/proc/{pid}/stat").open("rb") as handle:
             data = handle.read()
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        with Path(f"/proc/{pid}/cmdline").open("rb") as handle:
             argv = handle.read().split(b"\0")
     except OSError:
         return 0.0, ""
@@ -466,7 +466,7 @@ def main() -> int:
             record["provider_cpu_s"] = round(cpu_seconds(provider.pid)[0] - provider_cpu, 2)
             print(json.dumps(record), flush=True)
             if args.json_out:
-                with open(args.json_out, "a") as handle:
+                with Path(args.json_out).open("a") as handle:
                     handle.write(json.dumps(record) + "\n")
     finally:
         provider.terminate()

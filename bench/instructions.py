@@ -27,6 +27,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from scripted_config import scripted_config
+
 HELLO = {"protocol_version": "1.9", "client": {"name": "instructions-bench", "version": "1"}}
 COLLECTED = re.compile(rb"Collected : (\d+)")
 
@@ -55,18 +57,7 @@ def count(command: str, name: str) -> int:
         work.mkdir()
         home.mkdir()
         (root / "scripts.json").write_text(json.dumps(scripts))
-        config = {
-            "default_model": "scripted",
-            "models": {"scripted": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000}},
-            "providers": {
-                "p": {
-                    "type": "_scripted_echo",
-                    "base_url": "",
-                    "api_key": "",
-                    "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": str(root / "scripts.json")},
-                }
-            },
-        }
+        config = scripted_config(root / "scripts.json")
         (root / "config.json").write_text(json.dumps(config))
         # Without bytecode every start compiles the engine from source, and that would be
         # counted (users' installs have bytecode): drop PYTHONDONTWRITEBYTECODE, and `main`

@@ -25,18 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.server.serve_client import ServeProcess, WireSocket
 from tests.wire_client import Sandbox, WireProcess
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procfs import cpu_seconds as cpu_s
+
 
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds the process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stream_script(n: int) -> str:

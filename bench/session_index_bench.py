@@ -27,12 +27,10 @@ import anyio
 
 from soulwire.sdk.remote import RemoteSession
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procfs import cpu_seconds
+
 TOKEN = "bench-token-0123456789"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run(prefill: int, sessions: int, prompt: bool) -> dict[str, float]:

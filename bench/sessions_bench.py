@@ -28,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 
+from scripted_config import scripted_config
+
 SESSION_ID = "bench-session"
 WORDS = (
     "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu",
@@ -218,21 +220,7 @@ class Engine:
         self.home.mkdir(parents=True, exist_ok=True)
         self.share = self.home / (".kimi" if kind == "kimi" else ".soulwire")
         (root / "scripts.json").write_text(json.dumps(scripts))
-        config = {
-            "default_model": "scripted",
-            "telemetry": False,
-            "models": {
-                "scripted": {"provider": "p", "model": "scripted_echo", "max_context_size": 100_000_000}
-            },
-            "providers": {
-                "p": {
-                    "type": "_scripted_echo",
-                    "base_url": "",
-                    "api_key": "",
-                    "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": str(root / "scripts.json")},
-                }
-            },
-        }
+        config = scripted_config(root / "scripts.json", max_context_size=100_000_000, telemetry=False)
         (root / "config.json").write_text(json.dumps(config))
         base = cmd.split() if cmd else [sys.executable, "-m", "soulwire"]
         self.argv = [

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 HIGHER_IS_BETTER = ("events/s",)
 
 
 def main(reference_path: str, ours_path: str) -> int:
-    with open(reference_path, encoding="utf-8") as file:
+    with Path(reference_path).open(encoding="utf-8") as file:
         reference = json.load(file)
-    with open(ours_path, encoding="utf-8") as file:
+    with Path(ours_path).open(encoding="utf-8") as file:
         ours = json.load(file)
     names = (reference.get("label") or "reference", ours.get("label") or "soulwire")
     print(f"| scenario | metric | {names[0]} | {names[1]} | ratio |")

@@ -21,6 +21,7 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from tool_steps import Engine
@@ -90,7 +91,7 @@ def main() -> int:
             for key, values in rows.items():
                 print(f"  {key:40s} median {statistics.median(values):8.1f}   min {min(values):8.1f}")
     if args.json:
-        with open(args.json, "w") as out:
+        with Path(args.json).open("w") as out:
             json.dump(samples, out, indent=1)
     return 0
 

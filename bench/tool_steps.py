@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scripted_config import scripted_config
+
 
 def bare_bash_ms(runs: int = 200) -> float:
     """Median of 5 batches: one `bash -c 'echo step 1'` with captured output, in ms."""
@@ -62,18 +64,7 @@ class Engine:
         work.mkdir()
         home.mkdir()
         (self.root / "scripts.json").write_text(json.dumps(script_list))
-        config = {
-            "default_model": "scripted",
-            "models": {"scripted": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000}},
-            "providers": {
-                "p": {
-                    "type": "_scripted_echo",
-                    "base_url": "",
-                    "api_key": "",
-                    "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": str(self.root / "scripts.json")},
-                }
-            },
-        }
+        config = scripted_config(self.root / "scripts.json")
         (self.root / "config.json").write_text(json.dumps(config))
         # PYTHONDONTWRITEBYTECODE would make every start compile the engine from source (tens of
         # ms, more for a bigger tree): users' installs have bytecode, so benchmarks must too.

@@ -46,9 +46,10 @@ async def main() -> None:
 
         again = "Wait for CI again."
         if "--real" not in sys.argv:  # offline: switch to the `echo` model, which plays the prompt
-            await session.set_model("echo")  # the engine restarts on the same session
+            pid = session.pid
+            await session.set_model("echo")  # in place (an engine without Wire `set_model`: restarted)
             answer = await session.prompt("text: Hello from the echo model.")
-            print(f"after set_model: {answer.final_text!r} (history kept: {session.resumed})")
+            print(f"after set_model: {answer.final_text!r} (same engine: {session.pid == pid})")
             again = call("c2", "wait_for_ci", {})
 
         turn = session.prompt(again)

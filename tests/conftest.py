@@ -29,3 +29,42 @@ def engine(sandbox: Sandbox) -> Iterator[Callable[..., WireProcess]]:
     yield start
     for proc in started:
         proc.close()
+
+
+@pytest.fixture(scope="module")
+def shared_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], WireProcess]]:
+    """One initialized engine for a module's tests that each only send something and read the
+    answer, leaving it serving (bad input, say): `shared_engine()` returns it, its inbox
+    drained, or a new one if a test ended it. Its scripted model answers every prompt with
+    `text: still there`. Not for a test that needs a fresh process (the first line, start-up
+    flags, the session's files)."""
+    started: list[WireProcess] = []
+
+    def current() -> WireProcess:
+        if started and started[-1].proc.poll() is None:
+            wire = started[-1]
+            try:  # a barrier: whatever an earlier test left unread is dropped with it
+                wire.until_response(wire.request("cancel"), timeout=5)
+                return wire
+            except (TimeoutError, EOFError):
+                wire.close(timeout=1)
+        sandbox = Sandbox(tmp_path_factory.mktemp("shared-engine"))
+        sandbox.scripts = ["text: still there"] * 1000
+        sandbox.write()
+        wire = WireProcess(sandbox.argv(), sandbox.env(), sandbox.work)
+        started.append(wire)
+        assert "result" in wire.initialize(), "".join(wire.stderr_lines)
+        return wire
+
+    yield current
+    for wire in started:
+        wire.close()
+
+
+@pytest.fixture
+def bwrap() -> None:
+    """A test that runs commands under bubblewrap (`@needs_bwrap`): fails when it is not
+    installed, skips only where the kernel refuses its namespaces."""
+    from tests.system_tools import require_bwrap
+
+    require_bwrap()

@@ -73,6 +73,8 @@ class FakeLLMServer:
         self._replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
+        self._closed: set[tuple[str, int]] = set()
+        self._closed_changed = threading.Condition(self._lock)
         self._closing = threading.Event()
         owner = self
 
@@ -99,6 +101,12 @@ class FakeLLMServer:
                 if reply is None:
                     reply = json_reply(400, {"error": {"message": "fake server: no scripted reply"}})
                 owner._play(self, reply)
+
+            def finish(self) -> None:  # the connection ended (either side closed it)
+                super().finish()
+                with owner._closed_changed:
+                    owner._closed.add((str(self.client_address[0]), int(self.client_address[1])))
+                    owner._closed_changed.notify_all()
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -158,6 +166,11 @@ class FakeLLMServer:
         self._closing.set()
         self._server.shutdown()
         self._server.server_close()
+
+    def wait_closed(self, client: tuple[str, int], timeout: float = 10.0) -> bool:
+        """Whether the connection from `client` (a `Recorded.client`) ended within `timeout`."""
+        with self._closed_changed:
+            return self._closed_changed.wait_for(lambda: client in self._closed, timeout)
 
     def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout

@@ -66,6 +66,8 @@ class FakePlatform:
     requests: list[Seen] = field(default_factory=list[Seen])
     issued: int = 0
     polls: int = 0
+    hold_refreshes: threading.Event | None = None
+    """When set, a refresh request is recorded, then answered only once this event is set."""
     url: str = ""
     _server: ThreadingHTTPServer | None = None
 
@@ -109,6 +111,8 @@ class FakePlatform:
                         "error_description": "waiting for the user",
                     }
                 return 200, self._issue()
+            if grant == "refresh_token" and self.hold_refreshes is not None:
+                self.hold_refreshes.wait(timeout=60)
             if grant == "refresh_token" and body.get("refresh_token") == f"refresh-{self.issued}":
                 return 200, self._issue()
             return 401, {"error": "invalid_grant", "error_description": "refresh token rejected"}

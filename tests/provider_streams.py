@@ -6,10 +6,15 @@ stream or an Anthropic Messages stream, plus each API's error bodies."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio
 
 from tests.fake_llm_server import Reply, Stall, json_reply, sse, sse_reply
+
+T = TypeVar("T")
 
 PROVIDERS = ("kimi", "openai_legacy", "openai_responses", "anthropic")
 CREATED = 1_767_000_000
@@ -362,3 +367,16 @@ def error_reply(provider: str, status: int, message: str, headers: dict[str, str
             }
         }
     return json_reply(status, body, headers)
+
+
+def run_then_close(provider: Any, body: Callable[[], Awaitable[T]]) -> T:
+    """`anyio.run(body)`, and then `provider`'s connections closed in the same loop, as the
+    session that owns a provider closes it when it ends."""
+
+    async def run() -> T:
+        try:
+            return await body()
+        finally:
+            await provider.aclose()
+
+    return anyio.run(run)

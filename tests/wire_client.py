@@ -63,6 +63,26 @@ def scripted_config(
     return config
 
 
+ECHO_MODELS = {
+    # `echo` plays the user's own message as its script: a reply only it gives (a switch shows)
+    "echo": {"provider": "echo_provider", "model": "echo", "max_context_size": 150_000},
+    "thinker": {
+        "provider": "echo_provider", "model": "echo", "max_context_size": 160_000, "capabilities": ["thinking"],
+    },
+}  # fmt: skip
+
+
+def add_echo_models(sandbox: Sandbox) -> None:
+    """Two more models beside the sandbox's scripted one (`scripted`, `echo`, `thinker`)."""
+    base = scripted_config(sandbox.root / "scripts.json", capabilities=sandbox.capabilities)
+    echo_provider = {"type": "_echo", "base_url": "", "api_key": ""}
+    sandbox.config_extra = {
+        **sandbox.config_extra,
+        "models": {**base["models"], **ECHO_MODELS},
+        "providers": {**base["providers"], "echo_provider": echo_provider},
+    }
+
+
 @dataclass
 class Sandbox:
     """A private HOME, share dir and work dir for one engine process."""

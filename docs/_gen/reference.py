@@ -224,8 +224,30 @@ def config_page() -> str:
         " ".join((model.ServiceConfig.__doc__ or "").split())
         + " `moonshot_search` enables the SearchWeb tool; FetchURL asks `moonshot_fetch` first.",
     )
+    parts += _section_table(
+        "[checkpoints]", model.CheckpointsConfig, " ".join((model.CheckpointsConfig.__doc__ or "").split())
+    )
     parts += _section_table("[[hooks]]", model.HookConfig, " ".join((model.HookConfig.__doc__ or "").split()))
+    parts += _budget_tables()
     return "\n".join(parts) + "\n"
+
+
+def _budget_tables() -> list[str]:
+    from soulwire.wire.budget import Budget, BudgetLimits
+
+    lead = (
+        "Limits on what the work may spend (see [Budgets](../guides/budgets.md)); the `--budget-*` flags, "
+        "`initialize`'s `budget` and `set_budget` change them per session."
+    )
+    return [
+        *_section_table("[budgets]", Budget, lead),
+        *_section_table(
+            "[budgets.turn], [budgets.session], [budgets.tree]",
+            BudgetLimits,
+            "The limits of one scope: each turn, the session's own calls (across turns and resumes), "
+            "or the session with every sub-agent and background agent it started.",
+        ),
+    ]
 
 
 # --------------------------------------------------------------------------------- Wire
@@ -308,6 +330,7 @@ def _methods() -> dict[str, Any]:
 def wire_page() -> str:
     from soulwire.cli.schema import wire_schemas
     from soulwire.wire import PROTOCOL_VERSION
+    from soulwire.wire import checkpoints as checkpoint_models
     from soulwire.wire import methods as method_models
 
     schemas = wire_schemas()
@@ -325,7 +348,9 @@ def wire_page() -> str:
         "",
     ]
     for name, method in _methods().items():
-        params = method.params.model_json_schema() if method.params is not None else None
+        title = "".join(w.title() for w in name.split("_"))
+        model = method.params or getattr(checkpoint_models, f"{title}Params", None)
+        params = model.model_json_schema() if model is not None else None
         parts += [f"### `{name}`", ""]
         doc = method.handler.__doc__
         if doc:
@@ -335,7 +360,9 @@ def wire_page() -> str:
             request["params"] = example(params)
             parts += _fields(params)
         parts += _json_block(request)
-        result_cls = getattr(method_models, "".join(w.title() for w in name.split("_")) + "Result", None)
+        result_cls = getattr(method_models, f"{title}Result", None) or getattr(
+            checkpoint_models, f"{title}Result", None
+        )
         if result_cls is not None:
             parts += [
                 "Result:",

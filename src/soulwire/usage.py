@@ -10,10 +10,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from soulwire.errors import SoulwireError
+
 EXIT_USAGE = 2
 
 
-class UsageError(Exception):
+class UsageError(SoulwireError):
     """Invalid usage of a command; reported as one line on stderr with exit code 2."""
 
     def __init__(self, message: str, prog: str = "soulwire", *, point_to_help: bool = True) -> None:
@@ -26,6 +28,11 @@ class UsageError(Exception):
         when the message alone does not say)."""
         where = f"; see '{self.prog} --help'" if self.point_to_help else ""
         return f"{self.prog}: error: {self}{where}"
+
+
+class CommandFailed(SoulwireError):
+    """A command could not do what it was asked; reported as one line on stderr with exit
+    code 1 (each command words the line as its reference does)."""
 
 
 class CommandParser(argparse.ArgumentParser):

@@ -35,6 +35,7 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
+from tests.server.conftest import serve  # noqa: F401  (the real `soulwire serve`, for the WebSocket tests)
 from tests.wire_client import Sandbox, WireProcess
 
 WAIT_S = 20.0
@@ -57,9 +58,17 @@ class Editor:
     answer_given: anyio.Event = field(default_factory=anyio.Event)
     files: dict[str, str] = field(default_factory=dict)
     terminals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extensions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        """Soulwire's `_soulwire/redraw` (the SDK strips the `_`): as an editor that offers
+        `_meta.soulwire.redraw` would, the session's view is cleared; its replay follows."""
+        self.extensions.append((method, params))
+        if method == "soulwire/redraw":
+            self.updates[:] = [(s, u) for s, u in self.updates if s != params.get("sessionId")]
 
     async def request_permission(
         self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
@@ -198,27 +207,33 @@ class Agent:
         return self.editor.of(kind, session_id)
 
 
-def acp_argv(sandbox: Sandbox, *extra: str) -> list[str]:
-    return [
-        sys.executable, "-m", "soulwire", "acp",
-        "--config-file", str(sandbox.config_path), "--work-dir", str(sandbox.work), *extra,
-    ]  # fmt: skip
+def acp_argv(sandbox: Sandbox, *extra: str, config_file: bool = True) -> list[str]:
+    config = ["--config-file", str(sandbox.config_path)] if config_file else []
+    return [sys.executable, "-m", "soulwire", "acp", *config, "--work-dir", str(sandbox.work), *extra]
 
 
 @asynccontextmanager
-async def run_agent(sandbox: Sandbox, *scripts: str, args: tuple[str, ...] = ()) -> AsyncIterator[Agent]:
+async def run_agent(
+    sandbox: Sandbox,
+    *scripts: str,
+    args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    config_file: bool = True,
+) -> AsyncIterator[Agent]:
+    """`soulwire acp` driven by the SDK's client side; without `config_file` it reads the share
+    dir's config.toml as an editor's plain `soulwire acp` does."""
     if scripts:
         sandbox.scripts = list(scripts)
     sandbox.write()
     editor = Editor()
-    argv = acp_argv(sandbox, *args)
-    with open(sandbox.root / "stderr.log", "ab") as stderr:
+    argv = acp_argv(sandbox, *args, config_file=config_file)
+    with (sandbox.root / "stderr.log").open("ab") as stderr:
         async with (
             spawn_agent_process(
                 editor,  # pyright: ignore[reportArgumentType]
                 argv[0],
                 *argv[1:],
-                env=sandbox.env(),
+                env={**sandbox.env(), **(env or {})},
                 cwd=sandbox.work,
                 transport_kwargs={"stderr": stderr.fileno()},
             ) as (conn, process)

@@ -22,7 +22,7 @@ async def test_initialize_advertises_what_the_agent_offers(sandbox: Sandbox) -> 
         assert caps.session_capabilities.list is not None
         assert caps.session_capabilities.resume is not None
         assert reply.agent_info.name == "soulwire"
-        assert reply.auth_methods == []
+        assert [m.id for m in reply.auth_methods] == ["kimi-code"]
 
 
 async def test_a_newer_client_version_is_answered_with_ours(sandbox: Sandbox) -> None:

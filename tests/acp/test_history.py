@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from acp import RequestError
 from acp.schema import HttpMcpServer, McpServerStdio
 
 from tests.acp.conftest import acp_argv, run_agent, tool_script
-from tests.wire_client import Sandbox
+from tests.wire_client import Sandbox, WireProcess
 
 pytestmark = pytest.mark.anyio
 TINY_SERVER = str(Path(__file__).resolve().parents[1] / "mcp_servers" / "tiny_server.py")
@@ -55,6 +59,26 @@ async def test_load_replays_the_history_in_a_new_process_before_answering(sandbo
         assert call[0].kind == "read" and call[0].locations[0].path == str(sandbox.work / "a.txt")
         assert call[-1].status == "completed" and "alpha" in call[-1].content[0].content.text
         assert all(s == session_id for s, _ in agent.editor.updates)
+
+
+async def test_load_shows_a_turn_a_killed_engine_left_open_as_interrupted(sandbox: Sandbox) -> None:
+    sandbox.scripts = [tool_script("c1", "Shell", command="echo hi")]
+    sandbox.write()
+    wire = WireProcess(sandbox.argv("--session", "s-crash"), sandbox.env(), sandbox.work)
+    wire.initialize()
+    wire.request("prompt", {"user_input": "do A"})
+    while (message := wire.recv()) is not None and message.get("method") != "request":
+        pass  # until the Shell call waits for its approval
+    os.killpg(wire.proc.pid, signal.SIGKILL)
+    wire.proc.wait(timeout=10)
+    async with run_agent(sandbox) as agent:
+        await agent.initialize()
+        await agent.conn.load_session(cwd=str(sandbox.work), session_id="s-crash", mcp_servers=[])
+        call = agent.editor.updates_of_call("c1")
+        assert call[-1].status == "failed"
+        assert "interrupted: the engine stopped before this call finished" in json.dumps(
+            call[-1].model_dump(mode="json")
+        )
 
 
 async def test_resume_continues_the_conversation_without_replay(sandbox: Sandbox) -> None:
@@ -119,6 +143,37 @@ def test_malformed_input_gets_json_rpc_errors_and_the_agent_keeps_serving(raw_ag
     assert proc.recv()["result"] == {"sessions": []}
     proc.close()
     assert proc.stderr_lines and not [line for line in proc.stderr_lines if "Traceback" in line]
+
+
+def _answer(proc: WireProcess) -> dict[str, Any]:
+    """The next response, `session/update` notifications skipped."""
+    while "id" not in (message := proc.recv()):
+        pass
+    return message
+
+
+def test_text_that_is_not_utf8_is_a_parse_error_and_a_lone_surrogate_is_replaced(
+    raw_agent, sandbox: Sandbox
+) -> None:  # type: ignore[no-untyped-def]
+    """The UTF-8 form of a surrogate (ED A0 80) is not UTF-8: -32700, not a -32603 carrying
+    Python's codec error; an escaped lone surrogate is valid JSON and is replaced."""
+    proc = raw_agent("text: fine")
+    proc.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    assert _answer(proc)["id"] == 1
+    new = {"cwd": str(sandbox.work), "mcpServers": []}
+    proc.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": new})
+    session_id = _answer(proc)["result"]["sessionId"]
+    head = b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"' + session_id.encode()
+    proc.send_raw(head + b'","prompt":[{"type":"text","text":"a\xed\xa0\x80b"}]}}')
+    assert _answer(proc) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error"},
+    }
+    proc.send_raw(head + b'","prompt":[{"type":"text","text":"a\\ud800b"}]}}')
+    answer = _answer(proc)
+    assert answer["id"] == 3 and answer["result"]["stopReason"] == "end_turn", answer
+    proc.close()
 
 
 def test_stdin_eof_ends_the_process(sandbox: Sandbox) -> None:
@@ -250,7 +305,7 @@ async def test_an_http_mcp_server_of_the_client_is_used(sandbox: Sandbox) -> Non
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen(
+    server = subprocess.Popen(  # noqa: ASYNC220  (the test's MCP server, before the agent starts)
         [sys.executable, TINY_SERVER, "web", "", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -261,7 +316,7 @@ async def test_an_http_mcp_server_of_the_client_is_used(sandbox: Sandbox) -> Non
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 break
             except OSError:
-                time.sleep(0.05)
+                await anyio.sleep(0.05)
         call = tool_script("h1", "shout", text="over http")
         async with run_agent(sandbox, call, "text: done", args=("--yolo",)) as agent:
             await agent.initialize()

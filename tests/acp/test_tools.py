@@ -137,8 +137,9 @@ async def test_cancel_ends_the_turn_and_kills_the_command(sandbox: Sandbox) -> N
 
         async with anyio.create_task_group() as group:
             group.start_soon(run)
-            while not pid_file.exists() or not pid_file.read_text().strip():
-                await anyio.sleep(0.05)
+            with anyio.fail_after(30):
+                while not pid_file.exists() or not pid_file.read_text().strip():
+                    await anyio.sleep(0.05)
             await agent.conn.cancel(session_id=session.session_id)
         assert result == ["cancelled"]
         assert agent.editor.tool_statuses("s1")[-1] == "failed"
@@ -256,8 +257,9 @@ async def test_cancel_kills_the_editors_terminal(sandbox: Sandbox) -> None:
 
         async with anyio.create_task_group() as group:
             group.start_soon(run)
-            while not agent.editor.terminals:
-                await anyio.sleep(0.05)
+            with anyio.fail_after(30):
+                while not agent.editor.terminals:
+                    await anyio.sleep(0.05)
             await agent.conn.cancel(session_id=session.session_id)
         assert result == ["cancelled"]
         (terminal,) = agent.editor.terminals.values()

@@ -36,14 +36,21 @@ DELIBERATE: dict[str, tuple[str, list[str]]] = {
          "ContentPart(text)", "StatusUpdate", "TurnEnd", "[resp prompt-2: finished]"],
     ),
     "cancel_pending_approval": (
-        "the voided approval is announced inside the turn, before TurnEnd, where clients still listen",
+        "the voided approval is announced inside the turn, before TurnEnd, where clients still listen; "
+        "the call cut short gets an error result that says so (every face then shows it ended)",
         ["[resp initialize-1: ok]", "TurnBegin", *_STEP, "REQUEST:ApprovalRequest", "[resp cancel-3: {}]",
-         "ApprovalResponse", "TurnEnd", "[resp prompt-2: cancelled]"],
+         "ApprovalResponse", "ToolResult(error)", "TurnEnd", "[resp prompt-2: cancelled]"],
     ),
     "eof_during_approval": (
         "stdin EOF voids the approval and closes the turn properly instead of going silent",
-        ["[resp initialize-1: ok]", "TurnBegin", *_STEP, "REQUEST:ApprovalRequest", "ApprovalResponse", "TurnEnd",
-         "[resp prompt-2: cancelled]"],
+        ["[resp initialize-1: ok]", "TurnBegin", *_STEP, "REQUEST:ApprovalRequest", "ApprovalResponse",
+         "ToolResult(error)", "TurnEnd", "[resp prompt-2: cancelled]"],
+    ),
+    "cancel_running_tool": (
+        "the call cut short gets an error result that says so, before TurnEnd",
+        ["[resp initialize-1: ok]", "TurnBegin", *_STEP, "[resp cancel-3: {}]", "ToolResult(error)", "TurnEnd",
+         "[resp prompt-2: cancelled]", "TurnBegin", "StepBegin", "ContentPart(text)", "StatusUpdate", "TurnEnd",
+         "[resp prompt-4: finished]"],
     ),
 }  # fmt: skip
 

@@ -167,3 +167,22 @@ def test_a_broken_agent_file_is_one_line_and_exit_2(sandbox, name):
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
         assert str(directory) in lines[0] and reason in lines[0], lines[0]
+
+
+def test_errors_about_the_config_name_the_config_file_not_the_agent_file(sandbox):
+    """With `--agent-file`, a config without a model (or with a bad value) is still the
+    config's problem: the message names the config file."""
+    agent = sandbox.root / "a.yaml"
+    agent.write_text("version: 1\nagent:\n  extend: default\n")
+    sandbox.write()
+    config = sandbox.root / "bare.json"
+    for text, words in (('{"telemetry": false}', "LLM is not set"), ('{"loop_control": 5}', "loop_control")):
+        config.write_text(text)
+        argv = [a for a in sandbox.argv("--agent-file", str(agent)) if a != "--wire"]
+        argv[argv.index(str(sandbox.config_path))] = str(config)
+        done = subprocess.run(
+            [*argv, "--print", "-p", "hi"], env=sandbox.env(), capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode == 2, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert words in line and str(config) in line and "a.yaml" not in line, line

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests.system_tools import require
 from tests.wire_client import Sandbox
 
 SOULWIRE = str(Path(sys.executable).with_name("soulwire"))
@@ -27,8 +27,7 @@ def script(sandbox: Sandbox, shell: str) -> str:
     ("shell", "check"), [("bash", ["bash", "-n"]), ("zsh", ["zsh", "-n"]), ("fish", ["fish", "--no-execute"])]
 )
 def test_each_script_is_valid_in_its_shell(sandbox: Sandbox, tmp_path: Path, shell: str, check: list[str]):
-    if shutil.which(check[0]) is None:
-        pytest.skip(f"{check[0]} is not installed (.ci/run installs it with apt-get)")
+    require(check[0])
     path = tmp_path / f"soulwire.{shell}"
     path.write_text(script(sandbox, shell), encoding="utf-8")
     out = subprocess.run([*check, str(path)], capture_output=True, text=True, timeout=30)
@@ -85,8 +84,7 @@ def test_complete_lists_nothing_for_a_fresh_work_dir_and_refuses_an_unknown_kind
 
 
 def test_fish_completes_choices_commands_sessions_and_flags(sandbox: Sandbox):
-    if shutil.which("fish") is None:
-        pytest.skip("fish is not installed (.ci/run installs it with apt-get)")
+    require("fish")
     sandbox.scripts = ["text: one"]
     sandbox.write()
     path = sandbox.root / "soulwire.fish"

@@ -5,6 +5,7 @@ session store and `--json` is one object a machine can read."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -205,3 +206,27 @@ def test_colour_only_in_a_terminal_without_no_color(sandbox: Sandbox, no_color: 
     text = output.decode()
     assert "config:" in text and "terminal: a terminal" in text
     assert ("\x1b[" in text) is not no_color
+
+
+@pytest.mark.usefixtures("bwrap")
+def test_the_overlay_is_reported_with_its_fallback_in_one_line(sandbox: Sandbox, tmp_path: Path):
+    sandbox.config_extra = {"checkpoints": {"enabled": True}}
+    sandbox.write()
+    config = ("--config-file", str(sandbox.config_path))
+    found = checks(sandbox, "--offline", *config)["overlay"]
+    assert found["status"] == "ok" and found["data"]["available"] is True, found
+    assert found["data"]["bwrap"] and found["data"]["nsenter"] and found["data"]["fallback"] is None
+    assert "--overlay ask|commit|discard" in found["detail"]
+
+    bin_dir = tmp_path / "bin"  # bubblewrap but no nsenter: the sandbox works, the overlay cannot
+    bin_dir.mkdir()
+    for tool in ("bwrap", "true", "sh"):
+        (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    env = {"PATH": str(bin_dir)}
+    found = checks(sandbox, "--offline", *config, env=env)["overlay"]
+    assert found["status"] == "warn" and found["ok"] and found["data"]["fallback"] == "checkpoints"
+    lines = doctor(sandbox, "--offline", *config, env=env).stdout.splitlines()
+    assert [line for line in lines if line.startswith("WARN  overlay:")] == [
+        "WARN  overlay: not available: `nsenter` (util-linux) is not installed; --overlay falls back to "
+        "checkpoints: turns write the work dir directly, each recorded (rewind works)"
+    ]

@@ -89,7 +89,8 @@ def test_print_mode_into_head_exits_quietly_and_keeps_the_session(sandbox):
     assert stderr == ""
     types = wire_types(sandbox, "piped")
     assert types[0] == "TurnBegin" and types[-1] == "TurnEnd" and types.count("TurnEnd") == 1
-    assert user_messages(sandbox, "piped") == ["hi"]
+    prompt, note = user_messages(sandbox, "piped")  # the turn was cut short: the model is told
+    assert prompt == "hi" and note.startswith("<system>Interrupted: the turn was cancelled")
 
 
 def test_print_mode_output_complete_when_nobody_leaves(sandbox):
@@ -157,7 +158,8 @@ def test_ctrl_c_in_print_mode_cancels_the_turn_and_exits_130(sandbox):
     types = wire_types(sandbox, "interrupted")
     assert types[0] == "TurnBegin" and types[-1] == "TurnEnd"
     assert not processes_running(f"sleep {sleep}")  # the command was killed with the turn
-    assert user_messages(sandbox, "interrupted") == ["hi"]
+    prompt, note = user_messages(sandbox, "interrupted")  # the turn was cut short: the model is told
+    assert prompt == "hi" and note.startswith("<system>Interrupted: the turn was cancelled")
 
 
 def test_ctrl_c_in_the_demo_ends_it_and_its_engine_with_130(sandbox):

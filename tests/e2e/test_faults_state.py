@@ -16,8 +16,10 @@ from tests.wire_client import Sandbox, WireProcess, payloads
 from soulwire.sessions.paths import session_dir
 
 SESSION = "damaged-state"
-NOT_A_BOOLEAN = ["no", "false", "", {"on": False}, [], [False], 0, 1, 1.5, None]
-NOT_A_LIST_OF_STRINGS = ["run command", {"run command": True}, ["run command", 5], [["run command"]], 1, True]
+# Every damaged value is checked against the one check (engine/state_check.py) in
+# tests/unit/test_state_check.py; each case here resumes a real session, with values that would
+# grant something were the check skipped (truthy, or a list holding a real rule or directory).
+NOT_A_BOOLEAN = ["no", 1]
 
 
 def write_state(sandbox: Sandbox, state: dict[str, Any]) -> Path:
@@ -79,14 +81,14 @@ def test_a_mistyped_yolo_or_afk_does_not_bypass_approval(engine, sandbox, field,
     assert_one_warning(wire, sandbox, field)
 
 
-@pytest.mark.parametrize("value", NOT_A_LIST_OF_STRINGS, ids=repr)
+@pytest.mark.parametrize("value", ["run command", ["run command", 5]], ids=repr)
 def test_session_rules_that_are_not_a_list_of_strings_count_as_none(engine, sandbox, value):
     asked, wire = shell_asks_for_approval(engine, sandbox, state_with("approval.auto_approve_actions", value))
     assert [r["action"] for r in asked] == ["run command"]
     assert_one_warning(wire, sandbox, "approval.auto_approve_actions")
 
 
-@pytest.mark.parametrize("value", ["yes", "true", [True], [["yolo", True]], 1])
+@pytest.mark.parametrize("value", ["yes", [["yolo", True]]])
 def test_a_mistyped_approval_table_counts_as_the_defaults(engine, sandbox, value):
     state = {"version": 1, "approval": value}
     asked, wire = shell_asks_for_approval(engine, sandbox, state)
@@ -108,7 +110,7 @@ def test_well_typed_values_still_apply_and_several_bad_fields_make_one_line(engi
     assert "approval.afk" in line and "plan_mode" in line and "additional_dirs" in line
 
 
-@pytest.mark.parametrize("value", ["no", "false", {"on": False}, [False], 1])
+@pytest.mark.parametrize("value", ["no", 1])
 def test_a_mistyped_plan_mode_is_off(engine, sandbox, value):
     write_state(sandbox, state_with("plan_mode", value))
     wire = engine("text: hello", args=("--session", SESSION))
@@ -122,7 +124,7 @@ def test_a_mistyped_plan_mode_is_off(engine, sandbox, value):
     assert_one_warning(wire, sandbox, "plan_mode")
 
 
-@pytest.mark.parametrize("value", ["/", "/etc", {"/": True}, ["/", 5], 7])
+@pytest.mark.parametrize("value", ["/", ["/", 5]])
 def test_mistyped_extra_directories_do_not_widen_the_workspace(engine, sandbox, value):
     outside = sandbox.root / "outside.txt"
     outside.write_text("secret-ish\n", encoding="utf-8")

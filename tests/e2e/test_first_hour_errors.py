@@ -92,7 +92,7 @@ CASES = [
          "see 'soulwire --help'"),
     Case("mistyped subcommand", lambda s: ["sessions", "lst"],
          "soulwire sessions: error: argument COMMAND: invalid choice 'lst'; choose from list, show, delete, "
-         "history, fork, export "
+         "history, fork, checkpoints, changes, rewind, export, import "
          "(did you mean list?); see 'soulwire sessions --help'"),
     Case("missing tasks file", lambda s: ["fleet", "run", f"{s.root}/tasks.jsonl"],
          "soulwire fleet: {root}/tasks.jsonl: cannot read: No such file or directory"),
@@ -174,7 +174,7 @@ def test_a_reader_that_goes_away_ends_quietly(sandbox: Sandbox, args: list[str])
                        capture_output=True, timeout=60, check=True)  # fmt: skip
     read, write = os.pipe()
     os.close(read)
-    with open(write, "wb") as closed:
+    with open(write, "wb") as closed:  # noqa: PTH123  (a file descriptor, not a path)
         out = subprocess.run([SOULWIRE, *args], stdout=closed, stderr=subprocess.PIPE, text=True,
                              env=sandbox.env(), cwd=sandbox.work, timeout=60)  # fmt: skip
     assert out.stderr == ""

@@ -230,7 +230,7 @@ def test_print_mode_runs_hooks_too(sandbox):
 def test_cancel_during_a_slow_hook_kills_it_and_ends_the_turn(engine, sandbox):
     pidfile = sandbox.root / "hook.pid"
     sandbox.config_extra = {
-        "hooks": [hook("PreToolUse", f"echo $$ > {pidfile}; sleep 30", matcher="Shell") | {"timeout": 60}]
+        "hooks": [hook("PreToolUse", f"echo $$ > {pidfile}; sleep 300", matcher="Shell") | {"timeout": 600}]
     }
     wire = engine(call("s1", "Shell", {"command": "echo never"}), "text: next turn", args=("--yolo",))
     wire.initialize(**V110)
@@ -243,11 +243,9 @@ def test_cancel_during_a_slow_hook_kills_it_and_ends_the_turn(engine, sandbox):
     while not pidfile.exists() or not pidfile.read_text().strip():
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    started = time.monotonic()
     wire.until_response(wire.request("cancel"))
-    _, response = wire.until_response(prompt)
+    _, response = wire.until_response(prompt)  # in 15 s: not the hook's 300 s
     assert response["result"] == {"status": "cancelled"}
-    assert time.monotonic() - started < 5  # not the hook's 30 s
     pid = int(pidfile.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

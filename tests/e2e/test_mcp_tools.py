@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.test_sandbox import needs_bwrap
 from tests.fake_llm_server import FakeLLMServer, json_reply
 from tests.tool_calls import answering, call, requests, results, run_turn
 from tests.wire_client import WireProcess, event_types, payloads
@@ -285,3 +286,28 @@ def test_a_server_that_dies_mid_session_turns_its_tools_into_errors(engine):
     assert found["s1"]["message"] == "Error calling MCP tool `shout` of server `tiny`: Connection closed"
     # The session keeps serving.
     assert wire.close() == 0
+
+
+@needs_bwrap
+def test_in_a_sandbox_a_stdio_servers_tool_is_a_way_out_only_a_person_opens(engine, sandbox):
+    """The server is a process the engine started outside the sandbox: `--yolo` does not call
+    its tools in a sandboxed session, a person may (the request names the boundary)."""
+    config = sandbox.root / "mcp.json"
+    config.write_text(servers())
+    scripts = (call("c1", "shout", {"text": "hello"}), "text: done")
+    args = ("--mcp-config-file", str(config), "--sandbox", "workspace-write")
+    yolo = engine(*scripts, args=(*args, "--yolo"))
+    messages, _ = run_turn(yolo)
+    assert requests(messages) == []
+    refused = results(messages)["c1"]
+    assert refused["is_error"] and refused["display"] == [{"type": "brief", "text": "Sandbox escape refused"}]
+    assert yolo.close() == 0
+    asked = engine(*scripts, args=args)
+    messages, _ = run_turn(asked)
+    (approval,) = requests(messages)
+    assert approval["action"] == "mcp:shout (leaves the sandbox: full)"
+    assert approval["description"] == (
+        "Call MCP tool `shout` — it leaves the sandbox: the whole sandbox (network, writes anywhere, "
+        "secrets visible)"
+    )
+    assert results(messages)["c1"]["output"] == [{"type": "text", "text": "HELLO"}]

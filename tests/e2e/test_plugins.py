@@ -11,6 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from tests.e2e.test_sandbox import needs_bwrap
 from tests.tool_calls import call, requests, results, run_turn
 from tests.wire_client import Sandbox, WireProcess
 
@@ -150,3 +151,77 @@ def test_git_urls_are_split_like_the_reference():
     assert _split_git_url("https://gitlab.com/o/r/-/tree/dev/p") == ("https://gitlab.com/o/r", "p", "dev")
     assert _split_git_url("https://host/o/r.git/sub/dir") == ("https://host/o/r.git", "sub/dir", None)
     assert _split_git_url("git@github.com:o/r.git") == ("git@github.com:o/r.git", None, None)
+
+
+PROBE = """import json, os, sys
+args = json.load(sys.stdin)
+report = {"secret": os.environ.get("PROBE_SECRET_TOKEN"), "injected": os.environ.get("PLUGIN_KEY")}
+try:
+    with open(args["outside"], "w") as out:
+        out.write("escaped")
+    report["wrote"] = "yes"
+except OSError as exc:
+    report["wrote"] = exc.strerror
+try:
+    with open(args["key"]) as key:
+        report["key"] = key.read()
+except OSError as exc:
+    report["key"] = exc.strerror
+print(json.dumps(report))
+print("line\\n" * 100_000, end="")
+"""
+
+
+def _probe_session(sandbox: Sandbox, *args: str) -> tuple[list[dict], dict]:
+    """A session with the Probe plugin installed, its one call made with `args`."""
+    home = sandbox.share / "plugins" / "probe"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "probe.py").write_text(PROBE)
+    (home / "config.json").write_text("{}")
+    tool = {"name": "Probe", "description": "Probe.", "command": [sys.executable, "probe.py"]}
+    spec = {
+        "name": "probe",
+        "version": "1",
+        "config_file": "config.json",
+        "inject": {"PLUGIN_KEY": "api_key"},
+    }
+    (home / "plugin.json").write_text(json.dumps({**spec, "tools": [tool]}))
+    key = sandbox.home / ".ssh" / "id_rsa"
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_text("PRIVATE-KEY")
+    outside = sandbox.root / "outside.txt"
+    provider = {"type": "_scripted_echo", "base_url": "", "api_key": "sk-session"}
+    provider["env"] = {"KIMI_SCRIPTED_ECHO_SCRIPTS": str(sandbox.root / "scripts.json")}
+    sandbox.config_extra = {"providers": {"scripted_provider": provider}}
+    sandbox.scripts = [call("p", "Probe", {"outside": str(outside), "key": str(key)}), "text: done"]
+    sandbox.write()
+    env = {**sandbox.env(), "PROBE_SECRET_TOKEN": "ghp_secret"}
+    wire = WireProcess(sandbox.argv(*args), env, sandbox.work)
+    try:
+        messages, result = run_turn(wire)
+    finally:
+        wire.close()
+    assert result == {"status": "finished"}
+    value = results(messages)["p"]
+    assert not value["is_error"], value
+    assert "Output was too long" in value["message"]  # capped as Shell's output is
+    assert len(value["output"]) < 60_000
+    report = json.loads(value["output"].splitlines()[0])
+    assert report["secret"] is None and report["injected"] == "sk-session"
+    return requests(messages), report
+
+
+def test_a_plugin_gets_what_it_declares_and_no_other_secret(sandbox: Sandbox):
+    asked, report = _probe_session(sandbox)
+    assert [r["action"] for r in asked] == ["plugin:Probe"]
+    assert report["wrote"] == "yes" and report["key"] == "PRIVATE-KEY"  # no sandbox: the user's rights
+
+
+@needs_bwrap
+def test_a_plugin_runs_in_the_sessions_sandbox(sandbox: Sandbox):
+    """Confined like a Shell command, so `--yolo` may run it without leaving the sandbox."""
+    asked, report = _probe_session(sandbox, "--yolo", "--sandbox", "workspace-write")
+    assert asked == []
+    assert report["wrote"] == "Read-only file system"
+    assert report["key"] == "No such file or directory"  # ~/.ssh is an empty dir in the sandbox
+    assert not (sandbox.root / "outside.txt").exists()

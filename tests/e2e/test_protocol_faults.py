@@ -89,11 +89,9 @@ BAD_INITIALIZE = [
 
 @pytest.mark.parametrize("first", [True, False], ids=["first-line", "after-handshake"])
 @pytest.mark.parametrize(("params", "field"), BAD_INITIALIZE, ids=[f for _, f in BAD_INITIALIZE])
-def test_wrongly_typed_initialize_fields_are_refused_by_name(engine, params, field, first):
+def test_wrongly_typed_initialize_fields_are_refused_by_name(engine, shared_engine, params, field, first):
     """Both the lean start-up path (first line) and the full server refuse them alike."""
-    wire = engine("text: still there")
-    if not first:
-        wire.initialize()
+    wire = engine("text: still there") if first else shared_engine()
     _, response = wire.until_response(wire.request("initialize", params))
     error = response["error"]
     assert error["code"] == -32602
@@ -111,9 +109,8 @@ def nested(depth: int, kind: str) -> str:
 @pytest.mark.parametrize("depth", [1_000, 100_000])
 @pytest.mark.parametrize("kind", ["array", "object"])
 @pytest.mark.parametrize("where", ["bare", "prompt", "extra-field"])
-def test_deeply_nested_json_is_refused_and_the_engine_keeps_serving(engine, depth, kind, where):
-    wire = engine("text: still there")
-    wire.initialize()
+def test_deeply_nested_json_is_refused_and_the_engine_keeps_serving(shared_engine, depth, kind, where):
+    wire = shared_engine()
     deep = nested(depth, kind)
     if where == "bare":
         line = deep
@@ -127,9 +124,8 @@ def test_deeply_nested_json_is_refused_and_the_engine_keeps_serving(engine, dept
     still_serving(wire)
 
 
-def test_nesting_within_the_limit_is_served(engine):
-    wire = engine("text: fine", "text: still there")
-    wire.initialize()
+def test_nesting_within_the_limit_is_served(shared_engine):
+    wire = shared_engine()
     part = '{"type":"text","text":"hi","extra":' + nested(60, "array") + "}"
     line = '{"jsonrpc":"2.0","id":"d","method":"prompt","params":{"user_input":[' + part + "]}}"
     wire.send_raw(line)
@@ -138,12 +134,37 @@ def test_nesting_within_the_limit_is_served(engine):
     still_serving(wire)
 
 
-def test_invalid_utf8_is_a_parse_error(engine):
-    wire = engine("text: still there")
-    wire.initialize()
+def test_invalid_utf8_is_a_parse_error(shared_engine):
+    wire = shared_engine()
     line = b'{"jsonrpc":"2.0","id":"u","method":"prompt","params":{"user_input":"caf\xe9"}}'
     [answer] = replies(wire, line, 1)
     assert answer["error"]["code"] == -32700
+    still_serving(wire)
+
+
+MALFORMED_TEXT = [
+    (b"a\xed\xa0\x80b", -32700),  # a UTF-16 surrogate encoded as UTF-8 (not UTF-8)
+    (b"\xed\xa0\xbd\xed\xb0\x80", -32700),  # a surrogate pair so encoded (CESU-8)
+    (b"\xc0\xaf", -32700),  # an overlong "/"
+    (b"\xf8\x88\x80\x80\x80", -32700),  # a five-byte sequence
+    (b"a\x00b", -32700),  # a raw NUL: a control character inside a JSON string
+    (b"a\\u0000b", None),  # an escaped NUL is text like any other
+    (b"a\\ud800b", None),  # a lone surrogate escape is replaced (see below)
+]
+
+
+@pytest.mark.parametrize(("text", "code"), MALFORMED_TEXT)
+def test_malformed_text_in_a_prompt_gets_the_right_code_and_no_python_text(shared_engine, text, code):
+    wire = shared_engine()
+    line = b'{"jsonrpc":"2.0","id":"m","method":"prompt","params":{"user_input":"' + text + b'"}}'
+    [answer] = replies(wire, line, 1)
+    if code is None:
+        assert answer["id"] == "m" and answer["result"]["status"] == "finished", answer
+    else:
+        assert answer["id"] is None and answer["error"]["code"] == code
+        message = answer["error"]["message"]
+        assert message.startswith("Invalid JSON format")
+        assert "Error" not in message and "codec" not in message and "position" not in message
     still_serving(wire)
 
 

@@ -19,6 +19,10 @@ from tests.fake_llm_server import FakeLLMServer
 from tests.provider_streams import PROVIDERS, Answer, Call, error_reply, expected_usage, stream_reply
 from tests.wire_client import WireProcess, engine_env, event_types, payloads
 
+# pytest-xdist (--dist loadgroup): one engine per provider (the module fixture rig) serves
+# every test here, in order.
+pytestmark = pytest.mark.xdist_group("providers")
+
 API_KEY = "sk-test-0123456789abcdef-SECRET"
 HEADER_SECRET = "hdr-secret-ABCDEF987654"
 ENDPOINTS = {

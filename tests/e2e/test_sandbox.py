@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -26,21 +25,7 @@ SSH_CONFIG = "Host example-host-from-ssh-config"
 OUTSIDE_TEXT = "text outside the workspace"
 
 
-def _bwrap_problem() -> str | None:
-    try:
-        probe = subprocess.run(
-            ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap cannot run here: {exc}"
-    return None if probe.returncode == 0 else f"bubblewrap cannot sandbox here: {probe.stderr.strip()}"
-
-
-BWRAP_PROBLEM = _bwrap_problem()
-needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=BWRAP_PROBLEM or "")
+needs_bwrap = pytest.mark.usefixtures("bwrap")
 
 
 class Listener:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.test_sandbox import BWRAP_PROBLEM, KEY, OUTSIDE_TEXT, Listener, Scene, needs_bwrap, shell
+from tests.e2e.test_sandbox import KEY, OUTSIDE_TEXT, Listener, Scene, needs_bwrap, shell
+from tests.system_tools import require_bwrap
 from tests.tool_calls import approve, one_step_each, requests, results, run_turn
 from tests.wire_client import Sandbox, payloads
 
@@ -193,6 +194,40 @@ def test_doctor_reports_whether_the_sandbox_can_run(sandbox: Sandbox, tmp_path: 
         False,
         "bubblewrap (`bwrap`) is not installed; install the `bubblewrap` package",
     )
-    if BWRAP_PROBLEM is None:
-        present = subprocess.run(soulwire, capture_output=True, text=True, env=sandbox.env(), timeout=30)
-        assert json.loads(present.stdout)["sandbox"]["ok"] is True
+    require_bwrap()
+    present = subprocess.run(soulwire, capture_output=True, text=True, env=sandbox.env(), timeout=30)
+    assert json.loads(present.stdout)["sandbox"]["ok"] is True
+
+
+@needs_bwrap
+def test_searchweb_leaves_a_sandbox_without_network_only_with_a_person(engine, sandbox: Sandbox):
+    """The query is text the model chose, sent to a service: in a sandbox without network
+    each search asks (naming the boundary), a rejected or yolo one sends nothing, and with
+    the sandbox's network on it goes out as everywhere else."""
+    from tests.fake_services import FakePlatform
+
+    search = ("search", "SearchWeb", {"query": "the secret plan"})
+    with FakePlatform() as platform:
+        service = {"moonshot_search": {"base_url": f"{platform.url}/search", "api_key": "sk-good"}}
+        sandbox.config_extra = {"services": service, "approval": "on-escape"}
+        asked = engine(*one_step_each(search), args=("--sandbox", "workspace-write"))
+        messages, _ = run_turn(asked, answer=answer_by_boundary)  # rejected
+        (request,) = requests(messages)
+        assert request["action"] == "search web (leaves the sandbox: network)"
+        assert request["description"] == (
+            f"Search the web for `the secret plan` (sent to {platform.url.removeprefix('http://')})"
+            " — it leaves the sandbox: network access"
+        )
+        assert results(messages)["search"]["is_error"]
+        assert asked.close() == 0
+        yolo = engine(*one_step_each(search), args=("--yolo", "--sandbox", "workspace-write"))
+        messages, _ = run_turn(yolo, answer=approve)
+        assert requests(messages) == []
+        assert results(messages)["search"]["display"] == [{"type": "brief", "text": "Sandbox escape refused"}]
+        assert yolo.close() == 0
+        assert platform.paths() == []  # nothing was sent
+        network = ("--yolo", "--sandbox", "workspace-write", "--sandbox-network", "on")
+        allowed = engine(*one_step_each(search), args=network)
+        messages, _ = run_turn(allowed, answer=approve)
+        assert requests(messages) == [] and not results(messages)["search"]["is_error"]
+        assert platform.paths() == ["/search"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import stat
 
 from tests.wire_client import payloads
@@ -43,8 +42,8 @@ def test_wire_and_context_records(engine, sandbox):
                                           {"type": "text", "text": "Hello world"}]},
         {"role": "_usage", "token_count": 120},
     ]  # fmt: skip
-    assert stat.S_IMODE(os.stat(directory / "wire.jsonl").st_mode) == 0o600
-    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+    assert stat.S_IMODE((directory / "wire.jsonl").stat().st_mode) == 0o600
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     index = json.loads((sandbox.share / "kimi.json").read_text())
     assert {"path": str(sandbox.work), "kaos": "local", "last_session_id": "fixed-id"} in index["work_dirs"]
 

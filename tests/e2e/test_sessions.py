@@ -148,8 +148,13 @@ def test_stdin_eof_mid_turn_keeps_completed_steps(engine, sandbox):
     assert wire.close() == 0  # stdin EOF while the second tool call waits for the client
 
     history = messages(sandbox, "eof")
-    assert [m["role"] for m in history] == ["user", "assistant", "tool"]
-    assert history[1]["tool_calls"][0]["id"] == "e1"
+    # The step cut short keeps its call, with a result saying so, and a note closes the request.
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "tool", "user"]
+    assert history[1]["tool_calls"][0]["id"] == "e1" and history[3]["tool_calls"][0]["id"] == "e2"
+    assert history[4]["content"] == (
+        "<system>ERROR: interrupted: the turn was cancelled before this call finished</system>"
+    )
+    assert history[5]["content"].startswith("<system>Interrupted: the turn was cancelled")
     assert wire_types(sandbox, "eof")[-1] == "TurnEnd"
 
     wire = engine("text: resumed fine", args=("--continue",))
@@ -181,7 +186,7 @@ def test_sigkill_mid_turn_then_resume_by_continue(engine, sandbox):
     kill(wire)
 
     history = messages(sandbox, "killed")
-    assert [m["role"] for m in history] == ["user", "assistant", "tool"]
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
     assert wire_types(sandbox, "killed")[-1] != "TurnEnd"
 
     # --continue finds it although the killed process never exited cleanly
@@ -189,8 +194,10 @@ def test_sigkill_mid_turn_then_resume_by_continue(engine, sandbox):
     assert wire.initialize()["result"]["session"]["id"] == "killed"
     events, response = wire.until_response(wire.request("replay"))
     recorded = wire_types(sandbox, "killed")
-    assert recorded[-1] == "TurnEnd"  # the interrupted turn was closed on resume
-    assert response["result"]["events"] + response["result"]["requests"] == len(recorded)
+    # the interrupted turn was closed on resume (tests/e2e/test_interrupted_turns.py has more)
+    assert recorded[-4:] == ["ToolResult", "StepInterrupted", "Notification", "TurnEnd"]
+    # (a client of protocol 1.3 is not sent the 1.10 Notification)
+    assert response["result"]["events"] + response["result"]["requests"] == len(recorded) - 1
     assert event_types(events).count("TurnBegin") == event_types(events).count("TurnEnd") == 1
     events, response = wire.prompt("and now?")
     assert response["result"]["status"] == "finished"
@@ -199,6 +206,9 @@ def test_sigkill_mid_turn_then_resume_by_continue(engine, sandbox):
         "user",
         "assistant",
         "tool",
+        "assistant",
+        "tool",  # k2, interrupted
+        "user",  # the note that the request was interrupted
         "user",
         "assistant",
     ]
@@ -315,3 +325,34 @@ def test_replay_sends_recorded_requests_and_respects_the_client_version(engine, 
     replayed, response = wire.until_response(wire.request("replay"))
     assert "StepRetry" not in event_types(replayed)  # a 1.3 client does not know it
     assert response["result"]["events"] + 1 == len(wire_types(sandbox, "rq")) - 1
+
+
+def test_a_second_engine_on_a_held_session_says_who_holds_it_in_initialize(engine, sandbox):
+    """Not a -32603 for every prompt: `initialize` already answers -32000 with the reason
+    `session_held` and the holder (pid, host, since), every request after it the same, and
+    the engine exits 2 when the client hangs up."""
+    import socket
+    import time
+
+    first = engine("text: one", args=("--session", "held"))
+    assert first.initialize()["result"]["session"]["id"] == "held"
+    second = WireProcess(sandbox.argv("--session", "held"), sandbox.env(), sandbox.work)
+    answer = second.initialize()
+    error = answer["error"]
+    assert error["code"] == -32000
+    data = error["data"]
+    assert data["reason"] == "session_held" and data["session_id"] == "held"
+    holder = data["holder"]
+    assert holder["pid"] == first.proc.pid and holder["host"] == socket.gethostname()
+    assert time.time() - 600 < holder["since"] <= time.time()
+    assert error["message"].startswith(f"session held is in use by another process (pid {first.proc.pid} on ")
+    _, prompt = second.prompt("two")
+    assert prompt["error"] == error
+    assert second.close() == 2
+    [line] = second.stderr_lines
+    assert (
+        line.startswith("soulwire: error: session held is in use by another process")
+        and "Traceback" not in line
+    )
+    _, done = first.prompt("still mine")
+    assert done["result"]["status"] == "finished"

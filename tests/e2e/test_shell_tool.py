@@ -3,13 +3,12 @@ cancellation — which must take every process the command started with them."""
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from pathlib import Path
 
 from tests.tool_calls import call, one_step_each, results, run_turn
-from tests.wire_client import event_types
+from tests.wire_client import event_types, payloads
 
 
 def processes_running(marker: str) -> list[int]:
@@ -28,7 +27,7 @@ def processes_running(marker: str) -> list[int]:
     return found
 
 
-def wait_until_gone(marker: str, limit: float = 3.0) -> list[int]:
+def wait_until_gone(marker: str, limit: float = 10.0) -> list[int]:
     deadline = time.monotonic() + limit
     while (alive := processes_running(marker)) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -36,8 +35,9 @@ def wait_until_gone(marker: str, limit: float = 3.0) -> list[int]:
 
 
 def unique_sleep() -> str:
-    """A `sleep` duration nobody else uses, so its processes can be found in /proc."""
-    return f"30.{uuid.uuid4().int % 10**6:06d}"
+    """A `sleep` duration nobody else uses, so its processes can be found in /proc. Longer
+    than any test may take (pytest's timeout): a turn that waited for it could not pass."""
+    return f"600.{uuid.uuid4().int % 10**6:06d}"
 
 
 def test_results_messages_and_environment(engine, sandbox):
@@ -113,8 +113,15 @@ def test_a_failing_tool_is_an_error_result_not_a_crash(engine, sandbox):
     messages, result = run_turn(wire, answer=None)
     assert result == {"status": "finished"}
     after = results(messages)["after"]
-    assert after["is_error"] and after["message"].startswith("Error running tool: ")
+    assert after["is_error"] and after["message"].startswith("Error running tool: `Shell` stopped ")
     assert after["display"] == [{"type": "brief", "text": "Tool runtime error"}]
+    # The model reads a sentence, not Python's: no exception text or type; the log has those.
+    log = (sandbox.share / "logs" / "soulwire.log").read_text()
+    [failure] = [line for line in log.splitlines() if "tool Shell failed: " in line]
+    raised = failure.partition("tool Shell failed: ")[2]
+    exc_type, _, exc_text = raised.partition(": ")
+    assert exc_type and exc_text and "Traceback (most recent call last)" in log
+    assert exc_type not in after["message"] and exc_text not in after["message"]
 
 
 def test_long_output_is_clipped_in_the_middle(engine):
@@ -149,9 +156,7 @@ def test_timeout_kills_the_whole_process_group(engine):
         ),
         args=("--yolo",),
     )
-    started = time.monotonic()
-    messages, _ = run_turn(wire, answer=None)
-    assert time.monotonic() - started < 5
+    messages, _ = run_turn(wire, answer=None)  # (waiting out the sleep would time out)
     value = results(messages)["t"]
     assert value["is_error"] and value["message"] == "Command killed by timeout (1s)"
     assert value["output"] == "started\n"
@@ -172,14 +177,14 @@ def test_cancel_kills_the_command_and_its_children_promptly(engine):
     while len(processes_running(duration)) < 2:
         assert time.monotonic() < deadline, "the command never started"
         time.sleep(0.02)
-    started = time.monotonic()
     wire.request("cancel")
-    seen, response = wire.until_response(rid)
-    elapsed = time.monotonic() - started
+    # How fast is measured by bench/cancel_bench.py; here, that the turn ends at all (the
+    # sleeps would outlast the bound) and takes the whole process group with it.
+    seen, response = wire.until_response(rid, timeout=30)
     assert response["result"] == {"status": "cancelled"}
-    assert elapsed < 1.0, f"turn took {elapsed:.2f}s to end after cancel"
-    assert "ToolResult" not in event_types(seen) and event_types(seen)[-1] == "TurnEnd"
-    assert wait_until_gone(duration, limit=1.0) == []
+    assert event_types(seen)[-2:] == ["ToolResult", "TurnEnd"]  # the call cut short says so
+    assert payloads(seen, "ToolResult")[0]["return_value"]["message"].startswith("interrupted: ")
+    assert wait_until_gone(duration, limit=10) == []
     messages, result = run_turn(wire, "after cancel", answer=None)
     assert result == {"status": "finished"}
     assert [m["params"]["payload"]["text"] for m in messages if m["params"]["type"] == "ContentPart"] == [
@@ -196,5 +201,5 @@ def test_closing_stdin_during_a_command_leaves_nothing_behind(engine):
         assert time.monotonic() < deadline, "the command never started"
         time.sleep(0.02)
     assert wire.close() == 0
-    assert wait_until_gone(duration, limit=1.0) == []
-    assert os.path.exists("/proc/self")  # the /proc scan above looked at a real /proc
+    assert wait_until_gone(duration, limit=10) == []
+    assert Path("/proc/self").exists()  # the /proc scan above looked at a real /proc

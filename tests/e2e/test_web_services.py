@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import stat
 import time
+from pathlib import Path
 
 from tests.fake_services import FakePlatform
 from tests.tool_calls import one_step_each, results, run_turn
@@ -120,3 +121,56 @@ def test_a_login_token_is_refreshed_before_it_expires_and_used(sandbox: Sandbox)
     stored = json.loads(credentials.read_text())
     assert stored["access_token"] == "access-2" and stored["expires_at"] > time.time() + 3000
     assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+
+
+def _waiting_for_a_lock(pid: int) -> bool:
+    """Whether process `pid` is blocked waiting for a file lock (Linux's /proc/locks)."""
+    with Path("/proc/locks").open() as locks:
+        return any(line.split()[1:2] == ["->"] and f" {pid} " in line for line in locks)
+
+
+def test_two_processes_refreshing_at_once_keep_a_working_token(sandbox: Sandbox):
+    """Refresh tokens are used once (the fake rotates them): while one process refreshes, a
+    second one waits for it and uses what it stored, instead of spending the same refresh
+    token again and losing the login."""
+    import subprocess
+    import sys
+    import threading
+
+    from tests.wire_client import DEFAULT_TIMEOUT
+
+    credentials = sandbox.share / "credentials" / "kimi-code.json"
+    credentials.parent.mkdir(parents=True)
+    credentials.write_text(
+        json.dumps({"access_token": "access-1", "refresh_token": "refresh-1", "expires_at": time.time() + 60})
+    )
+    script = (
+        "import sys; from pathlib import Path; from soulwire.config.credentials import access_token; "
+        "print(access_token({'storage': 'file', 'key': 'oauth/kimi-code'}, Path(sys.argv[1])))"
+    )
+    with FakePlatform() as platform:
+        platform.issued = 1
+        platform.hold_refreshes = threading.Event()
+        env = {**sandbox.env(), "SOULWIRE_OAUTH_HOST": platform.url}
+
+        def start() -> subprocess.Popen[str]:
+            argv = [sys.executable, "-c", script, str(sandbox.share)]
+            return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+
+        def refreshes() -> int:
+            return sum(r.path == "/api/oauth/token" for r in platform.requests)
+
+        first = start()
+        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        while refreshes() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert refreshes() == 1  # the first one is refreshing (held by the fake)
+        second = start()
+        while not _waiting_for_a_lock(second.pid) and refreshes() < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert refreshes() == 1, "the second process refreshed with the same refresh token"
+        platform.hold_refreshes.set()
+        outputs = [p.communicate(timeout=DEFAULT_TIMEOUT)[0].strip() for p in (first, second)]
+    assert outputs == ["access-2", "access-2"]
+    assert refreshes() == 1
+    assert json.loads(credentials.read_text())["refresh_token"] == "refresh-2"

@@ -30,14 +30,14 @@ def fleet_cli(lab: FleetLab, *args: str, timeout: float = 120) -> subprocess.Com
 def processes_in(directory: Path) -> list[str]:
     """Live processes whose working directory is inside `directory` (Linux /proc)."""
     found: list[str] = []
-    for entry in os.listdir("/proc"):
+    for entry in (p.name for p in Path("/proc").iterdir()):
         if not entry.isdigit():
             continue
         try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            with open(f"/proc/{entry}/stat") as handle:
+            cwd = str(Path(f"/proc/{entry}/cwd").readlink())
+            with Path(f"/proc/{entry}/stat").open() as handle:
                 state = handle.read().rsplit(")", 1)[1].split()[0]
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+            with Path(f"/proc/{entry}/cmdline").open("rb") as handle:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
@@ -347,11 +347,11 @@ def test_json_progress_counts_staged_tasks_apart_from_running_and_waiting(lab: F
 def processes_naming(text: str) -> list[str]:
     """Live processes whose command line contains `text`."""
     found: list[str] = []
-    for entry in os.listdir("/proc"):
+    for entry in (p.name for p in Path("/proc").iterdir()):
         try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+            with Path(f"/proc/{entry}/cmdline").open("rb") as handle:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat") as handle:
+            with Path(f"/proc/{entry}/stat").open() as handle:
                 state = handle.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue

@@ -4,6 +4,8 @@ result line, workspaces shipped through the object store. Marked `ray` (a separa
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -22,7 +24,16 @@ from soulwire import fleet
 from tests.fleet.conftest import FleetLab, shell, write_file
 
 pytestmark = [pytest.mark.ray, pytest.mark.anyio]
-ray = pytest.importorskip("ray", reason="the Ray extra is not installed: pip install 'soulwire[ray]'")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_extra() -> None:
+    """Fails, not skips, without the Ray extra: `.ci/run` installs it, and a skip would turn a
+    machine that lost it into a green run of tests that never ran (`-m "not ray"` leaves them out)."""
+    if importlib.util.find_spec("ray") is None:
+        pytest.fail(
+            "the Ray extra is not installed: pip install -e '.[ray]' (.ci/run installs it)", pytrace=False
+        )
 
 
 def _free_port() -> int:
@@ -64,12 +75,22 @@ def ray_address() -> Iterator[str]:
                 os.killpg(head.pid, sig)
             except ProcessLookupError:
                 break
-            try:
-                head.wait(timeout=15)
-                time.sleep(1)  # let the group's other processes go too
-            except subprocess.TimeoutExpired:
-                continue
+            if _group_ends(head, within=15):  # the head and the group's other processes
+                break
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _group_ends(head: subprocess.Popen[bytes], within: float) -> bool:
+    """True once no process of `head`'s group is left (the head reaped), within `within` s."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        head.poll()
+        try:
+            os.killpg(head.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def backend(lab: FleetLab, address: str, **options: object) -> fleet.RayBackend:
@@ -108,8 +129,9 @@ async def test_a_killed_worker_its_task_is_retried_with_one_result(lab: FleetLab
     ray_backend = backend(lab, ray_address)
 
     async def kill_a_worker_when_the_command_runs() -> None:
-        while not marker.exists():
-            await anyio.sleep(0.1)
+        with anyio.fail_after(120):
+            while not marker.exists():
+                await anyio.sleep(0.1)
         marker.unlink()
         for pid in await ray_backend.worker_pids():
             os.kill(pid, signal.SIGKILL)  # both: whichever ran it
@@ -241,3 +263,96 @@ def test_ctrl_c_while_ray_is_still_connecting_exits(lab: FleetLab) -> None:
         finally:
             run.kill()
             run.wait()
+
+
+async def test_the_run_total_holds_on_ray(lab: FleetLab, ray_address: str) -> None:
+    """The task file's run total with tasks on Ray workers, one at a time: the first stops at
+    the run's remainder, the second crosses the total, the third does not start."""
+    from tests.fleet.test_budget import shell_step
+
+    for name in ("a", "b", "c"):
+        lab.task(name, shell_step(f"{name}1", 600), "text: never")
+    lab.lines.insert(0, {"fleet": {"budget": {"tokens": 1000}}})
+    tasks = fleet.load_tasks(lab.write_tasks())
+    out = lab.root / "results.jsonl"
+    results = await fleet.run_all(
+        tasks, concurrency=1, out=out, backend=backend(lab, ray_address), run_budget=tasks.run.budget
+    )
+    assert [r.status for r in results] == ["cancelled"] * 3, [r.reason for r in results]
+    assert sorted(str(r.reason).rsplit("(", 1)[1] for r in results) == [
+        "not started)", "stopped at its remainder)", "stopped)"
+    ]  # fmt: skip
+    assert sum(r.usage.input_other for r in results) == 1200
+    assert all(r.node for r in results if r.usage.input_other)
+
+
+def test_a_task_starts_from_a_checkpoint_of_an_earlier_run_on_ray(lab: FleetLab, ray_address: str) -> None:
+    """`from_checkpoint` on Ray workers: the earlier run (also on Ray) names each task's last
+    checkpoint; a later run starts one task from its middle (before the Shell step) and one
+    from its end, each in a fresh workspace of its own, the earlier one untouched."""
+    from tests.fleet.test_checkpoints import add_edit_then_shell_task, fleet_cli_sessions
+
+    add_edit_then_shell_task(lab)
+    on_ray = ["--backend", "ray", "--address", ray_address, "--ray-workers", "1", "--no-progress"]
+
+    def run(name: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "soulwire", "fleet", "run", name, *on_ray]
+        return subprocess.run(command, cwd=lab.root, env=lab.env, capture_output=True, text=True, timeout=300)
+
+    first = run("tasks.jsonl")
+    assert first.returncode == 0, first.stderr
+    earlier = fleet.read_results(lab.root / "tasks.results.jsonl")["t"]
+    assert earlier.node and earlier.checkpoint is not None and earlier.session_id is not None
+    listed = fleet_cli_sessions(
+        lab, "checkpoints", earlier.session_id, "--json", "--work-dir", earlier.work_dir or ""
+    )
+    before_shell = [c["id"] for c in json.loads(listed) if c["kind"] == "step"][-1]
+
+    lab.lines.clear()
+    lab.task("mid", "text: again from the middle", from_checkpoint=f"tasks.results.jsonl/t@{before_shell}")
+    lab.task("end", "text: on from the end", from_checkpoint="tasks.results.run/t")
+    lab.write_tasks("again.jsonl")
+    second = run("again.jsonl")
+    assert second.returncode == 0, second.stderr
+    again = fleet.read_results(lab.root / "again.results.jsonl")
+    mid, end = again["mid"], again["end"]
+    assert (mid.status, end.status) == ("done", "done"), (mid.reason, end.reason)
+    assert mid.node and end.node  # run by the Ray workers
+    assert end.from_checkpoint == f"{lab.root}/tasks.results.jsonl/t@{earlier.checkpoint}"
+    assert mid.final_message == "again from the middle"
+    mid_dir, end_dir = Path(mid.work_dir or ""), Path(end.work_dir or "")
+    assert (mid_dir / "a.txt").read_text() == "v1\n" and (mid_dir / "keep.txt").read_text() == "kept\n"
+    assert (end_dir / "a.txt").read_text() == "v2\n" and not (end_dir / "keep.txt").exists()
+    assert (Path(earlier.work_dir or "") / "a.txt").read_text() == "v2\n"  # the earlier run's
+
+
+async def test_each_limit_at_each_scope_stops_its_task_on_ray(lab: FleetLab, ray_address: str) -> None:
+    """The local fleet's twelve tasks (tests/fleet/test_budget.py), each with one limit at one
+    scope, on Ray workers: each is stopped by its limit after its first command."""
+    from tests.fleet.test_budget import check_each_stopped, each_limit_at_each_scope
+
+    each_limit_at_each_scope(lab)
+    tasks = fleet.load_tasks(lab.write_tasks())
+    results = await fleet.run_all(
+        tasks, concurrency=2, out=lab.root / "results.jsonl", backend=backend(lab, ray_address)
+    )
+    check_each_stopped({r.id: r for r in results})
+
+
+@pytest.mark.parametrize("kind", ["usd", "time_s"])
+async def test_the_run_total_of_money_and_time_holds_on_ray(
+    lab: FleetLab, ray_address: str, kind: str
+) -> None:
+    """The run totals besides tokens on Ray, as on the local backend."""
+    from soulwire.wire.pricing import ModelPrice
+    from tests.budget_cases import PRICES
+    from tests.fleet.test_budget import check_run_total, run_total_tasks
+
+    run_total_tasks(lab, kind)
+    tasks = fleet.load_tasks(lab.write_tasks())
+    settings = lab.settings(executable=None, prices={m: ModelPrice(**p) for m, p in PRICES.items()})
+    ray_backend = fleet.RayBackend(settings, address=ray_address, workers=2, worker_cpus=0.5)
+    results = await fleet.run_all(
+        tasks, concurrency=1, out=lab.root / "results.jsonl", backend=ray_backend, run_budget=tasks.run.budget
+    )
+    check_run_total(results, kind, slow_start=True)

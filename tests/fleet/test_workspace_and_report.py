@@ -77,7 +77,7 @@ def test_the_report_summary(tmp_path: Path) -> None:
     assert "| checks passed | 2/2 (100%) |" in markdown
     assert "| tokens in / out | 10 / 5 |" in markdown
     assert "| failed: ChatProviderError | 2 | d, e |" in markdown
-    assert "| cost | unknown (no price for the model) |" in markdown
+    assert "| cost | unknown (no price for the model, or no usage reported) |" in markdown
 
 
 def test_the_report_adds_up_the_cost_of_the_priced_tasks(tmp_path: Path) -> None:

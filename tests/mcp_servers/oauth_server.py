@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 import sys
 import time
+from pathlib import Path
 
 from mcp.server.auth.provider import (
     AccessToken,
@@ -30,7 +31,7 @@ TOKEN_SECONDS = 3600
 
 
 def log(event: str) -> None:
-    with open(LOG, "a", encoding="utf-8") as handle:
+    with Path(LOG).open("a", encoding="utf-8") as handle:
         handle.write(event + "\n")
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 from mcp.server.mcpserver import Image, MCPServer
 
 name = sys.argv[1] if len(sys.argv) > 1 else "tiny"
 if len(sys.argv) > 2 and sys.argv[2]:
-    with open(sys.argv[2], "a", encoding="utf-8") as pids:
+    with Path(sys.argv[2]).open("a", encoding="utf-8") as pids:
         pids.write(f"{os.getpid()}\n")
 
 server = MCPServer(name)

@@ -6,6 +6,7 @@ SOULWIRE_NODE_SDK_DIR) from the npm registry. Skipped only when `node` is absent
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -16,7 +17,13 @@ from typing import Any
 
 import pytest
 
+from tests.budget_cases import KINDS, LIMIT, PRICES, RAISED, SCOPES, command_name, scripts
+from tests.system_tools import require
 from tests.wire_client import scripted_config
+
+# pytest-xdist (--dist loadgroup): its session fixture npm-installs the SDK into one shared
+# directory: once, in one worker.
+pytestmark = pytest.mark.xdist_group("node-sdk")
 
 SDK_PACKAGE = "@moonshot-ai/kimi-agent-sdk"
 SDK_VERSION = "0.1.8"
@@ -60,7 +67,12 @@ SCENARIOS: dict[str, list[str]] = {
         "text: thanks",
     ],
     "hooks": [call("s1", "Shell", {"command": "echo hi"}), "text: blocked then"],
+    # 600 tokens of 1,000: the next call would certainly cross the limit, so it is not made;
+    # `/budget` raises it and the next prompt goes on.
+    "budget": ["usage: input_other=550 output=50\ntext: first answer", "text: continued"],
 }
+CONFIG_EXTRA: dict[str, dict[str, Any]] = {"budget": {"budgets": {"tree": {"tokens": 1000}}}}
+"""More configuration for a scenario (the SDK has no budget option: the engine's config sets it)."""
 
 
 def _toml_value(value: Any) -> str:
@@ -81,7 +93,7 @@ def to_toml(config: dict[str, Any]) -> str:
     """The scripted test config as TOML (the Node SDK never passes a config: the engine reads
     config.toml from its share dir)."""
     lines = [f"{k} = {_toml_value(v)}" for k, v in config.items() if not isinstance(v, dict)]
-    for table in ("models", "providers"):
+    for table in ("models", "providers", "budgets", "prices"):
         for name, body in config.get(table, {}).items():
             lines.append(f"\n[{table}.{name}]")
             lines += [f"{k} = {_toml_value(v)}" for k, v in body.items()]
@@ -96,9 +108,7 @@ def node_version(node: str) -> tuple[int, ...]:
 @pytest.fixture(scope="session")
 def node_sdk(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """(node executable, directory with the SDK installed)."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("Node.js is not installed (`node` not on PATH): the real-client check needs it")
+    node = require("node", "nodejs npm")
     version = node_version(node)
     if version[0] < MIN_NODE_MAJOR:
         pytest.fail(f"Node.js {'.'.join(map(str, version))} is too old for {SDK_PACKAGE} (needs >= 18)")
@@ -114,6 +124,15 @@ def node_sdk(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     else:
         directory = tmp_path_factory.mktemp(f"node-sdk-{SDK_VERSION}")
     directory.mkdir(parents=True, exist_ok=True)
+    # The cache directory outlives one run and may be shared by two (or by two workers, should
+    # the xdist_group mark stop holding): one npm install at a time, the others wait for it.
+    with (directory / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        install_sdk(npm, directory)
+    return node, directory
+
+
+def install_sdk(npm: str, directory: Path) -> None:
     installed = directory / "node_modules" / SDK_PACKAGE / "package.json"
     if not (installed.exists() and json.loads(installed.read_text())["version"] == SDK_VERSION):
         manifest = {
@@ -132,7 +151,6 @@ def node_sdk(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         )
         if done.returncode != 0:
             pytest.fail(f"npm install of {SDK_PACKAGE}@{SDK_VERSION} failed:\n{done.stdout}\n{done.stderr}")
-    return node, directory
 
 
 def soulwire_executable() -> str:
@@ -145,13 +163,42 @@ def soulwire_executable() -> str:
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_node_sdk_drives_soulwire(scenario: str, node_sdk: tuple[str, Path], tmp_path: Path):
+    outcome = run_scenario(node_sdk, tmp_path, scenario, SCENARIOS[scenario], CONFIG_EXTRA.get(scenario, {}))
+    assert "status" in outcome or "sessionId" in outcome or "first" in outcome
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_node_sdk_sees_each_limit_at_each_scope(kind: str, node_sdk: tuple[str, Path], tmp_path: Path):
+    """The `budget_limits` scenario: each scope's limit of `kind` set with `/budget`, the stop
+    the SDK sees as `cancelled`, the limit shown and raised, the work continued."""
+    case = {"kind": kind, "command": command_name(kind), "limit": LIMIT[kind], "raised": RAISED[kind]}
+    outcome = run_scenario(
+        node_sdk,
+        tmp_path,
+        "budget_limits",
+        scripts(kind),
+        {"prices": PRICES},
+        BUDGET_CASE=json.dumps({**case, "scopes": list(SCOPES)}),
+    )
+    assert sorted(outcome["seen"]) == sorted(SCOPES)
+
+
+def run_scenario(
+    node_sdk: tuple[str, Path],
+    tmp_path: Path,
+    scenario: str,
+    replies: list[str],
+    config_extra: dict[str, Any],
+    **env_extra: str,
+) -> dict[str, Any]:
+    """Run one scenario of node_sdk_check.mjs against the engine; its JSON outcome line."""
     node, sdk_dir = node_sdk
     home, share, work = tmp_path / "home", tmp_path / "home" / ".kimi", tmp_path / "work"
     for d in (share, work):
         d.mkdir(parents=True)
-    scripts = tmp_path / "scripts.json"
-    scripts.write_text(json.dumps(SCENARIOS[scenario]))
-    config = scripted_config(scripts, capabilities=["thinking"])
+    scripts_file = tmp_path / "scripts.json"
+    scripts_file.write_text(json.dumps(replies))
+    config = {**scripted_config(scripts_file, capabilities=["thinking"]), **config_extra}
     (share / "config.toml").write_text(to_toml(config))
     script = sdk_dir / CHECK_SCRIPT.name
     shutil.copyfile(CHECK_SCRIPT, script)  # so that its imports resolve in sdk_dir/node_modules
@@ -161,7 +208,8 @@ def test_node_sdk_drives_soulwire(scenario: str, node_sdk: tuple[str, Path], tmp
         KIMI_SHARE_DIR=str(share),
         SOULWIRE_EXECUTABLE=soulwire_executable(),
         WORK_DIR=str(work),
-        SCRIPTS_FILE=str(scripts),
+        SCRIPTS_FILE=str(scripts_file),
+        **env_extra,
     )
     done = subprocess.run(
         [node, str(script), scenario], cwd=sdk_dir, env=env, capture_output=True, text=True, timeout=120
@@ -169,6 +217,4 @@ def test_node_sdk_drives_soulwire(scenario: str, node_sdk: tuple[str, Path], tmp
     assert done.returncode == 0, f"node scenario {scenario} failed:\n{done.stdout}\n{done.stderr}"
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcome["scenario"] == scenario
-    if "skipped" in outcome:
-        pytest.xfail(outcome["skipped"])
-    assert "status" in outcome or "sessionId" in outcome or "first" in outcome
+    return outcome

@@ -4,6 +4,7 @@ when SOULWIRE_REFERENCE_KIMI points at it) in a private sandbox, plus the fake p
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Iterator
@@ -65,8 +66,15 @@ class Engine:
         return options
 
 
+ENGINE_ENV = "SOULWIRE_TEST_ENGINE"
+
+
 def soulwire_argv() -> list[str]:
-    return [sys.executable, "-m", "soulwire"]
+    """The engine under test: this interpreter's `soulwire`, or the command in
+    SOULWIRE_TEST_ENGINE (CI runs these tests from a venv with soulwire-sdk alone, against
+    an engine installed in another)."""
+    command = os.environ.get(ENGINE_ENV)
+    return shlex.split(command) if command else [sys.executable, "-m", "soulwire"]
 
 
 @pytest.fixture
@@ -105,11 +113,11 @@ def fake() -> Iterator[Any]:
 def process_group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes whose process group is `pgid` (Linux /proc)."""
     members: list[int] = []
-    for entry in os.listdir("/proc"):
+    for entry in (p.name for p in Path("/proc").iterdir()):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
+            with Path(f"/proc/{entry}/stat").open() as f:
                 stat = f.read()
         except OSError:
             continue

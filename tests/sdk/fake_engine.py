@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 SCENARIO = sys.argv[1] if len(sys.argv) > 1 else "approvals"
@@ -226,7 +227,7 @@ def main() -> None:
         pidfile = arg("--pidfile")
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         if pidfile:
-            with open(pidfile, "w") as f:
+            with Path(pidfile).open("w") as f:
                 f.write(f"{os.getpid()} {child.pid}\n")
     state: dict[str, Any] = {}
     while True:

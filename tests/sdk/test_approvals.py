@@ -113,8 +113,9 @@ async def test_approval_outside_a_turn(fake):
 
     async with sdk.Session(**fake("background_approval", on_approval=policy)) as session:
         await asyncio.wait_for(seen.wait(), 10)
-        await asyncio.sleep(0.05)
-        assert session.pending_approvals == []
+        async with asyncio.timeout(10):  # the policy's answer settles the request
+            while session.pending_approvals:
+                await asyncio.sleep(0.01)
 
 
 async def test_approval_answered_from_another_thread(fake):
@@ -156,7 +157,13 @@ async def test_handshake_declares_version_capabilities_and_tools(fake):
         hello = json.loads((await session.prompt("x")).text)
     assert hello["protocol_version"] == sdk.SDK_PROTOCOL_VERSION == "1.10"
     assert hello["client"]["name"] == "soulwire-sdk-python"
-    assert hello["capabilities"] == {"supports_question": True, "supports_plan_mode": False}
+    assert hello["capabilities"] == {
+        "supports_question": True,
+        "supports_plan_mode": False,
+        "supports_checkpoints": True,
+        "supports_budget": True,
+        "supports_model_switch": True,
+    }
     assert hello["external_tools"][0]["name"] == "noop"
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import soulwire.sdk as sdk
-from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult, TurnBegin, TurnEnd
+from soulwire.wire.messages import StatusUpdate, StepBegin, TurnBegin, TurnEnd
 from soulwire.wire.types import TextPart, ThinkPart, ToolCall
 
 from .conftest import Engine
@@ -19,15 +19,6 @@ pytestmark = pytest.mark.anyio
 
 def call(call_id: str, name: str, args: dict[str, object]) -> str:
     return "tool_call: " + json.dumps({"id": call_id, "name": name, "arguments": json.dumps(args)})
-
-
-def shell_missing(events: list[object]) -> bool:
-    return any(
-        isinstance(e, ToolResult) and e.return_value.message == "Tool `Shell` not found" for e in events
-    )
-
-
-XFAIL_NO_SHELL = "this engine has no built-in Shell tool yet (approvals come with the `tools` branch)"
 
 
 async def test_streaming_text_thinking_steps_and_usage(any_engine: Engine):
@@ -225,8 +216,6 @@ async def test_shell_approvals_via_callback_and_stream(any_engine: Engine):
             events.append(event)
             if isinstance(event, sdk.Approval) and "second" in event.description:
                 assert event.reject(feedback="use python instead")
-        if shell_missing(events):
-            pytest.xfail(XFAIL_NO_SHELL)
         result = turn.result
     results = {r.tool_call_id: r.return_value for s in result.steps for r in s.tool_results}
     assert not results["s1"].is_error and "first" in str(results["s1"].output)

@@ -17,6 +17,7 @@ from typing import Any
 import httpx2
 from websockets.sync.client import ClientConnection, connect
 
+from tests.server.serve_shapes import ShapeChecker
 from tests.wire_client import Sandbox
 
 TIMEOUT = 15.0
@@ -50,7 +51,8 @@ class ServeProcess:
         self.ports: list[int] = []
         """Every `listening on` port (several with `--processes N`); `port` is the first."""
         self.last_session = ""
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
         if not self._port_found.wait(TIMEOUT):
             self.close()
             raise TimeoutError("the server did not start: " + "".join(self.stderr_lines))
@@ -103,6 +105,8 @@ class ServeProcess:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
+            # Every line the process wrote is read before anyone looks at `stderr_lines`.
+            self._stderr_reader.join(timeout=15)
 
 
 class WireSocket:
@@ -116,8 +120,11 @@ class WireSocket:
         self.frames = 0
         self._pending: list[str] = []
         """Messages of a frame that carried several (negotiated `batch`), not yet returned."""
+        self.shapes = ShapeChecker()
+        """Every message sent and received goes through it (tests/server/serve_shapes.py)."""
 
     def send(self, message: dict[str, Any]) -> None:
+        self.shapes.sent(message)
         self.conn.send(json.dumps(message))
 
     def request(self, method: str, params: Any = None) -> str:
@@ -139,7 +146,9 @@ class WireSocket:
             self.sizes.append(len(text.encode()))
             self.frames += 1
             self._pending = text.splitlines()[::-1]
-        return json.loads(self._pending.pop())
+        message = json.loads(self._pending.pop())
+        self.shapes.received(message)
+        return message
 
     def until(
         self,

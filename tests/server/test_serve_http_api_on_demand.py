@@ -95,20 +95,28 @@ def test_the_http_api_is_built_once_however_many_ask_at_once(tmp_path: Path, mon
     from soulwire.server.security import Guard
 
     builds: list[str] = []
+    callers: list[str] = []
     create_api = api.create_api
 
     def slow_create_api(*args, **kwargs):
         builds.append(threading.current_thread().name)
-        time.sleep(0.2)  # long enough for every caller to arrive while it builds
+        # The build goes on until every caller has asked, so that they all ask while it builds.
+        assert wait_until(lambda: len(callers) == 8, timeout=30)
         return create_api(*args, **kwargs)
 
     monkeypatch.setattr(api, "create_api", slow_create_api)
     app = ServerApp(
         ServeSettings(share=tmp_path, work_dir=tmp_path), Guard.for_listen("t" * 20, "127.0.0.1", 1, [])
     )
+    build_api = app.build_api
+
+    def counted_build_api():
+        callers.append(threading.current_thread().name)
+        return build_api()
+
     assert not app.api_built
     with ThreadPoolExecutor(8) as pool:
-        built = list(pool.map(lambda _: app.build_api(), range(8)))
+        built = list(pool.map(lambda _: counted_build_api(), range(8)))
     assert len(builds) == 1 and all(b is built[0] for b in built) and app.api_built
 
 

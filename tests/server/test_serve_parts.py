@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
@@ -89,7 +90,9 @@ def test_the_extensions_are_in_the_exported_schema(tmp_path):
         assert (tmp_path / "serve" / f"{name}.json").is_file(), name
 
 
-def test_real_messages_fit_the_documented_shapes():
+def test_a_cancel_receipt_fits_its_model():
+    # (A receipt from a real cancel is checked in test_serve_lifecycle.py; every message a
+    # real server sends to the tests' WebSockets is validated by tests/server/serve_shapes.py.)
     from soulwire.server import protocol
 
     receipt = {
@@ -99,6 +102,27 @@ def test_real_messages_fit_the_documented_shapes():
     }
     protocol.CancelResult.model_validate({"receipt": receipt}, strict=True)
     protocol.CancelResult.model_validate({}, strict=True)
+
+
+def test_the_shape_checker_refuses_a_message_that_is_not_its_model():
+    from pydantic import ValidationError
+
+    from tests.server.serve_shapes import ShapeChecker
+
+    checker = ShapeChecker()
+    checker.received(
+        {"jsonrpc": "2.0", "method": "event", "params": {"seq": 1, "type": "TurnEnd", "payload": {}}}
+    )
+    with pytest.raises(ValidationError):  # numbered once: every event is
+        checker.received({"jsonrpc": "2.0", "method": "event", "params": {"type": "TurnEnd", "payload": {}}})
+    with pytest.raises(ValidationError):
+        checker.received({"jsonrpc": "2.0", "method": "role/changed", "params": {"seq": 2, "controller": 1}})
+    checker.sent({"jsonrpc": "2.0", "id": "7", "method": "blob/read", "params": {"blob_id": "b"}})
+    with pytest.raises(ValidationError):
+        checker.received(
+            {"jsonrpc": "2.0", "id": "7", "result": {"data": "", "offset": "0", "size": 0, "eof": True}}
+        )
+    assert checker.checked == {"EventMembers": 1}
 
 
 def test_the_host_names_a_server_answers_to():
@@ -214,7 +238,7 @@ def test_stopping_the_copies_waits_for_those_that_end_and_kills_one_that_does_no
         copies.stop(timeout=1.0)
         assert copies.urls == {} and copies.stopping
         for proc in (obeys, ignores):  # both reaped by `stop` (waitpid): gone from /proc
-            assert not os.path.exists(f"/proc/{proc.pid}")
+            assert not Path(f"/proc/{proc.pid}").exists()
     finally:
         for proc in (obeys, ignores):
             if proc.poll() is None:

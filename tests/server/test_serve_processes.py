@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.server.serve_client import ServeProcess
 
@@ -19,7 +20,7 @@ def children(pid: int, count: int) -> list[int]:
     found: list[int] = []
 
     def forked() -> bool:
-        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+        with Path(f"/proc/{pid}/task/{pid}/children").open(encoding="ascii") as handle:
             found[:] = [int(p) for p in handle.read().split()]
         return len(found) >= count
 

@@ -43,6 +43,7 @@ def test_a_large_event_reaches_a_negotiating_client_as_a_blob(serve):
     assert server.api("GET", "/api/blobs/" + "0" * 64).status_code == 404
     _, missing = small.call("blob/read", {"blob_id": "nope"})
     assert missing["error"]["code"] == -32602
+    assert {"BlobRef", "BlobChunk"} <= set(small.shapes.checked)  # validated as received
 
     watched = old.until(is_event("TurnEnd"))
     full = next(m for m in watched if is_event("TurnBegin")(m))["params"]
@@ -95,6 +96,49 @@ def test_a_killed_server_restarts_with_its_sessions_and_says_what_it_loaded(serv
         again.close()
 
 
+def test_a_turn_the_killed_server_left_open_shows_as_interrupted_after_the_restart(serve, sandbox):
+    """What the web UI draws: the history of the reopened session ends the killed turn, and the
+    tool call that was waiting for its approval has an error result saying why (the approval
+    itself answered first, so no face keeps waiting for it)."""
+    server = serve(call("c1", "Shell", {"command": "echo hi"}))
+    session = server.create_session()
+    ws = server.ws(session, since_seq=0)
+    ws.until(is_attached)
+    ws.initialize(serve={"seq": True})
+    ws.request("prompt", {"user_input": "do A"})
+    asked = ws.until(lambda m: m.get("method") == "request")[-1]  # the approval the user never gave
+    os.killpg(server.proc.pid, signal.SIGKILL)
+    server.proc.wait()
+
+    sandbox.scripts = ["text: after the restart"]
+    again = ServeProcess(sandbox)
+    try:
+        ws = again.ws(session, since_seq=0)
+        ws.until(is_attached)
+        history = again.api("GET", f"/api/sessions/{session}/history").json()["records"]
+        assert [r["type"] for r in history][-5:] == [
+            "ApprovalResponse",
+            "ToolResult",
+            "StepInterrupted",
+            "Notification",
+            "TurnEnd",
+        ]
+        value = history[-4]["payload"]["return_value"]
+        assert history[-4]["payload"]["tool_call_id"] == "c1" and value["is_error"] is True
+        assert value["message"] == "interrupted: the engine stopped before this call finished"
+        assert history[-5]["payload"] == {
+            "request_id": asked["params"]["payload"]["id"],
+            "response": "reject",
+            "feedback": "interrupted: the engine stopped before this approval was answered",
+        }
+        ws.initialize(serve={"seq": True})
+        _, done = ws.call("prompt", {"user_input": "do B"})
+        assert done["result"]["status"] == "finished"
+        assert "Traceback" not in "".join(again.stderr_lines)
+    finally:
+        again.close()
+
+
 def test_a_stalled_client_blocks_no_one_and_catches_up_after_being_dropped(serve):
     import socket
 
@@ -103,12 +147,15 @@ def test_a_stalled_client_blocks_no_one_and_catches_up_after_being_dropped(serve
 
     from tests.server.serve_client import WireSocket
 
-    chunks = 80_000  # ~20 MB of events: far more than the socket buffers of a stalled reader hold
-    script = "\n".join(f"text: tok{i} {'x' * 150}" for i in range(chunks))
-    # 2 MiB of slack per client: the stalled reader (whose socket buffers hold a few MB at most)
-    # still overflows it, while the controller — a Python client decoding every event — keeps
-    # within it even on a loaded machine (with 64 KiB it was itself dropped as too slow).
-    server = serve(script, args=("--client-buffer", str(2 << 20), "--ring-events", "100000"))
+    # ~20 MB of events: far more than the socket buffers of a stalled reader hold; in 8,000
+    # events of 2.5 kB (not 80,000 of 150 B), the same bytes at a tenth of the per-event cost.
+    chunks = 8_000
+    script = "\n".join(f"text: tok{i} {'x' * 2_500}" for i in range(chunks))
+    # 6 MiB of slack per client: the stalled reader (whose socket buffers hold a few MB at most)
+    # still overflows it by far, while the controller — a Python client decoding every event —
+    # keeps within it even on a loaded machine (with 64 KiB it was itself dropped as too slow,
+    # and with 2 MiB too, with pytest-xdist's second worker and ~14 other jobs on 2 cores).
+    server = serve(script, args=("--client-buffer", str(6 << 20), "--ring-events", "100000"))
     session = server.create_session()
     raw = socket.create_connection(("127.0.0.1", server.port))
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)

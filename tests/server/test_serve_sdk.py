@@ -4,6 +4,7 @@ delivered exactly once."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -11,6 +12,26 @@ import anyio
 from soulwire.sdk.link import ws_options
 from soulwire.sdk.remote import RemoteSession
 from tests.server.test_serve_wire import SHELL_TURN
+
+
+async def watched_turn(observer: Any, run: Callable[[], Awaitable[Any]]) -> list[str]:
+    """The event types an observer `sdk.Session` sees while `run()` runs a turn, up to its
+    TurnEnd (the observer watches before the turn starts)."""
+    seen: list[str] = []
+
+    async def watch() -> None:
+        async for event in observer.watch():
+            seen.append(type(event).__name__)
+            if seen[-1] == "TurnEnd":
+                return
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        with anyio.fail_after(30):
+            while not observer._watchers:
+                await anyio.sleep(0.01)
+        await run()
+    return seen
 
 
 def url(server: Any, session: str) -> str:
@@ -128,18 +149,7 @@ def test_an_observer_session_watches_and_rules_are_managed_through_the_sdk(serve
         controller = sdk.Session.attach(url(server, session_id), server.token)
         observer = sdk.Session.attach(url(server, session_id), server.token, mode="observer")
         async with controller, observer:
-            seen: list[str] = []
-
-            async def watch() -> None:
-                async for event in observer.watch():
-                    seen.append(type(event).__name__)
-                    if seen[-1] == "TurnEnd":
-                        return
-
-            async with anyio.create_task_group() as group:
-                group.start_soon(watch)
-                await anyio.sleep(0.2)
-                await controller.prompt("hi")
+            seen = await watched_turn(observer, lambda: controller.prompt("hi"))
             try:
                 await observer.prompt("me too")
                 refused = ""
@@ -244,3 +254,22 @@ def test_a_loopback_server_is_reached_directly_whatever_proxy_the_environment_na
     assert ws_options("ws://[::1]:1/x")["proxy"] is None
     assert "proxy" not in ws_options("wss://agents.example.com/ws")  # elsewhere: the environment's
     assert "proxy" not in ws_options("ws://127.example.com/ws")  # a name, not an address
+
+
+def test_a_prompt_after_attaching_to_a_session_with_history_streams_its_own_turn(serve):
+    """Attaching from seq 0 replays the session's earlier turns; a prompt sent at once must
+    yield its own turn's events, not return at a replayed TurnEnd."""
+    server = serve("text: first answer", "text: second answer")
+    session = server.create_session()
+
+    async def run(text: str) -> list[dict[str, Any]]:
+        async with RemoteSession.attach(url(server, session), server.token) as remote:
+            return [event async for event in remote.prompt(text)]
+
+    first = anyio.run(run, "one")
+    assert first[-1]["type"] == "TurnEnd"
+    second = anyio.run(run, "two")
+    texts = [e["payload"]["text"] for e in second if e["type"] == "ContentPart"]
+    assert texts == ["second answer"]
+    assert [e["type"] for e in second].count("TurnBegin") == 1
+    assert second[0]["seq"] > first[-1]["seq"]

@@ -109,3 +109,15 @@ def test_an_observer_token_only_watches_its_own_session(serve):
     assert done["result"]["status"] == "finished"
     seen = watcher.until(lambda m: (m.get("params") or {}).get("type") == "TurnEnd")
     assert any((m.get("params") or {}).get("type") == "ContentPart" for m in seen)
+
+
+def test_allow_host_with_a_port_names_a_proxy_in_front(serve):
+    """HAProxy on :80 passes the Host clients sent (`soulwire.example.com`, no port) on to a
+    replica listening elsewhere: `--allow-host NAME:PORT` admits exactly that address."""
+    server = serve(args=("--allow-host", "soulwire.example.com:80", "--allow-host", "proxy.example:8443"))
+    for host in ("soulwire.example.com", "soulwire.example.com:80", "proxy.example:8443"):
+        origin = f"http://{host}"
+        answer = server.api("GET", "/api/sessions", headers={"Host": host, "Origin": origin})
+        assert answer.status_code == 200, (host, answer.text)
+    for host in ("proxy.example", f"proxy.example:{server.port}", "soulwire.example.com:8443"):
+        assert server.api("GET", "/api/sessions", headers={"Host": host}).status_code == 403, host

@@ -4,8 +4,6 @@ forked, deleted, and their history read."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.server.serve_client import ServeProcess
 from tests.tool_calls import call
 from tests.wire_client import Sandbox, WireProcess, event_types
@@ -24,8 +22,10 @@ def test_a_session_created_over_http_is_continued_by_the_cli_and_back(serve, san
     assert done["result"]["status"] == "finished"
 
     held = cli(sandbox, session)  # the server holds the session while a client is attached
-    assert held.proc.wait(timeout=15) == 2  # before the handshake
-    assert held.recv() is None  # nothing on stdout: one line on stderr says why
+    refused = held.initialize()["error"]  # says so in `initialize`, naming the server's process
+    assert refused["code"] == -32000 and refused["data"]["reason"] == "session_held"
+    assert refused["data"]["holder"]["pid"] == server.proc.pid
+    assert held.close() == 2
     assert f"session {session} is in use by another process" in "".join(held.stderr_lines)
 
     ws.close()
@@ -118,10 +118,9 @@ def test_bad_requests_get_clear_statuses(serve, tmp_path):
 
 
 def test_a_session_created_with_a_sandbox_runs_its_tools_in_bubblewrap(serve, sandbox):
-    from tests.e2e.test_sandbox import BWRAP_PROBLEM
+    from tests.system_tools import require_bwrap
 
-    if BWRAP_PROBLEM is not None:
-        pytest.skip(BWRAP_PROBLEM)
+    require_bwrap()
     write = call("w", "Shell", {"command": "echo written > inside.txt && cat inside.txt"})
     server = serve(write, "text: done", write, "text: done", args=("--yolo",))
     boxed = server.create_session(sandbox="read-only", sandbox_network=False)

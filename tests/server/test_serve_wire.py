@@ -196,6 +196,7 @@ def test_the_controller_role_is_handed_over(serve):
     second.initialize()
     _, done = second.call("prompt", {"user_input": "mine"})
     assert done["result"]["status"] == "finished"
+    assert {"AttachResult", "RoleChanged"} <= set(first.shapes.checked) & set(second.shapes.checked)
 
 
 def test_requests_pending_lists_open_requests(serve):
@@ -212,6 +213,10 @@ def test_requests_pending_lists_open_requests(serve):
     assert resent["id"] == request["id"] and resent["params"]["resent"] is True
     ws.respond(request["id"], approve(request))
     assert tool_output(ws.until(is_event("TurnEnd")))["output"] == "ok\n"
+    # Each of those messages was validated against the serve protocol's models, as received.
+    assert {"ServeInfo", "EventMembers", "RequestMembers", "RequestsPendingResult", "RequestResolved"} <= set(
+        ws.shapes.checked
+    )
 
 
 def test_bad_input_gets_an_error_and_the_session_keeps_serving(serve):

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.system_tools import require
 from tests.wire_client import Sandbox
 
 pytestmark = pytest.mark.tui
@@ -144,8 +144,7 @@ class Tmux:
 
 @pytest.fixture
 def tmux_shell(tmp_path: Path) -> Iterator[Callable[..., Tmux]]:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed (apt-get install tmux): the shell tests drive a real terminal")
+    require("tmux")  # the shell tests drive a real terminal
     opened: list[Tmux] = []
 
     def open_shell(*scripts: str, width: int = 100, height: int = 40, **config: Any) -> Tmux:

@@ -4,14 +4,31 @@ scripted offline model, keys in, screen out."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from tests.budget_cases import (
+    KINDS,
+    PRICES,
+    RAISED,
+    SCOPES,
+    TREE_TOKENS,
+    budget_prompt,
+    command_name,
+    limit_text,
+    limit_value,
+    scripts,
+    subagent_tree_scripts,
+)
 from tests.tui.conftest import Tmux, tool_call, user_inputs, wait_for_file, wire_records
-from tests.wire_client import Sandbox, scripted_config
+from tests.wire_client import Sandbox, WireProcess, scripted_config
 
 Shell = Callable[..., Tmux]
 
@@ -115,7 +132,8 @@ def test_help_lists_every_command_and_an_unknown_one_never_reaches_the_model(tmu
     shell.ready()
     shell.type("/help")
     shell.keys("Enter")
-    screen = shell.wait_for(r"/sessions")
+    # In the scrollback too: under load the terminal was once seen scrolled past the list.
+    screen = shell.wait_for(r"/sessions", history=True)
     for name in ("/compact", "/clear", "/yolo", "/plan", "/init", "/exit", "/model", "/output"):
         assert name in screen
     shell.type("/xyz")
@@ -340,7 +358,13 @@ def test_clear_and_export_and_sessions(tmux_shell: Shell):
     shell.wait_for(r"an answer to keep")
     shell.type("/export notes.md")
     shell.keys("Enter")
-    shell.wait_for(r"Exported to .*notes\.md")
+    # the path is as long as pytest's temporary dir: the terminal may wrap it anywhere
+    # ("notes.md" alone is on the screen as soon as the command is typed: wait for the reply)
+    shell.wait_until(
+        lambda screen: "Exported to" in screen
+        and "notes.md" in screen.split("Exported to")[-1].replace("\n", ""),
+        "the export",
+    )
     exported = (shell.sandbox.work / "notes.md").read_text()
     assert "a question" in exported and "an answer to keep" in exported
     shell.type("/sessions")
@@ -384,6 +408,24 @@ def test_sessions_picks_an_earlier_session_and_resumes_it(tmux_shell: Shell):
     shell.type("continue")
     shell.keys("Enter")
     shell.wait_for(r"back in alpha")
+
+
+def test_resuming_a_session_a_killed_engine_left_mid_turn_shows_the_turn_interrupted(tmux_shell: Shell):
+    shell = tmux_shell(tool_call("c1", "Shell", command="echo never-run"))
+    shell.sandbox.write()
+    wire = WireProcess(shell.sandbox.argv("--session", "s-crash"), shell.sandbox.env(), shell.sandbox.work)
+    wire.initialize()
+    wire.request("prompt", {"user_input": "do A"})
+    while (message := wire.recv()) is not None and message.get("method") != "request":
+        pass  # until the Shell call waits for its approval
+    os.killpg(wire.proc.pid, signal.SIGKILL)
+    wire.proc.wait(timeout=10)
+    shell.sandbox.scripts = ["text: fresh start"]
+    shell.start("--session", "s-crash")
+    screen = shell.wait_for(r"end of the earlier conversation")
+    assert "❯ do A" in screen
+    assert "⏹ interrupted (Shell): the engine stopped before this call finished" in screen
+    assert "Turn interrupted" in screen
 
 
 def test_a_configuration_error_exits_2_with_the_terminal_restored(tmux_shell: Shell):
@@ -624,3 +666,70 @@ def test_show_thinking_stream_false_shows_one_line_instead_of_the_thinking(tmux_
     shell.start("--continue")  # the earlier turn shown again: the same line, without a duration
     screen = shell.wait_for(r"end of the earlier conversation")
     assert re.search(r"∴ Thought \(\d+ characters\)", screen) and "secret line" not in screen
+
+
+def test_the_status_line_shows_the_budget_and_budget_raises_it_to_continue(tmux_shell: Shell):
+    usage = '\nusage: {"input_other": 600, "output": 0}'
+    shell = tmux_shell(
+        tool_call("c1", "Shell", command="echo one") + usage,
+        tool_call("c2", "Shell", command="echo two") + usage,
+        "text: all done" + usage,
+        budgets={"tree": {"tokens": 1000}},
+    )
+    shell.start("--yolo")
+    assert "tree tokens 0 of 1,000" in shell.ready()
+    shell.type("go")
+    shell.keys("Enter")
+    shell.wait_for(r"Stopped: the tree tokens limit \(1,000\) is reached\. Raise it with /budget")
+    shell.wait_for(r"tree tokens 600 of 1,000")
+    shell.type("/budget tree tokens 5000")
+    shell.keys("Enter")
+    shell.wait_for(r"tree tokens: 600 of 5,000 \(4,400 left\)")
+    shell.type("continue")
+    shell.keys("Enter")
+    shell.wait_for(r"^all done")
+    shell.wait_for(r"tree tokens 1,800 of 5,000")
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_limit_at_each_scope_stops_and_budget_raises_it_to_continue(tmux_shell: Shell, kind, scope):
+    """Each limit at each scope (tests/budget_cases.py), set by the config: the prompt stops
+    after its first command with the note naming the limit, the status line shows it, `/budget`
+    raises it and "continue" goes on; a session or tree total is still spent after a restart
+    with --continue (the config's limit is back, the raise was for that run)."""
+    shell = tmux_shell(*scripts(kind), budgets={scope: {kind: limit_value(kind)}}, prices=PRICES)
+    shell.start("--yolo")
+    label = f"{scope} {command_name(kind).replace('_', ' ')} "
+    assert label in shell.ready()
+    shell.type("go")
+    shell.keys("Enter")
+    shell.wait_for(
+        re.escape("Stopped: " + limit_text(scope, kind)) + r".*\) is reached\. Raise it with /budget"
+    )
+    shell.type(budget_prompt(scope, kind, RAISED[kind]))
+    shell.keys("Enter")
+    shell.wait_for(rf"{scope} {kind}: .* of .* left\)")
+    shell.type("continue")
+    shell.keys("Enter")
+    shell.wait_for(r"^continued")
+    if scope == "turn":
+        return
+    shell.keys("C-d")
+    shell.wait_for(r"^EXIT=0$")
+    shell.start("--yolo", "--continue")
+    screen = shell.ready()
+    spent = re.search(re.escape(label) + r"\$?([\d,.]+)s? of", screen)
+    assert spent is not None and float(spent.group(1).replace(",", "")) > 0, screen
+
+
+def test_a_subagent_tree_that_reaches_the_trees_limit_is_stopped(tmux_shell: Shell):
+    """Two sub-agents that together reach the tree's token limit: the turn stops with the note,
+    the status line shows the tree's spend (theirs and the parent's)."""
+    shell = tmux_shell(*subagent_tree_scripts(), budgets={"tree": {"tokens": TREE_TOKENS}})
+    shell.start("--yolo")
+    shell.ready()
+    shell.type("go")
+    shell.keys("Enter")
+    shell.wait_for(r"Stopped: the tree tokens limit \(2,000\) is reached")
+    shell.wait_for(r"tree tokens 2,100 of 2,000")

@@ -68,3 +68,20 @@ def test_record_reaches_only_merged_sinks():
     bus.record(StatusUpdate())
     assert raw == [TextPart(text="a")]
     assert merged == [TextPart(text="a"), StatusUpdate()]
+
+
+def test_a_merge_window_delivers_growing_text_while_it_streams_but_keeps_tool_calls_whole():
+    """A shared store's record is the live stream others read: a text run older than the
+    window goes out as it stands (window 0: at every chunk after the first), a tool call's
+    arguments still fold into their call."""
+    bus = EventBus(merge_window_s=0.0)
+    merged: list[WireModel] = []
+    bus.subscribe(merged.append, merged=True)
+    call = ToolCall(id="c1", function=FunctionCall(name="Shell", arguments='{"a'))
+    for message in [TextPart(text="x"), TextPart(text="y"), TextPart(text="z"), call]:
+        bus.emit(message)
+    bus.emit(ToolCallPart(arguments_part='": 1}'))
+    bus.flush()
+    assert [m.text for m in merged[:2] if isinstance(m, TextPart)] == ["xy", "z"]
+    assert len(merged) == 3 and isinstance(merged[2], ToolCall)
+    assert merged[2].function.arguments == '{"a": 1}'

@@ -56,7 +56,7 @@ def test_an_unexpected_error_is_one_line_naming_the_log(monkeypatch, tmp_path: P
     err = capsys.readouterr().err
     log = tmp_path / "logs" / "soulwire.log"
     assert err == (
-        "soulwire: internal error: RuntimeError: the engine fell over; "
+        "soulwire: internal error (a bug): the details are in the log; "
         f"run again with --debug for the traceback (log: {log})\n"
     )
     assert "Traceback" in log.read_text() and "the engine fell over" in log.read_text()
@@ -109,7 +109,7 @@ def test_processes_sharing_the_log_file_rotate_it_without_losing_a_record(tmp_pa
     for writer in writers:
         assert writer.stdin is not None
         writer.stdin.write("go\n")
-        writer.stdin.flush()
+        writer.stdin.close()
     assert [writer.wait(60) for writer in writers] == [0, 0, 0, 0]
     files = sorted(log_path(tmp_path).parent.glob("soulwire.log*"))
     logs = [f for f in files if not f.name.endswith(".lock")]

@@ -139,5 +139,5 @@ def test_state_keeper_restores_and_saves_on_change():
 def test_catalog_and_handlers_are_in_step():
     assert [name for name, _, _ in BUILTIN_SLASH_COMMANDS] == list(_HANDLERS)
     described = default_commands().describe()
-    assert [c["name"] for c in described] == ["init", "compact", "clear", "yolo", "plan"]
+    assert [c["name"] for c in described] == ["init", "compact", "clear", "yolo", "plan", "budget", "model"]
     assert default_commands().find("reset") is not None

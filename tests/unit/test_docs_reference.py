@@ -17,6 +17,9 @@ from soulwire.cli.completion import subcommands
 from soulwire.cli.schema import wire_schemas
 from soulwire.config import model
 
+# pytest-xdist (--dist loadgroup): its module fixture is built once.
+pytestmark = pytest.mark.xdist_group("docs-reference")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -40,9 +43,15 @@ def test_the_cli_page_has_every_command_and_its_flags(reference):
 def test_the_config_page_has_every_key_of_every_section(reference):
     page = reference.config_page()
     for cls in (model.Config, model.ProviderConfig, model.ModelConfig, model.LoopControl,
-                model.BackgroundConfig, model.HookConfig, model.ServiceConfig):  # fmt: skip
+                model.BackgroundConfig, model.HookConfig, model.ServiceConfig, model.CheckpointsConfig):  # fmt: skip
         for name in cls.model_fields:
-            if name not in ("loop_control", "background", "services"):  # sections of their own
+            if name not in (
+                "loop_control",
+                "background",
+                "services",
+                "checkpoints",
+                "budgets",
+            ):  # sections of their own
                 assert f"| `{name}` |" in page, name
     assert "| `max_steps_per_turn` | integer | `1000` | ≥ 1; Model calls one turn may make" in page
 

@@ -92,7 +92,7 @@ def test_wire_mode_preloads_a_real_providers_sdk_in_the_background(tmp_path: Pat
         "from soulwire.runtime.builder import build_runtime\n"
         "from soulwire.runtime.options import SessionOptions\n"
         "from soulwire.ui.wire.server import WireServer\n"
-        f"echo = SessionOptions(Path({str(tmp_path)!r}), Path({str(tmp_path / 'share')!r}), {raw!r}, model_alias='s')\n"
+        f"echo = SessionOptions(Path({str(tmp_path)!r}), Path({str(tmp_path / 'share')!r}), {raw!r}, model='s')\n"
         "anyio.run(WireServer(build_runtime(echo))._preload_provider)\n"
         "assert 'openai' not in sys.modules\n"
         f"real = SessionOptions(Path({str(tmp_path)!r}), Path({str(tmp_path / 'share')!r}), {raw!r})\n"

@@ -7,34 +7,51 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from anyio.abc import TaskStatus
 
 from soulwire.wire.jsonrpc import RPCError
 from soulwire.wire.methods import SetPlanModeParams
 from soulwire.wire.peer import DEFERRED, Method, Peer, PeerClosedError
-from soulwire.wire.streams import CallbackStream, memory_pair
+from soulwire.wire.streams import CallbackStream, MemoryStream, memory_pair
 
 pytestmark = pytest.mark.anyio
 
+Pair = tuple[MemoryStream, MemoryStream]
+
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-async def test_requests_both_ways_and_typed_params() -> None:
+async def pair() -> AsyncIterator[Pair]:
+    """Two connected in-memory ends, both closed when the test ends (an open one left to the
+    garbage collector warns at some later test)."""
     a, b = memory_pair()
+    yield a, b
+    await a.aclose()
+    await b.aclose()
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The peer is in `soulwire.wire`, what SDK users import into their own event loop: it
+    runs on both of anyio's backends (on asyncio a synchronous stream is flushed by a loop
+    callback, elsewhere by the writer task), and each test runs on both."""
+    return request.param
+
+
+async def test_requests_both_ways_and_typed_params(pair: Pair) -> None:
+    a, b = pair
     seen: list[Any] = []
 
     def set_mode(params: SetPlanModeParams, _id: str) -> dict[str, Any]:
         return {"plan_mode": params.enabled}
 
     async def slow(_params: Any, _id: str) -> str:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return "later"
 
     server_methods = {"set_plan_mode": Method(set_mode, SetPlanModeParams), "slow": Method(slow)}
@@ -55,21 +72,31 @@ async def test_requests_both_ways_and_typed_params() -> None:
     assert seen == [{"x": 1}]
 
 
-async def test_a_handler_bug_is_an_internal_error_and_the_peer_keeps_serving() -> None:
-    a, b = memory_pair()
+async def test_a_handler_bug_is_an_internal_error_and_the_peer_keeps_serving(
+    caplog: pytest.LogCaptureFixture, pair: Pair
+) -> None:
+    """The client is told that it happened and under which incident id; the exception's text
+    (paths, internals, secrets) goes to the log only."""
+    a, b = pair
 
     def broken(_params: Any, _id: str) -> None:
-        raise ValueError("boom")
+        raise ValueError("boom at /home/someone/secret")
 
     async with Peer(a, methods={"broken": Method(broken), "ok": Method(lambda _p, _i: 1)}), Peer(b) as client:
         with pytest.raises(RPCError) as error:
             await client.request("broken")
-        assert error.value.code == -32603 and "boom" in error.value.message
         assert await client.request("ok") == 1
+    incident = error.value.data["incident"]
+    assert error.value.code == -32603
+    assert error.value.message == (
+        f"Internal error: the engine failed unexpectedly (incident {incident}; the details are in its log)"
+    )
+    [record] = [r for r in caplog.records if incident in r.getMessage()]
+    assert record.exc_info is not None and "boom at /home/someone/secret" in str(record.exc_info[1])
 
 
-async def test_bad_lines_get_errors_with_null_id() -> None:
-    a, b = memory_pair()
+async def test_bad_lines_get_errors_with_null_id(pair: Pair) -> None:
+    a, b = pair
     async with Peer(a, methods={"ok": Method(lambda _p, _i: 1)}):
         for line, code in ((b"{nope", -32700), (b"[1]", -32600), (b"[" * 5000 + b"]" * 5000, -32600)):
             b.send(line + b"\n")
@@ -79,8 +106,8 @@ async def test_bad_lines_get_errors_with_null_id() -> None:
         assert json.loads(await b.receive())["result"] == 1
 
 
-async def test_deferred_answers_and_answers_from_another_thread() -> None:
-    a, b = memory_pair()
+async def test_deferred_answers_and_answers_from_another_thread(pair: Pair) -> None:
+    a, b = pair
     holder: dict[str, Any] = {}
 
     def later(_params: Any, request_id: str) -> Any:
@@ -95,15 +122,16 @@ async def test_deferred_answers_and_answers_from_another_thread() -> None:
                 results.append(await client.request("later"))
 
             group.start_soon(ask)
-            while "id" not in holder:
-                await anyio.sleep(0.001)
+            with anyio.fail_after(30):
+                while "id" not in holder:
+                    await anyio.sleep(0.001)
             thread = threading.Thread(target=server.respond, args=(holder["id"], "from a thread"))
             await anyio.to_thread.run_sync(lambda: (thread.start(), thread.join()))
         assert results == ["from a thread"]
 
 
-async def test_cancelling_a_wait_forgets_the_request() -> None:
-    a, b = memory_pair()
+async def test_cancelling_a_wait_forgets_the_request(pair: Pair) -> None:
+    a, b = pair
     async with Peer(a, methods={"never": Method(lambda _p, _i: DEFERRED)}), Peer(b) as client:
         with anyio.move_on_after(0.05) as scope:
             await client.request("never")
@@ -111,8 +139,8 @@ async def test_cancelling_a_wait_forgets_the_request() -> None:
         assert client._pending == {}
 
 
-async def test_leaving_the_peer_cancels_its_tasks_and_fails_pending_requests() -> None:
-    a, b = memory_pair()
+async def test_leaving_the_peer_cancels_its_tasks_and_fails_pending_requests(pair: Pair) -> None:
+    a, b = pair
     handler_cancelled = anyio.Event()
 
     async def forever(_params: Any, _id: str) -> None:
@@ -135,8 +163,8 @@ async def test_leaving_the_peer_cancels_its_tasks_and_fails_pending_requests() -
     assert isinstance(late[0], PeerClosedError)
 
 
-async def test_end_of_input_is_signalled() -> None:
-    a, b = memory_pair()
+async def test_end_of_input_is_signalled(pair: Pair) -> None:
+    a, b = pair
     async with Peer(a) as server:
         await b.aclose()
         with anyio.fail_after(5):
@@ -164,9 +192,9 @@ async def test_callback_stream_is_what_a_websocket_adapter_fills() -> None:
     assert [json.loads(m)["result"] for m in outbox] == ["yes"]
 
 
-async def test_peer_in_a_task_started_with_status() -> None:
+async def test_peer_in_a_task_started_with_status(pair: Pair) -> None:
     """A peer can live in a task of its own and be cancelled from outside."""
-    a, _b = memory_pair()
+    a, _b = pair
 
     async def run(*, task_status: TaskStatus[Peer]) -> None:
         async with Peer(a) as peer:
@@ -178,3 +206,30 @@ async def test_peer_in_a_task_started_with_status() -> None:
         assert peer.running
         group.cancel_scope.cancel()
     assert not peer.running
+
+
+async def test_a_peer_over_pipes_answers_on_either_backend() -> None:
+    """FdStream (stdio) flushes by a loop callback on asyncio and by the writer task on
+    other backends: both paths carry a request and its answer."""
+    import os
+
+    from soulwire.wire.lines import LineReader
+    from soulwire.wire.streams import FdStream
+
+    to_server, from_client = os.pipe()
+    to_client, from_server = os.pipe()
+    server_stream = FdStream(LineReader(to_server), from_server)
+    client_stream = FdStream(LineReader(to_client), from_client)
+    try:
+        with anyio.fail_after(30):
+            async with (
+                Peer(server_stream, methods={"ping": Method(lambda _p, _i: "pong")}),
+                Peer(client_stream) as client,
+            ):
+                assert [await client.request("ping") for _ in range(3)] == ["pong"] * 3
+    finally:
+        for fd in (to_server, from_client, to_client, from_server):
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -8,22 +8,24 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import pytest
 from tests.fake_llm_server import FakeLLMServer, Reply, sse, sse_reply
-from tests.provider_streams import PROVIDERS, error_reply
+from tests.provider_streams import PROVIDERS, error_reply, run_then_close
 
 from soulwire.config.model import Config
 from soulwire.llm.errors import (
     APIConnectionError,
     APIStatusError,
-    ChatProviderError,
     ContextLengthExceededError,
+    ProviderError,
 )
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.llm.registry import resolve_model
 from soulwire.wire.types import ThinkPart, ToolCall, ToolCallPart
+
+# pytest-xdist (--dist loadgroup): its module fixture (a fake provider server) is started once.
+pytestmark = pytest.mark.xdist_group("provider-errors")
 
 OVERFLOW = {
     "kimi": "Invalid request: Your request exceeded model token limit: 262144",
@@ -53,19 +55,19 @@ def model_at(kind: str, base_url: str) -> Any:
     return model
 
 
-def call(kind: str, base_url: str) -> ChatProviderError:
+def call(kind: str, base_url: str) -> ProviderError:
     model = model_at(kind, base_url)
     request = ChatRequest("sys", [Message(role="user", content="hi")])
 
-    async def run() -> ChatProviderError:
+    async def run() -> ProviderError:
         try:
             async for _ in model.provider.stream(request, StreamResult()):
                 pass
-        except ChatProviderError as exc:
+        except ProviderError as exc:
             return exc
         raise AssertionError("the stream did not fail")
 
-    return anyio.run(run)
+    return run_then_close(model.provider, run)
 
 
 def base(server: FakeLLMServer, kind: str) -> str:
@@ -153,7 +155,7 @@ def stream_parts(server: FakeLLMServer, kind: str, chunks: list[bytes]) -> list[
         request = ChatRequest("sys", [Message(role="user", content="hi")])
         return [part async for part in model.provider.stream(request, StreamResult())]
 
-    return anyio.run(run)
+    return run_then_close(model.provider, run)
 
 
 def responses_parts(server: FakeLLMServer, events: list[dict[str, object]]) -> list[object]:
@@ -191,7 +193,7 @@ def test_responses_arguments_sent_only_with_the_finished_item_are_kept(server: F
 
 
 def test_responses_interleaved_tool_call_arguments_are_refused(server: FakeLLMServer):
-    with pytest.raises(ChatProviderError, match="interleaved"):
+    with pytest.raises(ProviderError, match="interleaved"):
         responses_parts(
             server,
             [
@@ -233,7 +235,7 @@ def test_anthropic_redacted_thinking_is_kept_to_send_back(server: FakeLLMServer)
 
 def test_anthropic_interleaved_tool_inputs_are_refused(server: FakeLLMServer):
     delta = {"type": "input_json_delta", "partial_json": "{"}
-    with pytest.raises(ChatProviderError, match="interleaved"):
+    with pytest.raises(ProviderError, match="interleaved"):
         anthropic_parts(
             server,
             [

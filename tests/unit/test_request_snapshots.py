@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from tests.fake_llm_server import FakeLLMServer
-from tests.provider_streams import Answer, stream_reply
+from tests.provider_streams import Answer, run_then_close, stream_reply
 
 from soulwire.config.model import Config
 from soulwire.llm.errors import LLMNotSupported
@@ -47,6 +46,9 @@ READ = ToolSpec(
     "Read a file.",
     {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 )
+
+# pytest-xdist (--dist loadgroup): its module fixture (a fake provider server) is started once.
+pytestmark = pytest.mark.xdist_group("request-snapshots")
 
 
 def call(call_id: str, name: str, arguments: str | None) -> ToolCall:
@@ -182,7 +184,7 @@ def send(server: FakeLLMServer, kind: str, case: Case, capabilities: list[str]) 
     async def run() -> list[Any]:
         return [part async for part in model.provider.stream(request, StreamResult())]
 
-    return anyio.run(run)
+    return run_then_close(model.provider, run)
 
 
 @pytest.mark.parametrize("kind", ADAPTERS)
@@ -272,7 +274,7 @@ def typed_call_body(server: FakeLLMServer, kind: str, case: Case) -> tuple[Any, 
                 pass
 
     server.forget_requests()
-    anyio.run(run)
+    run_then_close(provider, run)
     (recorded,) = server.requests
     return recorded.body, recorded.headers
 

@@ -7,7 +7,7 @@ import json
 import anyio
 import pytest
 
-from soulwire.llm.errors import APIConnectionError, APIStatusError, APITimeoutError, ChatProviderError
+from soulwire.llm.errors import APIConnectionError, APIStatusError, APITimeoutError, ProviderError
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.llm.scripted import ScriptedEchoProvider, ScriptError, load_scripts, parse_script
 from soulwire.wire.types import TextPart, ThinkPart, TokenUsage, ToolCall, ToolCallPart
@@ -90,5 +90,5 @@ def test_provider_pops_one_script_per_call_and_reports_exhaustion():
     assert result.message_id == "x" and result.usage == TokenUsage(output=3)
     with pytest.raises(APIStatusError):
         anyio.run(collect)
-    with pytest.raises(ChatProviderError, match="exhausted at turn 3"):
+    with pytest.raises(ProviderError, match="exhausted at turn 3"):
         anyio.run(collect)

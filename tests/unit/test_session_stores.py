@@ -4,8 +4,8 @@ writes and keeps the layout other clients read."""
 from __future__ import annotations
 
 import json
-import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -117,7 +117,7 @@ def test_open_turn_is_found_far_from_the_end(tmp_path):
     store.record_wire({"type": "TurnBegin", "payload": {"user_input": "long"}})
     for index in range(3000):
         store.record_wire({"type": "ContentPart", "payload": {"type": "text", "text": f"chunk {index}"}})
-    assert os.path.getsize(store.dir / "wire.jsonl") > 1 << 17
+    assert (store.dir / "wire.jsonl").stat().st_size > 1 << 17
     assert store.has_open_turn()
 
 
@@ -210,27 +210,48 @@ def test_index_updates_from_many_threads_all_land_and_are_written_together(tmp_p
     share = tmp_path / "share"
     writes: list[int] = []
     write = index._write  # pyright: ignore[reportPrivateUsage]
+    everyone_queued = threading.Event()
+
+    def queued() -> int:
+        with index._pending_lock:  # pyright: ignore[reportPrivateUsage]
+            return len(index._pending.get(share, []))  # pyright: ignore[reportPrivateUsage]
 
     def counting_write(share_dir, text):  # type: ignore[no-untyped-def]
         writes.append(len(json.loads(text)["work_dirs"]))
+        if len(writes) == 1:
+            # The first write holds the writer until every other update has queued behind
+            # it, so that the next writer must take them all in one write.
+            deadline = time.monotonic() + 30
+            while queued() + writes[0] < 40 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            everyone_queued.set()
         write(share_dir, text)
 
     monkeypatch.setattr(index, "_write", counting_write)
     gate = threading.Barrier(40)
+    failures: list[BaseException] = []
 
     def announce(n: int) -> None:
-        gate.wait()
-        index.update_work_dir_index(share, f"/w{n}", f"s{n}")
-        # Back from the call: the update is on disk, whoever wrote it.
-        assert index.last_session_id(share, f"/w{n}") == f"s{n}"
+        try:
+            gate.wait(timeout=30)
+            index.update_work_dir_index(share, f"/w{n}", f"s{n}")
+            # Back from the call: the update is on disk, whoever wrote it.
+            assert index.last_session_id(share, f"/w{n}") == f"s{n}"
+        except BaseException as error:  # re-raised below: a thread's failure is the test's
+            failures.append(error)
 
     threads = [threading.Thread(target=announce, args=(n,)) for n in range(40)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    if failures:
+        raise failures[0]
+    assert everyone_queued.is_set()
     assert sorted(index.known_work_dirs(share)) == sorted(f"/w{n}" for n in range(40))
-    assert 1 <= len(writes) < 40  # waiting updates went out with the write before them
+    # The first write, then every update that waited behind it in one more write.
+    assert len(writes) == 2 and writes[1] == 40
 
 
 _FOREIGN_INDEXES = {

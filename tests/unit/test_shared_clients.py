@@ -61,3 +61,22 @@ def test_same_key_one_client_and_a_reset_forgets_it_without_closing_it(sharing: 
     fresh = a.get()
     assert fresh is not shared and b.get() is shared
     assert LazyClient(build, lambda: key).get() is fresh  # newcomers get the new one
+
+
+def test_a_session_closes_its_own_client_and_the_host_closes_the_shared_ones(sharing: None) -> None:
+    build, built = counter()
+    key = ("anthropic", "AsyncAnthropic", "http://x", "k-close-test", (), 300.0)
+    a, b = LazyClient(build, lambda: key), LazyClient(build, lambda: key)
+    shared = a.get()
+    assert b.get() is shared
+    anyio.run(a.aclose)  # a's session ended: b's still streams on the shared client
+    assert not shared.closed and b.get() is shared and a.get() is shared
+    anyio.run(SHARED_CLIENTS.aclose)  # the host stops: every shared client is closed
+    assert shared.closed
+    assert LazyClient(build, lambda: key).get() is not shared and len(built) == 2
+
+    SHARED_CLIENTS.enabled = False
+    own = LazyClient(build, lambda: key)
+    client = own.get()
+    anyio.run(own.aclose)  # not shared: the session's end closes it
+    assert client.closed and not own.built

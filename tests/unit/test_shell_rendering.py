@@ -90,8 +90,9 @@ def test_text_written_above_a_running_prompt_keeps_the_terminal_raw():
             keys.cooked_mode = recorded_cooked_mode  # type: ignore[method-assign]
             session: PromptSession[str] = PromptSession(input=keys, output=DummyOutput())
             prompt = asyncio.ensure_future(session.prompt_async())
-            while not session.app.is_running:
-                await asyncio.sleep(0.01)
+            async with asyncio.timeout(30):
+                while not session.app.is_running:
+                    await asyncio.sleep(0.01)
             for n in range(3):
                 screen.write(f"line {n}\n")
                 await asyncio.sleep(0.02)

@@ -121,3 +121,40 @@ def test_rules_are_checked_before_they_are_kept():
         except RuleError:
             continue
         raise AssertionError(f"accepted {bad!r}")
+
+
+def test_a_sub_agents_action_request_reaches_the_client_whole_and_tagged():
+    """One ActionRequest travels from the tool through the sub-agent's tagging to the broker:
+    every field the tool set arrives in the ApprovalRequest, with the sub-agent named."""
+    import anyio
+
+    from soulwire.engine.subagents import _TaggedApprover
+    from soulwire.tools.base import ActionRequest
+    from soulwire.tools.builtin.diff import diff_blocks
+    from soulwire.wire.messages import ApprovalRequest
+
+    sent: list[ApprovalRequest] = []
+
+    class Client:
+        async def request(self, message: ApprovalRequest) -> dict[str, str]:
+            sent.append(message)
+            return {"request_id": message.id, "response": "approve_for_session"}
+
+    broker = ApprovalBroker(EventBus(), channel=Client())
+    approver = _TaggedApprover(broker, "a1", "coder")
+    asked = ActionRequest(
+        tool_call_id="call-1",
+        sender="WriteFile",
+        action="edit file",
+        description="Write file `a.py`",
+        display=diff_blocks("/repo/a.py", "", "x\n"),
+        scope_key="/repo/a.py",
+    )
+    outcome = anyio.run(approver.request, asked)
+    assert outcome.approved
+    [request] = sent
+    assert (request.tool_call_id, request.sender, request.action) == ("call-1", "WriteFile", "edit file")
+    assert request.description == "Write file `a.py`" and request.display == list(asked.display)
+    assert (request.agent_id, request.subagent_type) == ("a1", "coder")
+    assert broker.rules == {"edit file: /repo/a.py"}  # the scope key made it to the rule
+    assert anyio.run(broker.request, asked).approved and len(sent) == 1  # covered now: not asked

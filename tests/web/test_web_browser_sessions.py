@@ -298,3 +298,28 @@ def test_a_missing_work_dir_is_created_after_asking(chromium, serve, sandbox):
     assert target.is_dir()
     assert web.page.locator(".session-sub code").inner_text() == str(target)
     assert web.errors == [e for e in web.errors if "status of 422" in e] and web.dialogs == []
+
+
+def test_the_header_shows_the_budget_and_budget_raises_it_to_continue(chromium, serve, sandbox):
+    sandbox.config_extra = {"budgets": {"tree": {"tokens": 1000}}}
+    usage = '\nusage: {"input_other": 600, "output": 0}'
+    server = serve(
+        call("g1", "Glob", {"pattern": "*"}) + usage,
+        call("g2", "Glob", {"pattern": "*"}) + usage,
+        "text: done",
+    )
+    web = open_page(chromium, server)
+    web.page.click("#new-session")
+    web.page.click("form button[type=submit]")
+    web.wait_session()
+    web.send("go")
+    web.wait_text("the tree tokens limit (1000) is reached")
+    web.wait_idle()
+    web.wait_text("tree tokens 600 of 1000", selector=".statusline")
+    web.send("/budget tree tokens 5000")
+    web.wait_text("tree tokens: 600 of 5,000 (4,400 left)")
+    web.wait_idle()
+    web.send("continue")
+    web.wait_text("done")
+    web.wait_idle()
+    assert web.errors == []

@@ -19,6 +19,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from tests.e2e.test_sandbox import needs_bwrap
 from tests.server.serve_client import ServeProcess
 from tests.wire_client import Sandbox
 
@@ -55,13 +56,15 @@ def test_a_wrong_token_or_an_off_site_next_gets_nowhere(serve):
     server = serve()
     wrong = server.http.get("/web/login?token=nope", follow_redirects=False)
     assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
-    fresh = httpx2.Client(base_url=server.base)
-    off_site = fresh.get(
-        f"/web/login?token={server.token}&next=https://evil.example/", follow_redirects=False
-    )
-    assert off_site.headers["location"] == "/web/"
-    # The URL `soulwire serve` prints (`/?token=…`) works in a browser too; API clients still get JSON.
-    browser = fresh.get(f"/?token={server.token}", headers={"Accept": "text/html"}, follow_redirects=False)
+    with httpx2.Client(base_url=server.base) as fresh:
+        off_site = fresh.get(
+            f"/web/login?token={server.token}&next=https://evil.example/", follow_redirects=False
+        )
+        assert off_site.headers["location"] == "/web/"
+        # The URL `soulwire serve` prints (`/?token=…`) works in a browser too; API clients still get JSON.
+        browser = fresh.get(
+            f"/?token={server.token}", headers={"Accept": "text/html"}, follow_redirects=False
+        )
     assert browser.status_code == 303 and browser.headers["location"] == "/web/"
     assert server.api("GET", "/").json()["name"] == "soulwire"
 
@@ -151,6 +154,31 @@ def test_records_search_work_dirs_config_uploads_and_diff(serve, sandbox):
     (sandbox.work / "a.txt").write_text("two\n")
     diff = server.api("GET", f"/api/sessions/{session_id}/git-diff").json()
     assert diff["repo"] and " M a.txt" in diff["status"] and "-one\n+two" in diff["diff"]
+
+
+@needs_bwrap
+def test_the_git_diff_runs_nothing_the_work_dirs_git_config_names_outside_a_sandbox(serve, sandbox):
+    """`.git/config` is in the workspace: a sandboxed agent may write it. The server's own
+    git must not run the filters, hooks or monitors it names with the server's rights."""
+    server = serve()
+    session_id = server.create_session()
+    git = ["git", "-C", str(sandbox.work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (sandbox.work / "a.txt").write_text("one\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    marker = sandbox.root / "escaped"
+    for key, value in (
+        ("filter.evil.clean", f"sh -c 'echo filter >> {marker}; cat'"),
+        ("diff.evil.textconv", f"sh -c 'echo textconv >> {marker}; cat \"$0\"'"),
+        ("core.fsmonitor", f"sh -c 'echo fsmonitor >> {marker}'"),
+    ):
+        subprocess.run([*git, "config", key, value], check=True)
+    (sandbox.work / ".gitattributes").write_text("*.txt filter=evil diff=evil\n")
+    (sandbox.work / "a.txt").write_text("two\n")
+    diff = server.api("GET", f"/api/sessions/{session_id}/git-diff").json()
+    assert diff["repo"] and "-one\n+two" in diff["diff"]
+    assert not marker.exists(), marker.read_text()
 
 
 def test_open_in_editor_runs_the_configured_command_inside_the_work_dir_only(serve, sandbox, monkeypatch):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soulwire import __version__
+from soulwire.usage import EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
     from soulwire.runtime.options import SessionOptions
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `soulwire` command; returns the exit code. A person never sees a
     traceback: Ctrl-C is 130, a reader that went away (`| head`) 141, a bug one line naming
     the log file; `--debug` (or SOULWIRE_DEBUG=1) shows the traceback."""
+    from soulwire.config.process_env import clean_signals_for_children
+
+    clean_signals_for_children()  # first: before any thread or child process inherits the state
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("SOULWIRE_DEBUG", "") not in ("", "0")
     log = None
@@ -42,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         return 130
+    except UsageError as exc:  # a check after parsing (`serve --processes 0`): one line, exit 2
+        sys.stderr.write(exc.line() + "\n")
+        return EXIT_USAGE
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
@@ -96,7 +103,8 @@ def _silence_stdout() -> None:
 def _internal_error(exc: Exception, *, debug: bool, log: Path | None) -> int:
     import logging
 
-    from soulwire.cli.logs import FILE_ONLY, setup_logging
+    from soulwire.cli.logs import setup_logging
+    from soulwire.logtags import FILE_ONLY
 
     if log is not None:
         setup_logging(log.parent.parent, debug=debug)  # before start-up ended, or a subcommand
@@ -108,14 +116,23 @@ def _internal_error(exc: Exception, *, debug: bool, log: Path | None) -> int:
         traceback.print_exception(exc)
         sys.stderr.write(f"soulwire: the traceback above is also in the log file{where}\n")
     else:
+        # Not the exception's text (paths, internals, secrets): that is in the log.
         sys.stderr.write(
-            f"soulwire: internal error: {type(exc).__name__}: {exc}; "
+            "soulwire: internal error (a bug): the details are in the log; "
             f"run again with --debug for the traceback{where}\n"
         )
     return 1
 
 
 def _main(argv: list[str]) -> int:
+    if argv[:1] == ["acp"] and "login" in argv[1:]:  # an editor's terminal authentication: its
+        from soulwire.cli.login import run_login  # `soulwire acp [flags]` with `login` appended
+
+        return run_login(argv[argv.index("login") + 1 :])
+    if argv[:1] == ["acp"] and any(a == "--connect" or a.startswith("--connect=") for a in argv):
+        from soulwire.ui.acp.connect import run_connect  # stdio bridged to a remote serve's /acp
+
+        return run_connect(argv[1:])
     if argv and argv[0] == "acp":  # `soulwire acp [flags]`, the form editors are configured with
         argv = ["--acp", *argv[1:]]
     command = [a for a in argv if a != "--debug"]  # `soulwire --debug doctor`, `soulwire doctor --debug`
@@ -124,7 +141,7 @@ def _main(argv: list[str]) -> int:
     if command and command[0] in NOT_PROVIDED:  # kimi's, refused with the reason, not a usage error
         sys.stderr.write(f"soulwire: `{command[0]}` is not provided: {NOT_PROVIDED[command[0]]}\n")
         return 2
-    from soulwire.cli.args import UsageError, parse_main
+    from soulwire.cli.args import parse_main
     from soulwire.config.loader import ConfigError
 
     try:
@@ -190,6 +207,9 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
     share = share_dir()
     raw, path = load_raw_config(config_file=a.config_file, config_text=a.config, share=share)
     check_raw_config(raw, origin=str(path) if path else "--config", model_alias=a.model)
+    from soulwire.cli.budget_flags import apply_budget_flags
+
+    apply_budget_flags(a, raw)
     mcp_files = [Path(p) for p in a.mcp_config_file]
     if mcp_files or a.mcp_config or (share / "mcp.json").is_file():  # else no import at all
         from soulwire.tools.mcp_config import load_mcp_servers
@@ -205,9 +225,9 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
             render_system_prompt,
         )
 
-        path = agent_file_for(a.agent, agent_file)
-        assert path is not None
-        spec = load_agent_spec(path)
+        agent_path = agent_file_for(a.agent, agent_file)
+        assert agent_path is not None
+        spec = load_agent_spec(agent_path)
         render_system_prompt(spec, builtin_args(work_dir, [], ""))
         for ref in spec.subagents.values():
             render_system_prompt(load_agent_spec(ref.path), builtin_args(work_dir, [], ""))
@@ -217,11 +237,11 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         share_dir=share,
         raw_config=raw,
         config_path=path,
-        model_alias=model_alias,
+        model=model_alias,
         thinking=a.thinking,
         yolo=a.yolo,
         afk=a.afk,
-        plan=a.plan,
+        plan_mode=a.plan,
         session_id=a.session if a.session == "" else (a.session or None),  # "": the shell asks
         continue_last=a.continue_last,
         max_steps_per_turn=a.max_steps_per_turn,
@@ -237,6 +257,8 @@ def _session_options(a: argparse.Namespace) -> SessionOptions:
         sandbox=a.sandbox,
         sandbox_network=None if a.sandbox_network is None else a.sandbox_network == "on",
         approval=a.approval,
+        checkpoints=a.checkpoints,
+        overlay=a.overlay,
     )
 
 

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 
+from soulwire.cli.budget_flags import add_budget_flags
+from soulwire.session_flags import (
+    add_config_flags,
+    add_max_steps_flag,
+    add_sandbox_flags,
+    add_thinking_flags,
+    add_work_dir_flag,
+    add_yolo_flag,
+    int_at_least,
+)
 from soulwire.usage import CommandParser, UsageError
+from soulwire.wire.session_settings import APPROVAL_MODES
 
 __all__ = ["UsageError", "build_parser", "parse_main"]
 
@@ -41,21 +51,6 @@ slash commands in a prompt: /init, /compact, /clear, /yolo, /plan, /skill:<name>
 docs: docs/ in the source tree, or `mkdocs serve` there"""
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number no smaller than `minimum`."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be ≥ {minimum}, got {value}")
-        return value
-
-    return parse
-
-
 def _commands() -> list[str]:
     from soulwire.cli import SUBCOMMANDS
 
@@ -77,7 +72,7 @@ def build_parser() -> CommandParser:
     add("--version", "-V", action="store_true", help="print the version and exit")
     add("--verbose", action="store_true", help="print what the session is made of on stderr")
     add("--debug", action="store_true", help="debug logging to the log file; tracebacks on errors")
-    add("--work-dir", "-w", metavar="PATH", help="working directory (default: current directory)")
+    add_work_dir_flag(parser)
     add(
         "--add-dir",
         action="append",
@@ -99,44 +94,25 @@ def build_parser() -> CommandParser:
     session.add_argument(
         "--continue", "-C", dest="continue_last", action="store_true", help="continue the last session"
     )
-    config = parser.add_mutually_exclusive_group()
-    config.add_argument("--config", metavar="TEXT", help="whole configuration as JSON or TOML text")
-    config.add_argument("--config-file", metavar="PATH", help="configuration file (.json or TOML)")
-    add("--model", "-m", metavar="NAME", help="model alias from [models]")
-    thinking = parser.add_mutually_exclusive_group()
-    thinking.add_argument(
-        "--thinking", dest="thinking", action="store_const", const=True, default=None,
-        help="let the model think before it answers (default: config default_thinking)",
-    )  # fmt: skip
-    thinking.add_argument(
-        "--no-thinking", dest="thinking", action="store_const", const=False, help="no thinking"
-    )
-    add(
-        "--yolo",
-        "--yes",
-        "-y",
-        "--auto-approve",
-        dest="yolo",
-        action="store_true",
-        help="auto-approve tool actions",
-    )
-    add(
-        "--sandbox",
-        choices=["off", "read-only", "workspace-write"],
-        help="run Shell commands and file tools in a sandbox (bubblewrap; default: config, else off)",
-    )
-    add(
-        "--sandbox-network",
-        choices=["on", "off"],
-        help="network inside the sandbox (default off)",
-    )
+    add_config_flags(parser)
+    add_thinking_flags(parser)
+    add_yolo_flag(parser)
+    add_sandbox_flags(parser)
     add(
         "--approval",
-        choices=["ask", "on-escape"],
+        choices=APPROVAL_MODES,
         help="on-escape: with a sandbox, ask only for actions that leave it",
     )
     add("--afk", action="store_true", help="nobody is watching: auto-approve and dismiss questions")
     add("--plan", action="store_true", help="start in plan mode")
+    checkpoints = parser.add_mutually_exclusive_group()
+    checkpoints.add_argument(
+        "--checkpoints", dest="checkpoints", action="store_const", const=True, default=None,
+        help="checkpoint the work dir at every turn and writing step (default: config [checkpoints])",
+    )  # fmt: skip
+    checkpoints.add_argument(
+        "--no-checkpoints", dest="checkpoints", action="store_const", const=False, help="no checkpoints"
+    )
     add("--prompt", "-p", "--command", "-c", dest="prompt", metavar="TEXT", help="prompt (print mode)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
@@ -182,7 +158,7 @@ def build_parser() -> CommandParser:
         metavar="PATH",
         help="skills directory (repeatable); replaces the project and user skill directories",
     )
-    add("--max-steps-per-turn", type=int_at_least(1), metavar="N", help="steps one turn may take")
+    add_max_steps_flag(parser)
     add("--max-retries-per-step", type=int_at_least(1), metavar="N", help="attempts of one model call")
     add(
         "--max-ralph-iterations",
@@ -190,6 +166,7 @@ def build_parser() -> CommandParser:
         metavar="N",
         help="Ralph mode: feed each prompt again up to N more times until the model says STOP (-1: no limit)",
     )
+    add_budget_flags(add)
     return parser
 
 

@@ -39,7 +39,7 @@ def _choices(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
     for action in parser._actions:
         if action.choices and action.option_strings:
             for flag in action.option_strings:
-                found[flag] = [str(c) for c in action.choices]  # pyright: ignore[reportGeneralTypeIssues]
+                found[flag] = [str(c) for c in action.choices]
     return found
 
 
@@ -222,7 +222,7 @@ def model_names(share: Path, config_file: str | None = None) -> list[str]:
         raw = {}
     models = raw.get("models")
     if isinstance(models, dict):
-        names.extend(str(alias) for alias in models)  # pyright: ignore[reportUnknownArgumentType]
+        names.extend(str(alias) for alias in models)
     from soulwire.llm.env import ENV_DEFAULTS, env_provider_type
 
     kind = env_provider_type(os.environ)

@@ -3,8 +3,9 @@
 Checks: the configuration (and which file or variable each value came from), the model and
 its API key (one cheap authenticated request, skipped with `--offline`), the share dir's
 permissions, the session store (torn lines, damaged files; `--fix` repairs them), the MCP
-servers (each started, its tools listed), the optional extras installed, ripgrep, bubblewrap
-and the terminal. Exit status 1 when a check fails (a warning does not fail).
+servers (each started, its tools listed), the optional extras installed, ripgrep, bubblewrap,
+the sandbox's overlay (and what `--overlay` falls back to) and the terminal. Exit status 1
+when a check fails (a warning does not fail).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _flatten(raw: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     for key, value in raw.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict) and value:
-            rows.extend(_flatten(value, name + "."))  # pyright: ignore[reportUnknownArgumentType]
+            rows.extend(_flatten(value, name + "."))
         else:
             rows.append((name, value))
     return rows
@@ -257,7 +258,7 @@ def check_extras() -> Check:
     return Check("extras", "ok", detail, fix, {name: all(reqs.values()) for name, reqs in found.items()})
 
 
-def check_tools() -> list[Check]:
+def check_tools(raw: dict[str, Any] | None = None) -> list[Check]:
     from soulwire.tools.builtin.search import ripgrep
     from soulwire.tools.sandbox import bubblewrap_problem
 
@@ -276,7 +277,74 @@ def check_tools() -> list[Check]:
         )
     else:
         checks.append(Check("sandbox", "fail", problem, "needed only for --sandbox; sessions run without it"))
+    checks.append(check_overlay(raw, problem))
     return checks
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def overlay_facts() -> dict[str, Any]:
+    """What the overlay needs, as found here: bubblewrap's version, the kernel's release and
+    overlayfs, user namespaces (and the switches some distributions add), `nsenter`."""
+    import shutil
+    import subprocess
+
+    bwrap, version = shutil.which("bwrap"), None
+    if bwrap is not None:
+        try:
+            done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10)
+            version = done.stdout.strip().removeprefix("bubblewrap ") or None
+        except (OSError, subprocess.TimeoutExpired):
+            version = None
+    try:
+        listed = Path("/proc/filesystems").read_text().split()
+        overlayfs = "overlay" in listed
+    except OSError:
+        overlayfs = False
+    return {
+        "bwrap": version,
+        "kernel": os.uname().release,
+        "overlayfs": overlayfs,  # (a module not loaded yet is loaded by the first mount)
+        "max_user_namespaces": _read_int("/proc/sys/user/max_user_namespaces"),
+        "unprivileged_userns_clone": _read_int("/proc/sys/kernel/unprivileged_userns_clone"),
+        "apparmor_restrict_unprivileged_userns": _read_int(
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
+        ),
+        "nsenter": shutil.which("nsenter"),
+    }
+
+
+def check_overlay(raw: dict[str, Any] | None, sandbox_problem: str | None) -> Check:
+    """Whether a turn can run in the sandbox's overlay (`--overlay`), proved by mounting one,
+    and what `--overlay` falls back to where it cannot."""
+    from soulwire.tools.overlay import overlay_problem
+
+    facts = overlay_facts()
+    problem = "it needs the sandbox, which cannot run here (above)" if sandbox_problem else overlay_problem()
+    checkpoints = bool(((raw or {}).get("checkpoints") or {}).get("enabled"))
+    facts["available"] = problem is None
+    facts["fallback"] = None if problem is None else "checkpoints" if checkpoints else "direct"
+    parts = [f"bubblewrap {facts['bwrap'] or 'missing'}", f"Linux {facts['kernel'].split('-')[0]}"]
+    if problem is None:
+        detail = f"turns can run in an overlay here (--overlay ask|commit|discard): {', '.join(parts)}"
+        detail += ", overlayfs mounted in a user namespace, nsenter"
+        return Check("overlay", "ok", detail, data=facts)
+    fallback = (
+        "checkpoints: turns write the work dir directly, each recorded (rewind works)"
+        if checkpoints
+        else "direct writes: turns write the work dir, unrecorded ([checkpoints] enabled = true to rewind)"
+    )
+    detail = f"not available: {problem}; --overlay falls back to {fallback}"
+    fix = (
+        "needed only for --overlay: Linux ≥ 5.11 with unprivileged user namespaces, bubblewrap and "
+        "nsenter (util-linux); see docs/guides/checkpoints.md#transactional-turns-the-overlay"
+    )
+    return Check("overlay", "warn", detail, fix, facts)
 
 
 def check_terminal() -> Check:
@@ -307,7 +375,7 @@ def run_checks(*, offline: bool, fix: bool, config_file: str | None) -> list[Che
         check_sessions(share, fix=fix),
         check_mcp(share),
         check_extras(),
-        *check_tools(),
+        *check_tools(raw),
         check_terminal(),
     ]
     return found
@@ -331,7 +399,8 @@ def run_doctor(argv: list[str]) -> int:
         prog="soulwire doctor",
         description=(
             "Check what Soulwire needs here: configuration, model and API key, share dir, session "
-            "store, MCP servers, extras, ripgrep, bubblewrap, terminal. Each problem comes with its fix."
+            "store, MCP servers, extras, ripgrep, bubblewrap and its overlay, terminal. Each problem "
+            "comes with its fix."
         ),
         examples=(
             "soulwire doctor",

@@ -20,16 +20,12 @@ from soulwire import __version__
 from soulwire.config.loader import share_dir
 from soulwire.sessions.listing import SessionNotFound, find_session, list_sessions
 from soulwire.sessions.paths import is_valid_session_id, normalise_work_dir, session_dir
-from soulwire.usage import CommandParser
+from soulwire.usage import CommandFailed, CommandParser
 
 LOG_WINDOW_S = 2 * 24 * 3600
 MAX_LOG_BYTES = 100 * 1024 * 1024
 MAX_IMPORT_BYTES = 2 * 1024 * 1024 * 1024
 """An archive that unpacks to more than this is refused (a ZIP bomb, not a session)."""
-
-
-class Failed(Exception):
-    """`Error: …` on stderr; exit 1."""
 
 
 _Parser = CommandParser  # one-line usage errors (exit 2) and examples in --help, as every command
@@ -52,7 +48,7 @@ def run_export(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         print(_export(args))
-    except Failed as exc:
+    except CommandFailed as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1
     return 0
@@ -70,7 +66,7 @@ def run_import(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         session_id, where = _import(args)
-    except Failed as exc:
+    except CommandFailed as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1
     print(f"Imported session {session_id} into {where}")
@@ -88,7 +84,7 @@ def _export(args: argparse.Namespace) -> str:
         if args.session is None:
             last = [s for s in list_sessions(share, work_dir) if s.is_last]
             if not last:
-                raise Failed("no previous session found for the working directory.")
+                raise CommandFailed("no previous session found for the working directory.")
             session = last[0]
             if not args.yes and not _confirm(session.id, session.title, work_dir):
                 return "Export cancelled."
@@ -97,13 +93,13 @@ def _export(args: argparse.Namespace) -> str:
     except SessionNotFound:
         found = _anywhere(share, args.session) if args.session else None
         if found is None:
-            raise Failed(f"session '{args.session}' not found.") from None
+            raise CommandFailed(f"session '{args.session}' not found.") from None
         directory, session_id = found, str(args.session)
     else:
         directory, session_id = session.dir, session.id
     files = sorted(f for f in directory.rglob("*") if f.is_file())
     if not files:
-        raise Failed(f"session '{session_id}' has no files.")
+        raise CommandFailed(f"session '{session_id}' has no files.")
     output = Path(args.output or f"session-{session_id}.zip").expanduser()
     logs = _recent_logs(share)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -136,7 +132,9 @@ def _confirm(session_id: str, title: str | None, work_dir: str) -> bool:
     print("About to export the previous session for this working directory:\n")
     print(f"Work dir: {work_dir}\nSession ID: {session_id}\nTitle: {title or '(untitled)'}\n")
     if not sys.stdin.isatty():
-        raise Failed("confirmation needed: run with --yes (or name the session) when not in a terminal.")
+        raise CommandFailed(
+            "confirmation needed: run with --yes (or name the session) when not in a terminal."
+        )
     return input("Export this session? [y/N]: ").strip().lower() in ("y", "yes")
 
 
@@ -181,7 +179,7 @@ def _import(args: argparse.Namespace) -> tuple[str, Path]:
     try:
         archive = zipfile.ZipFile(Path(args.archive).expanduser())
     except (OSError, zipfile.BadZipFile) as exc:
-        raise Failed(f"cannot read {args.archive}: {exc}") from None
+        raise CommandFailed(f"cannot read {args.archive}: {exc}") from None
     with archive:
         names = [i for i in archive.infolist() if not i.is_dir()]
         manifest: dict[str, object] = {}
@@ -192,14 +190,14 @@ def _import(args: argparse.Namespace) -> tuple[str, Path]:
                 manifest = {}
         session_id = str(args.session or manifest.get("session_id") or "")
         if not is_valid_session_id(session_id):
-            raise Failed("the archive names no session id: give one with --session ID.")
+            raise CommandFailed("the archive names no session id: give one with --session ID.")
         if not any(i.filename in ("context.jsonl", "wire.jsonl") for i in names):
-            raise Failed(f"{args.archive} is not a session archive (no context.jsonl or wire.jsonl).")
+            raise CommandFailed(f"{args.archive} is not a session archive (no context.jsonl or wire.jsonl).")
         if sum(i.file_size for i in names) > MAX_IMPORT_BYTES:
-            raise Failed(f"{args.archive} unpacks to more than {MAX_IMPORT_BYTES >> 30} GiB.")
+            raise CommandFailed(f"{args.archive} unpacks to more than {MAX_IMPORT_BYTES >> 30} GiB.")
         target = session_dir(share, work_dir, session_id)
         if target.exists():
-            raise Failed(
+            raise CommandFailed(
                 f"session '{session_id}' already exists in {work_dir}: choose another id with --session."
             )
         members = [(i, _safe_member(i.filename)) for i in names]
@@ -216,7 +214,7 @@ def _import(args: argparse.Namespace) -> tuple[str, Path]:
             import shutil
 
             shutil.rmtree(staging, ignore_errors=True)
-            raise Failed(f"cannot write the session: {exc}") from None
+            raise CommandFailed(f"cannot write the session: {exc}") from None
     return session_id, target
 
 

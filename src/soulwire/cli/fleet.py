@@ -16,11 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from soulwire.cli.args import int_at_least
+from soulwire.session_flags import int_at_least
 from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:
     from soulwire.fleet import Backend, EngineSettings, Fleet, Task, TaskResult
+    from soulwire.fleet.budget import RunLimits
     from soulwire.fleet.engines import StartingEngines
     from soulwire.fleet.spawn import EarlyGroup, GroupKey
     from soulwire.sdk.pricing import ModelPrice
@@ -77,6 +78,17 @@ def _parser() -> argparse.ArgumentParser:
         '{"input": 0.6, "output": 2.5, "cache_read": 0.15}, "*": {…}} (over the built-in list prices)'
     )
     run.add_argument("--prices", metavar="PRICES.json", help=prices_help)
+    from soulwire.cli.budget_flags import add_budget_flags
+
+    add_budget_flags(run.add_argument, what="each task", prices=False)
+    from soulwire.cli.budget_flags import amount, count, duration
+
+    run_total = "the run's total over all its tasks (over the task file's fleet line)"
+    run.add_argument("--run-budget-usd", type=amount, metavar="USD", help=f"money: {run_total}")
+    run.add_argument(
+        "--run-budget-tokens", type=count, metavar="N", help=f"input + output tokens: {run_total}"
+    )
+    run.add_argument("--run-budget-time", type=duration, metavar="DURATION", help=f"wall time: {run_total}")
     run.add_argument("--json", action="store_true", help="progress as JSON lines on stdout")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
     interval_help = "with --json: seconds between progress lines (default 2)"
@@ -93,6 +105,14 @@ def run_fleet_command(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.command == "report":
         return _report(args)
+    from soulwire.cli.budget_flags import scoped_limits
+    from soulwire.usage import UsageError
+
+    try:
+        scoped_limits(args)  # a --budget-scope without a limit is refused before anything runs
+    except UsageError as exc:
+        sys.stderr.write(UsageError(str(exc), "soulwire fleet run").line() + "\n")
+        return EXIT_USAGE
     return _run(args)
 
 
@@ -203,6 +223,8 @@ async def _run_tasks(args: argparse.Namespace, tasks_path: Path, early_group: Ea
         except TaskFileError as exc:
             sys.stderr.write(f"soulwire fleet: {exc}\n")
             return EXIT_USAGE
+        run_budget = _run_budget(args, tasks)
+        tasks = _with_budget(args, tasks)
         if not tasks:  # (a nightly job's empty list: nothing to do, and no files made for it)
             sys.stderr.write(f"soulwire fleet: {tasks_path} has no tasks: nothing to run\n")
             if args.json:  # the last line a machine waits for, as any run's (nothing is made)
@@ -211,11 +233,37 @@ async def _run_tasks(args: argparse.Namespace, tasks_path: Path, early_group: Ea
                 out = Path(args.out) if args.out else default_out(tasks_path)
                 _Progress(Fleet([], out=out, run_dir=args.run_dir), json_lines=True, live=False).close(False)
             return EXIT_OK
-        return await _run_fleet(args, tasks, settings, warm, early)
+        return await _run_fleet(args, tasks, settings, warm, early, run_budget)
     finally:
         with anyio.CancelScope(shield=True):
             for starting in early.values():  # (a no-op for those the backend took and stopped)
                 await starting.kill()
+
+
+def _with_budget(args: argparse.Namespace, tasks: list[Task]) -> list[Task]:
+    """The tasks with the `--budget-*` flags' limits under their own `budget`."""
+    from soulwire.cli.budget_flags import scoped_limits
+
+    limits = scoped_limits(args)
+    if not limits:
+        return tasks
+    from soulwire.wire.budget import Budget
+
+    base = Budget.model_validate(limits)
+    return [
+        t.model_copy(update={"budget": base if t.budget is None else base.updated(t.budget)}) for t in tasks
+    ]
+
+
+def _run_budget(args: argparse.Namespace, tasks: list[Task]) -> RunLimits | None:
+    """The run total: the task file's fleet line, with the `--run-budget-*` flags over it."""
+    from soulwire.fleet.budget import RunLimits
+    from soulwire.fleet.tasks import TaskFile
+
+    own = tasks.run.budget if isinstance(tasks, TaskFile) else None
+    flags = RunLimits(usd=args.run_budget_usd, tokens=args.run_budget_tokens, time_s=args.run_budget_time)
+    merged = flags if own is None else own.updated(flags)
+    return None if merged.is_empty() else merged
 
 
 async def _run_fleet(
@@ -224,6 +272,7 @@ async def _run_fleet(
     settings: EngineSettings,
     warm: bool,
     early: dict[GroupKey, StartingEngines],
+    run_budget: RunLimits | None = None,
 ) -> int:
     from soulwire.config.process_env import collect_rarely
     from soulwire.fleet import Fleet, LocalBackend, WarmBackend
@@ -244,6 +293,7 @@ async def _run_fleet(
             run_dir=args.run_dir,
             backend=backend,
             ahead=args.stage_ahead,
+            run_budget=run_budget,
         )
     except OSError as exc:  # the results file cannot be read
         sys.stderr.write(f"soulwire fleet: {exc}\n")
@@ -393,7 +443,10 @@ class _Progress:
         every = [*fleet.finished, *list(fleet.records.values())]
         tokens = sum(_tokens(r) for r in every)
         costs = [r.cost_usd for r in fleet.finished if r.cost_usd is not None]
-        return {"tokens": tokens, "cost_usd": round(sum(costs), 6) if costs else None}
+        spend: dict[str, Any] = {"tokens": tokens, "cost_usd": round(sum(costs), 6) if costs else None}
+        if fleet.run_total is not None:
+            spend["run_budget"] = fleet.run_total.status()
+        return spend
 
     def _slowest(self, count: int = 3) -> list[dict[str, Any]]:
         """The running tasks that have run longest, with their steps and tokens so far."""
@@ -429,6 +482,8 @@ class _Progress:
             for s in self._slowest()
         )
         cost = f" · ${spend['cost_usd']:.4f}" if spend["cost_usd"] is not None else ""
+        if fleet.run_total is not None:
+            cost += f" · {fleet.run_total.line()}"
         return (
             f"{counts['done']} done · {counts['running']} running · {counts['staged']} staged · "
             f"{counts['failed']} failed · "
@@ -447,9 +502,15 @@ class _Progress:
             self._live.stop()
             self._live = None
         fleet = self.fleet
+        from soulwire.fleet.budget import stopped_by_run_total
+
+        total = fleet.run_total
+        stopped = [r.id for r in fleet.finished if stopped_by_run_total(r)]
         if self.json_lines:
             record = {"event": "fleet_finished", "interrupted": interrupted, **self._counts()}
             record["cancelled"] = len(fleet.cancelled)
+            if total is not None:
+                record["run_budget"] = {**total.status(), "stopped_tasks": len(stopped)}
             sys.stdout.write(json.dumps(record) + "\n")
             return
         counts = self._counts()
@@ -464,6 +525,9 @@ class _Progress:
         if interrupted:
             summary += f"; {len(fleet.cancelled)} cancelled. Run the same command again to resume."
         self.note(summary)
+        if total is not None:
+            again = " (raise it and run the same command again to do them)" if stopped else ""
+            self.note(f"fleet: {total.line()}; {len(stopped)} tasks stopped or not started by it{again}")
 
 
 def _tokens(result: TaskResult) -> int:
@@ -482,6 +546,7 @@ def _brief(result: TaskResult) -> dict[str, Any]:
         "tokens": _tokens(result),
         "cost_usd": result.cost_usd,
         "session_id": result.session_id,
+        "checkpoint": result.checkpoint,
     }
 
 
@@ -500,7 +565,14 @@ def _is_task_line(path: Path, number: int) -> bool:
 
 def _report(args: argparse.Namespace) -> int:
     from soulwire.fleet import read_results
-    from soulwire.fleet.report import rows, summarise, to_markdown
+    from soulwire.fleet.report import (
+        agents_markdown,
+        by_agent,
+        checkpoints_markdown,
+        rows,
+        summarise,
+        to_markdown,
+    )
 
     path = Path(args.results)
     if not path.is_file():
@@ -520,13 +592,24 @@ def _report(args: argparse.Namespace) -> int:
         numbers = ", ".join(str(n) for n in skipped[:5]) + (", …" if len(skipped) > 5 else "")
         sys.stderr.write(f"soulwire fleet: {path}: skipped lines that are not results: {numbers}\n")
     summary = summarise(list(results.values()))
+    checkpoints = {r.id: r.checkpoint for r in results.values() if r.checkpoint is not None}
+    agents = by_agent(list(results.values()))
+    side_by_side = agents if len(agents) > 1 else {}  # a fleet of several agents compares them
     if args.json:
         record: dict[str, Any] = {name: value for name, value in rows(summary)}
         record["cost_usd"] = round(summary.cost_usd, 6) if summary.priced else None
         record["failures"] = dict(summary.causes.most_common())
+        if side_by_side:
+            record["agents"] = {agent: dict(rows(s)) for agent, s in side_by_side.items()}
+        if checkpoints:
+            record["checkpoints"] = checkpoints
         sys.stdout.write(json.dumps(record, indent=2) + "\n")
     elif args.markdown:
         sys.stdout.write(to_markdown(summary))
+        if checkpoints:
+            sys.stdout.write("\n" + checkpoints_markdown(path, checkpoints))
+        if side_by_side:
+            sys.stdout.write("\n" + agents_markdown(side_by_side))
     else:
         from rich.console import Console
         from rich.table import Table
@@ -545,4 +628,20 @@ def _report(args: argparse.Namespace) -> int:
             for cause, count in summary.causes.most_common():
                 failures.add_row(cause, str(count), ", ".join(summary.examples[cause]))
             console.print(failures)
+        if side_by_side:
+            compared = Table(title="agents side by side")
+            compared.add_column("measure")
+            for agent in side_by_side:
+                compared.add_column(agent)
+            columns = [dict(rows(s)) for s in side_by_side.values()]
+            for measure, _ in rows(summary):
+                compared.add_row(measure, *(column[measure] for column in columns))
+            console.print(compared)
+        if checkpoints:
+            table = Table(title="last checkpoints (a task line's from_checkpoint starts there)")
+            table.add_column("task")
+            table.add_column("from_checkpoint")
+            for task, checkpoint in checkpoints.items():
+                table.add_row(task, f"{path}/{task}@{checkpoint}")
+            console.print(table)
     return EXIT_OK

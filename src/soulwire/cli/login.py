@@ -28,7 +28,7 @@ from soulwire import __version__
 from soulwire.cli.config_edit import default_config_path, load_document, save_document, table
 from soulwire.config import credentials
 from soulwire.config.loader import share_dir
-from soulwire.usage import CommandParser
+from soulwire.usage import CommandFailed, CommandParser
 
 PLATFORM_ID = "kimi-code"
 MANAGED_PROVIDER = f"managed:{PLATFORM_ID}"
@@ -57,7 +57,7 @@ PROVIDERS: dict[str, KeyProvider] = {
 }
 
 
-class LoginFailed(Exception):
+class LoginFailed(CommandFailed):
     """One line for the user; the command exits 1."""
 
 

@@ -17,7 +17,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from soulwire.sessions.jsonl import FILE_ONLY, log_early_warnings
+from soulwire.logtags import FILE_ONLY
+from soulwire.sessions.jsonl import log_early_warnings
 
 MAX_BYTES = 1 << 20
 BACKUPS = 3

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from soulwire.config.loader import ConfigError, share_dir
-from soulwire.usage import CommandParser
+from soulwire.usage import CommandFailed, CommandParser
 
 EXAMPLES = """examples:
   soulwire mcp add --transport http context7 https://mcp.context7.com/mcp --header "CONTEXT7_API_KEY: key"
@@ -25,10 +25,6 @@ EXAMPLES = """examples:
   soulwire mcp add --transport sse legacy http://127.0.0.1:9000/sse
   soulwire mcp add --transport stdio chrome-devtools -- npx chrome-devtools-mcp@latest
   soulwire mcp test chrome-devtools"""
-
-
-class Failed(Exception):
-    """One line on stderr; exit 1."""
 
 
 _Parser = CommandParser  # one-line usage errors (exit 2) and examples in --help, as every command
@@ -85,7 +81,7 @@ def run_mcp(argv: list[str]) -> int:
             _run_async(_auth, args.name)
         else:
             _reset_auth(args.name)
-    except Failed as exc:
+    except CommandFailed as exc:
         sys.stderr.write(f"{exc}\n")
         return 1
     return 0
@@ -102,13 +98,13 @@ def _load() -> dict[str, Any]:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise Failed(f"Invalid JSON in MCP config file '{path}': {exc}") from None
+        raise CommandFailed(f"Invalid JSON in MCP config file '{path}': {exc}") from None
     from soulwire.tools.mcp_config import load_mcp_servers
 
     try:  # the same check a session makes
         load_mcp_servers([path], [], path.parent)
     except ConfigError as exc:
-        raise Failed(str(exc)) from None
+        raise CommandFailed(str(exc)) from None
     config.setdefault("mcpServers", {})
     return config
 
@@ -122,9 +118,9 @@ def _save(config: dict[str, Any]) -> None:
 def _server(name: str, *, remote: bool = False) -> dict[str, Any]:
     servers = _load()["mcpServers"]
     if name not in servers:
-        raise Failed(f"MCP server '{name}' not found.")
+        raise CommandFailed(f"MCP server '{name}' not found.")
     if remote and "url" not in servers[name]:
-        raise Failed(f"MCP server '{name}' is not a remote server.")
+        raise CommandFailed(f"MCP server '{name}' is not a remote server.")
     return servers[name]
 
 
@@ -132,12 +128,12 @@ def _pairs(items: list[str], option: str, separator: str) -> dict[str, str]:
     parsed: dict[str, str] = {}
     for item in items:
         if separator not in item:
-            raise Failed(f"Invalid {option} format: {item} (expected KEY{separator}VALUE).")
+            raise CommandFailed(f"Invalid {option} format: {item} (expected KEY{separator}VALUE).")
         key, value = item.split(separator, 1)
         if separator == ":":
             key, value = key.strip(), value.strip()
         if not key:
-            raise Failed(f"Invalid {option} format: {item} (empty key).")
+            raise CommandFailed(f"Invalid {option} format: {item} (empty key).")
         parsed[key] = value
     return parsed
 
@@ -147,21 +143,25 @@ def _add(args: argparse.Namespace, target: list[str]) -> None:
     entry: dict[str, Any]
     if args.transport == "stdio":
         if not target:
-            raise Failed("For stdio transport, provide the command to start the MCP server after `--`.")
+            raise CommandFailed(
+                "For stdio transport, provide the command to start the MCP server after `--`."
+            )
         if args.header:
-            raise Failed("--header is only valid for http transport.")
+            raise CommandFailed("--header is only valid for http transport.")
         if args.auth:
-            raise Failed("--auth is only valid for http transport.")
+            raise CommandFailed("--auth is only valid for http transport.")
         entry = {"command": target[0], "args": target[1:]}
         if args.env:
             entry["env"] = _pairs(args.env, "env", "=")
     else:
         if args.env:
-            raise Failed("--env is only supported for stdio transport.")
+            raise CommandFailed("--env is only supported for stdio transport.")
         if not target:
-            raise Failed(f"URL is required for {args.transport} transport.")
+            raise CommandFailed(f"URL is required for {args.transport} transport.")
         if len(target) > 1:
-            raise Failed(f"Multiple targets provided. Supply a single URL for {args.transport} transport.")
+            raise CommandFailed(
+                f"Multiple targets provided. Supply a single URL for {args.transport} transport."
+            )
         entry = {"url": target[0], "transport": args.transport}
         if args.header:
             entry["headers"] = _pairs(args.header, "header", ":")
@@ -244,7 +244,7 @@ async def _test(name: str) -> None:
         why = _describe(exc)
         if why.startswith("AuthorizationRequired"):
             why = f"authorization required - run: soulwire mcp auth {name}"
-        raise Failed(f"✗ Connection failed: {why}") from None
+        raise CommandFailed(f"✗ Connection failed: {why}") from None
     print(f"✓ Connected to '{name}'")
     print(f"  Available tools: {len(tools)}")
     if tools:
@@ -257,7 +257,7 @@ async def _test(name: str) -> None:
 async def _auth(name: str) -> None:
     entry = _server(name, remote=True)
     if entry.get("auth") != "oauth":
-        raise Failed(f"MCP server '{name}' does not use OAuth. Add it with --auth oauth.")
+        raise CommandFailed(f"MCP server '{name}' does not use OAuth. Add it with --auth oauth.")
     import anyio
 
     from soulwire.cli.oauth_callback import CallbackListener
@@ -287,7 +287,7 @@ async def _auth(name: str) -> None:
                     session = await open_session(config, stack, auth=auth)
                     tools = await list_tools(session)
         except Exception as exc:
-            raise Failed(f"Authorization failed: {_describe(exc)}") from None
+            raise CommandFailed(f"Authorization failed: {_describe(exc)}") from None
     print(f"Successfully authorized with '{name}'.")
     print(f"Available tools: {len(tools)}")
 
@@ -302,8 +302,8 @@ def _open_browser(url: str) -> None:
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # pyright: ignore[reportUnknownMemberType]
-        return _describe(exc.exceptions[0])  # pyright: ignore[reportUnknownMemberType]
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
     if isinstance(exc, TimeoutError):
         return "TimeoutError: no answer in time"
     return f"{type(exc).__name__}: {exc}"

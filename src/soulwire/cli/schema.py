@@ -12,7 +12,7 @@ from typing import Any
 def wire_schemas() -> dict[str, Any]:
     from pydantic import TypeAdapter
 
-    from soulwire.wire import messages, methods, types
+    from soulwire.wire import checkpoints, messages, methods, types
 
     out: dict[str, Any] = {"events": {}, "requests": {}, "methods": {}}
     out["events"]["ContentPart"] = TypeAdapter(types.ContentPart).json_schema()
@@ -22,8 +22,12 @@ def wire_schemas() -> dict[str, Any]:
         out["requests"][name] = cls.model_json_schema()
     for cls in (
         methods.InitializeParams, methods.PromptParams, methods.PromptResult, methods.ReplayResult,
-        methods.SteerParams, methods.SetPlanModeParams, methods.SetPlanModeResult, methods.ApprovalAnswer,
+        methods.SteerParams, methods.SetPlanModeParams, methods.SetPlanModeResult, methods.SetBudgetParams,
+        methods.SetBudgetResult, methods.SetModelParams, methods.SetModelResult, methods.ApprovalAnswer,
         methods.ToolResultAnswer, messages.QuestionResponse, messages.HookResponse,
+        checkpoints.CheckpointsResult, checkpoints.ChangesParams, checkpoints.ChangesResult,
+        checkpoints.RewindParams, checkpoints.RewindResult, checkpoints.ForkParams, checkpoints.ForkResult,
+        checkpoints.OverlayApplied,
     ):  # fmt: skip
         out["methods"][cls.__name__] = cls.model_json_schema()
     out["serve"] = serve_schemas()

@@ -1,4 +1,6 @@
-"""`soulwire sessions list|show|delete|export`: the sessions of a work dir, from the shell."""
+"""`soulwire sessions list|show|delete|export|import|fork|…`: the sessions of a work dir, from
+the shell (export/import --store move a session to and from a PostgreSQL store; the workspace
+checkpoint commands are in cli/checkpoints.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +8,12 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from soulwire.cli import checkpoints
 from soulwire.config.loader import share_dir
 from soulwire.sessions.export import context_to_markdown
 from soulwire.sessions.fork import ForkError, fork_session
@@ -23,7 +27,11 @@ from soulwire.sessions.listing import (
 )
 from soulwire.sessions.paths import normalise_work_dir
 from soulwire.sessions.store import FileSessionStore
+from soulwire.sessions.transfer import Copied, TransferError, copy_session
 from soulwire.usage import CommandParser
+
+if TYPE_CHECKING:
+    from soulwire.sessions.postgres import PostgresBackend
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
             "soulwire sessions list --work-dir ~/src/app --json",
             "soulwire sessions show 3f2a        # an id or a unique prefix",
             "soulwire sessions export 3f2a --out notes.md",
+            "soulwire sessions export 3f2a --store postgresql://me@db/soulwire   # copy it there",
+            "soulwire sessions import 3f2a --store postgresql://me@db/soulwire   # and back",
+            "soulwire sessions changes 3f2a --turn 2      # what turn 2 did to the files",
+            "soulwire sessions rewind 3f2a --turn 2       # back to before turn 2",
             "soulwire --session 3f2a            # resume it in the terminal UI",
         ),
     )
@@ -63,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     fork.add_argument("--turn", type=int, metavar="N", help="keep only the first N turns (default: all)")
     fork.add_argument("--title", help="the new session's title (default: 'Fork of …')")
     fork.add_argument("--json", action="store_true", help="print the new session as JSON")
+    checkpoints.fork_arguments(fork)
+    checkpoints.add_commands(command)
     export = command("export", "the session's context as Markdown")
     export.add_argument("session", metavar="ID")
     export.add_argument(
@@ -71,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--full", action="store_true", help="include contexts archived by /clear or compaction"
     )
+    store_help = "a PostgreSQL session store, postgresql://USER@HOST/DB (password from PGPASSWORD/PGPASSFILE)"
+    export.add_argument("--store", metavar="URL", help=f"copy the whole session into {store_help}")
+    imported = command("import", "copy a session from a PostgreSQL store into this work dir's sessions")
+    imported.add_argument("session", metavar="ID", help="the session's id in the store (or a unique prefix)")
+    imported.add_argument("--store", metavar="URL", required=True, help=store_help)
     return parser
 
 
@@ -150,6 +169,53 @@ def _export(share: Path, work_dir: str, session: SessionSummary, output: str | N
     print(f"Exported {session.id} to {output}", file=sys.stderr)
 
 
+def _copy_to_store(share: Path, work_dir: str, session: SessionSummary, url: str) -> int:
+    source = FileSessionStore(share, work_dir, session.id, protocol_version="")
+
+    def copy(backend: PostgresBackend) -> tuple[str, Copied]:
+        return session.id, copy_session(source, backend.open(session.id, work_dir=work_dir))
+
+    return _with_store(url, copy, "Copied {id} to {url}: {copied.wire_messages} messages")
+
+
+def _import(share: Path, work_dir: str, wanted: str, url: str) -> int:
+    def copy(backend: PostgresBackend) -> tuple[str, Copied]:
+        from soulwire.sessions.postgres import redact
+
+        matches = [i for i in backend.session_ids() if i.startswith(wanted)]
+        if len(matches) != 1:
+            found = "no session" if not matches else f"{len(matches)} sessions"
+            raise TransferError(f"{found} in {redact(url)} match {wanted!r}")
+        target = FileSessionStore(share, work_dir, matches[0], protocol_version="")
+        try:
+            return matches[0], copy_session(backend.open(matches[0]), target)
+        finally:
+            target.close()
+
+    return _with_store(
+        url,
+        copy,
+        "Imported {id} from {url}: {copied.wire_messages} messages (resume it: soulwire --session {id})",
+    )
+
+
+def _with_store(url: str, copy: Callable[[PostgresBackend], tuple[str, Copied]], done: str) -> int:
+    """Connect to the store a person named, make the copy, say what was done in one line."""
+    from soulwire.sessions.postgres import StoreError, connect_from_argv, redact
+
+    try:
+        backend = connect_from_argv(url)
+        try:
+            session_id, copied = copy(backend)
+        finally:
+            backend.close()
+    except (StoreError, TransferError) as exc:
+        sys.stderr.write(f"soulwire sessions: {exc}\n")
+        return 1
+    print(done.format(id=session_id, url=redact(url), copied=copied))
+    return 0
+
+
 def _history(share: Path, work_dir: str, session: SessionSummary) -> None:
     store = FileSessionStore(share, work_dir, session.id, protocol_version="")
     out = sys.stdout
@@ -177,6 +243,8 @@ def run_sessions(argv: list[str]) -> int:
         if args.command == "list":
             _list(list_sessions(share, work_dir), args.json)
             return 0
+        if args.command == "import":
+            return _import(share, work_dir, args.session, args.store)
         session = find_session(share, work_dir, args.session)
         if args.command == "show":
             _show(share, work_dir, session, args.json)
@@ -185,8 +253,12 @@ def run_sessions(argv: list[str]) -> int:
             print(json.dumps({"deleted": session.id}) if args.json else f"Deleted session {session.id}")
         elif args.command == "history":
             _history(share, work_dir, session)
+        elif args.command in ("checkpoints", "changes", "rewind") or getattr(args, "new_work_dir", None):
+            return checkpoints.run(args, share, work_dir, session)
         elif args.command == "fork":
             _fork(share, work_dir, session, args.turn, args.title, args.json)
+        elif args.store:
+            return _copy_to_store(share, work_dir, session, args.store)
         else:
             _export(share, work_dir, session, args.output, args.full)
     except (SessionNotFound, ForkError) as exc:

@@ -78,7 +78,7 @@ def run_web(command: str, argv: list[str]) -> int:
     listen = args.listen
     if port != "0":
         status, body = _get(base, token or "-", "/")
-        if status == 200 and isinstance(body, dict) and body.get("name") == "soulwire":  # pyright: ignore[reportUnknownMemberType]
+        if status == 200 and isinstance(body, dict) and body.get("name") == "soulwire":
             assert token is not None
             if session and not _session_exists(base, token, session):
                 sys.stderr.write(f"soulwire {command}: error: no session {session!r}\n")

@@ -1,6 +1,7 @@
 """OAuth tokens of `soulwire login` (spec §8.2 `oauth = {storage, key}`): one JSON file per key
 under `<share>/credentials/`, private (0600), written atomically, refreshed shortly before they
-expire. Providers and services that carry an `oauth` reference resolve their API key here.
+expire by whichever process needs them first (one at a time: a lock file beside the token).
+Providers and services that carry an `oauth` reference resolve their API key here.
 
 The token endpoint is the reference platform's (`https://auth.kimi.com`), overridable by
 `SOULWIRE_OAUTH_HOST` (or the reference's `KIMI_CODE_OAUTH_HOST` / `KIMI_OAUTH_HOST`) so tests and
@@ -12,11 +13,14 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Generator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from soulwire.config.loader import share_dir
+from soulwire.errors import SoulwireError
 
 DEFAULT_OAUTH_HOST = "https://auth.kimi.com"
 OAUTH_HOST_VARIABLES = ("SOULWIRE_OAUTH_HOST", "KIMI_CODE_OAUTH_HOST", "KIMI_OAUTH_HOST")
@@ -27,7 +31,7 @@ MIN_REFRESH_MARGIN_S = 300.0
 """A token is refreshed when less than max(this, half its lifetime) remains."""
 
 
-class CredentialsError(RuntimeError):
+class CredentialsError(SoulwireError, RuntimeError):
     """A token could not be read, refreshed or stored (one line for a person)."""
 
 
@@ -152,12 +156,36 @@ def access_token(oauth: dict[str, Any] | None, share: Path | None = None) -> str
         return ""
     key = str(oauth.get("key") or PLATFORM_KEY)
     token = load_token(key, share)
-    if token is None:
-        return ""
-    if token.needs_refresh():
-        try:
-            token = refresh(token)
-            save_token(key, token, share)
-        except CredentialsError:
-            pass
+    if token is None or not token.needs_refresh():
+        return token.access_token if token is not None else ""
+    # Refresh tokens are used once: two processes refreshing together would leave one of
+    # them (and the file, if it writes last) with a token the server no longer accepts. So
+    # one refreshes at a time, and the next reads what the first stored.
+    with _refresh_lock(key, share):
+        token = load_token(key, share)
+        if token is None:
+            return ""
+        if token.needs_refresh():
+            try:
+                token = refresh(token)
+                save_token(key, token, share)
+            except CredentialsError:
+                pass
     return token.access_token
+
+
+@contextmanager
+def _refresh_lock(key: str, share: Path | None) -> Generator[None]:
+    """An exclusive lock between processes on `key`'s refresh (flock on a file beside the
+    token's, released by the kernel if the holder dies)."""
+    import fcntl
+
+    path = credentials_path(key, share).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock

@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from soulwire.errors import SoulwireError
 
-class ConfigError(Exception):
+
+class ConfigError(SoulwireError):
     """The configuration cannot be used; the CLI reports it as a usage error (exit 2)."""
 
 
@@ -59,7 +61,7 @@ def _parse_toml(text: str, origin: str, problem: str) -> Any:
 def _table(value: Any, origin: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{origin}: the configuration must be a table/object")
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return value
 
 
 def load_raw_config(

@@ -22,7 +22,10 @@ from soulwire.config.precheck import (
     HOOK_TIMEOUT_RANGE,
     LOOP_CONTROL_MINIMUMS,
 )
+from soulwire.wire.budget import Budget
 from soulwire.wire.hook_events import HOOK_EVENTS
+from soulwire.wire.pricing import ModelPrice, parse_prices
+from soulwire.wire.session_settings import ApprovalMode, OverlayMode, SandboxMode
 
 
 class _Section(BaseModel):
@@ -63,7 +66,7 @@ class ModelConfig(_Section):
     def _capabilities_list(cls, value: Any) -> Any:
         # The Go SDK serialises capabilities as {"image_in": true}; accept that shape too.
         if isinstance(value, dict):
-            return [k for k, v in value.items() if v]  # pyright: ignore[reportUnknownVariableType]
+            return [k for k, v in value.items() if v]
         return value
 
 
@@ -103,6 +106,24 @@ class BackgroundConfig(_Section):
     keep_alive_on_exit: bool = False
     """Background commands outlive the session: its end (and `--print`'s) leaves them running
     instead of stopping them. Background agents run inside the engine and still end with it."""
+
+
+class CheckpointsConfig(_Section):
+    """Checkpoints of the workspace at turn and step boundaries (rewind, fork with its own
+    files, what a turn changed)."""
+
+    enabled: StrictBool = False
+    exclude: list[str] | None = None
+    """gitignore-style patterns left out besides each `.gitignore`; absent: `.git`, `.hg`,
+    `.svn`, `node_modules`, `__pycache__`, `.venv`, `venv`, `.tox`, `.mypy_cache`,
+    `.pytest_cache`, `.ruff_cache`, `dist`, `build`, `target`, `.next`."""
+    max_file_bytes: int = Field(default=10 << 20, ge=0)
+    """A larger file is not stored (the checkpoint reports it, a rewind leaves it as it is)."""
+    max_checkpoint_bytes: int = Field(default=512 << 20, ge=0)
+    """New bytes one checkpoint may store; files past it are reported as skipped."""
+    writing_tools: list[str] = Field(default_factory=list)
+    """Names (shell-style patterns) of plugin and MCP tools that write files: a step calling
+    one is checkpointed first, as for WriteFile, StrReplaceFile and Shell."""
 
 
 class ServiceConfig(_Section):
@@ -173,16 +194,31 @@ class Config(_Section):
     """MCP client settings: `[mcp.client] tool_call_timeout_ms`. The servers are in `mcp.json` or
     `--mcp-config-file`."""
     services: ServicesConfig = Field(default_factory=ServicesConfig)
+    checkpoints: CheckpointsConfig = Field(default_factory=CheckpointsConfig)
     approval_scope: Literal["exact", "action"] = "exact"
     """`exact`: approve-for-session remembers the command or file the user saw; `action`:
     the reference's behaviour (every later call with the same action string)."""
-    approval: Literal["ask", "on-escape"] = "ask"
+    approval: ApprovalMode = "ask"
     """`ask`: every action that needs approval is asked; `on-escape`: with a sandbox, actions
     that stay inside it run without asking, and only leaving it is asked."""
-    sandbox: Literal["off", "read-only", "workspace-write"] = "off"
+    sandbox: SandboxMode = "off"
     """Where Shell commands and file tools may act (bubblewrap on Linux); `--sandbox` wins."""
+    overlay: OverlayMode = "off"
+    """With a sandbox, each turn runs in an overlay whose changes are committed (`commit`),
+    thrown away (`discard`) or kept pending until the user chooses (`ask`); `--overlay` wins."""
     sandbox_network: StrictBool = False
     """Whether commands in a sandbox may use the network; `--sandbox-network` wins."""
+    budgets: Budget = Field(default_factory=Budget)
+    """`[budgets.turn]`, `[budgets.session]`, `[budgets.tree]`: limits on `usd`, `tokens`,
+    `time_s` and `tool_calls`; `[budgets] warn_at`, `running_tools` (the `--budget-*` flags win)."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict[str, ModelPrice])
+    """`[prices.MODEL] input/output/cache_read/cache_write`, USD per million tokens, by the
+    provider's model name (`"*"`: any model), over the built-in list prices."""
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _price_table(cls, value: Any) -> Any:
+        return parse_prices(value)
 
     @model_validator(mode="after")
     def _references_exist(self) -> Config:

@@ -82,13 +82,13 @@ def _table(value: Any) -> str | None:
 
 
 def _strings(value: Any) -> str | None:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return None
     return f"must be a list of strings, not {value!r}"
 
 
 def _string_table(value: Any) -> str | None:
-    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
         return None
     return f"must be a table of strings, not {value!r}"
 
@@ -217,10 +217,10 @@ def check_raw_config(
     hooks = raw.get("hooks", [])
     if not isinstance(hooks, list):
         raise checker.fail("hooks", f"must be a list of tables, not {hooks!r}")
-    for index, hook in enumerate(hooks):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    for index, hook in enumerate(hooks):
         if not isinstance(hook, dict):
             raise checker.fail(f"hooks[{index}]", f"must be a table, not {hook!r}")
-        checker.fields(hook, _HOOK, f"hooks[{index}].", required=("event", "command"))  # pyright: ignore[reportUnknownArgumentType]
+        checker.fields(hook, _HOOK, f"hooks[{index}].", required=("event", "command"))
     alias = model_alias or default
     if alias in models:
         provider_name = models[alias]["provider"]

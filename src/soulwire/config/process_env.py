@@ -1,10 +1,12 @@
-"""Environment variables that tune this process only, never the commands it runs."""
+"""What this process's start leaves to itself only, never to the commands it runs: the
+environment variables that tune it, and the signal state a parent handed it."""
 
 from __future__ import annotations
 
 import gc
 import importlib
 import os
+import signal
 import sys
 import types
 from collections.abc import Callable
@@ -26,6 +28,41 @@ def child_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _OWN}
     env.update(extra or {})
     return env
+
+
+CHILD_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+"""The signals that end a command (a cancel's SIGTERM, a person's Ctrl-C, a hang-up)."""
+
+
+def _ignore(_signum: int, _frame: object) -> None:
+    """Does what SIG_IGN does for this process; unlike SIG_IGN, exec resets it to default."""
+
+
+def clean_signals_for_children() -> None:
+    """Start every child process with the terminating signals at their defaults and unblocked,
+    whatever the parent that started the engine did to them.
+
+    A parent may start the engine with SIGTERM/SIGINT ignored (a disposition that survives
+    exec) or blocked (the mask always survives fork and exec): the Go SDK's engine, a
+    supervisor's. Every tool process would inherit that and shrug off the SIGTERM of a cancel,
+    living until the SIGKILL after the grace period. Python's `restore_signals` resets only
+    SIGPIPE and SIGXFSZ, and a `preexec_fn` makes every spawn fork instead of vfork (10 to 20 ms
+    each in this process, bench/RESULTS.md §9). So the state is fixed once, here, before any
+    thread or child exists, in a way this process cannot tell apart: an ignored signal, or a
+    blocked one, gets a handler that does nothing (exec resets handlers to the default) and
+    is unblocked. A signal the engine handles or leaves at its default is left alone."""
+    if not hasattr(signal, "pthread_sigmask"):  # (Windows: no masks, no process groups)
+        return
+    numbers = [getattr(signal, name) for name in CHILD_SIGNALS if hasattr(signal, name)]
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    try:
+        for number in numbers:
+            if number in blocked or signal.getsignal(number) is signal.SIG_IGN:
+                signal.signal(number, _ignore)
+    except ValueError:  # not the main thread (an embedding program): its signals are its own
+        return
+    if blocked.intersection(numbers):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, numbers)
 
 
 def tune_startup() -> None:

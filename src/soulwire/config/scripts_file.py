@@ -7,10 +7,12 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from soulwire.errors import SoulwireError
+
 SCRIPTS_ENV = ("SOULWIRE_SCRIPTED_ECHO_SCRIPTS", "KIMI_SCRIPTED_ECHO_SCRIPTS")
 
 
-class ScriptsFileError(ValueError):
+class ScriptsFileError(SoulwireError, ValueError):
     """The scripts file is missing, unreadable or malformed (the message says which)."""
 
 
@@ -70,7 +72,7 @@ def _parse(path: Path, text: str) -> list[str]:
             value = json.loads(text)
         except ValueError as exc:
             raise ScriptsFileError(f"scripts file {path} is not valid JSON ({exc})") from None
-        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
             raise ScriptsFileError(f"scripts file {path}: expected a JSON list of strings")
-        return list(value)  # pyright: ignore[reportUnknownArgumentType]
+        return list(value)
     return [chunk for chunk in text.split("\n---\n") if chunk.strip()]

@@ -62,19 +62,22 @@ def _write_atomic(path: Path, content: str) -> None:
     os.replace(tmp, path)
 
 
-async def write_agents_md(soul: Any) -> None:
-    """Run the /init agent and leave AGENTS.md in the work dir; reports what happened."""
+async def write_agents_md(soul: Any) -> Any:
+    """Run the /init agent and leave AGENTS.md in the work dir; reports what happened. Returns
+    the agent's outcome when a budget limit stopped it (nothing is written then), else None."""
     path: Path = soul.work_dir / AGENTS_FILE
     before = _signature(path)
     scratch = Context(MemorySessionStore(), soul.context.system_prompt)
     scratch.checkpoint()
     scratch.append(Message(role="user", content=INIT_PROMPT))
-    await soul.run_loop_on(scratch)
+    outcome = await soul.run_loop_on(scratch)
+    if outcome.status == "budget_exceeded":
+        return outcome
     if _signature(path) == before:
         answer = _final_text(scratch.history)
         if not answer.strip():
             soul.bus.emit(TextPart(text=f"{AGENTS_FILE} was not written: the agent gave no content."))
-            return
+            return None
         _write_atomic(path, strip_fence(answer))
     content = path.read_text(encoding="utf-8", errors="replace")
     soul.context.checkpoint()
@@ -88,3 +91,4 @@ async def write_agents_md(soul: Any) -> None:
     )
     lines = len(content.splitlines())
     soul.bus.emit(TextPart(text=f"Wrote {path} ({lines} lines)."))
+    return None

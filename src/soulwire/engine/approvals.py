@@ -27,9 +27,9 @@ these exact strings a rule can be a tool pattern, `Shell(git status*)` (engine/r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 from pydantic import ValidationError
@@ -37,11 +37,11 @@ from pydantic import ValidationError
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ClientRequestError
 from soulwire.ids import uuid4, uuid4_hex
-from soulwire.tools.base import ApprovalOutcome
+from soulwire.tools.base import ActionRequest, ApprovalOutcome
 from soulwire.wire.messages import ApprovalAnswer, ApprovalRequest, ApprovalResponse
+from soulwire.wire.session_settings import ApprovalMode
 
 Scope = Literal["exact", "action"]
-ApprovalMode = Literal["ask", "on-escape"]
 RULE_SEPARATOR = ": "
 
 
@@ -56,10 +56,7 @@ def session_rule(action: str, scope_key: str | None, scope: Scope) -> str:
 class _Pending:
     """A request waiting for its answer."""
 
-    action: str
-    scope_key: str | None
-    sender: str
-    crossing: str | None
+    asked: ActionRequest
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: ApprovalAnswer | None = None
 
@@ -92,6 +89,14 @@ class ApprovalBroker:
         self.rules: set[str] = set(rules)
         self.source_id = uuid4_hex()
         self._pending: dict[str, _Pending] = {}
+        self.on_pending: Callable[[], None] | None = None
+        """Called when a request starts or stops waiting (the state keeper records which do,
+        so that a process killed meanwhile has them answered when the session reopens)."""
+
+    @property
+    def pending_ids(self) -> list[str]:
+        """The requests the client was asked and has not answered, oldest first."""
+        return list(self._pending)
 
     @property
     def bypassed(self) -> bool:
@@ -120,43 +125,31 @@ class ApprovalBroker:
                 return True
         return False
 
-    async def request(
-        self,
-        *,
-        tool_call_id: str,
-        sender: str,
-        action: str,
-        description: str,
-        display: Sequence[Any] = (),
-        scope_key: str | None = None,
-        agent_id: str | None = None,
-        subagent_type: str | None = None,
-        confined: bool = False,
-        crossing: str | None = None,
-    ) -> ApprovalOutcome:
-        """`agent_id`/`subagent_type` name the sub-agent asking, if any (spec §4.11);
-        `confined`/`crossing` place the action relative to the sandbox (module docstring)."""
-        if self.allows(action, scope_key, sender=sender, crossing=crossing):
+    async def request(self, asked: ActionRequest) -> ApprovalOutcome:
+        """Approve, refuse, or ask the client (the module docstring gives the order)."""
+        if self.allows(asked.action, asked.scope_key, sender=asked.sender, crossing=asked.crossing):
             return ApprovalOutcome(approved=True)
-        if crossing is not None:
+        if asked.crossing is not None:
             if self.bypassed:
-                return ApprovalOutcome(approved=False, refusal=self._escape_refusal(crossing))
-        elif self.bypassed or (confined and self.mode == "on-escape"):
+                return ApprovalOutcome(approved=False, refusal=self._escape_refusal(asked.crossing))
+        elif self.bypassed or (asked.confined and self.mode == "on-escape"):
             return ApprovalOutcome(approved=True)
         request = ApprovalRequest(
             id=uuid4(),
-            tool_call_id=tool_call_id,
-            sender=sender,
-            action=action,
-            description=description,
+            tool_call_id=asked.tool_call_id,
+            sender=asked.sender,
+            action=asked.action,
+            description=asked.description,
             source_kind="foreground_turn",
             source_id=self.source_id,
-            agent_id=agent_id,
-            subagent_type=subagent_type,
-            display=list(display),
+            agent_id=asked.agent_id,
+            subagent_type=asked.subagent_type,
+            display=list(asked.display),
         )
-        pending = _Pending(action, scope_key, sender, crossing)
+        pending = _Pending(asked)
         self._pending[request.id] = pending
+        if self.on_pending is not None:
+            self.on_pending()  # before the client is asked: what it may see is on record
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(self._ask, request, pending)
@@ -169,6 +162,8 @@ class ApprovalBroker:
             self._bus.emit(
                 ApprovalResponse(request_id=request.id, response=answer.response, feedback=answer.feedback)
             )
+            if self.on_pending is not None:
+                self.on_pending()
         return ApprovalOutcome(approved=answer.response != "reject", feedback=answer.feedback)
 
     def _escape_refusal(self, crossing: str) -> str:
@@ -189,12 +184,13 @@ class ApprovalBroker:
             pass  # an error answer, or one that does not validate, counts as reject
         pending.resolve(answer)
         if answer.response == "approve_for_session":
-            self.rules.add(session_rule(pending.action, pending.scope_key, self.scope))
+            self.rules.add(session_rule(pending.asked.action, pending.asked.scope_key, self.scope))
             self._approve_covered()
 
     def _approve_covered(self) -> None:
         """A new session rule also answers the waiting requests it covers."""
         for request_id, other in self._pending.items():
-            covered = self.allows(other.action, other.scope_key, sender=other.sender, crossing=other.crossing)
+            asked = other.asked
+            covered = self.allows(asked.action, asked.scope_key, sender=asked.sender, crossing=asked.crossing)
             if other.answer is None and covered:
                 other.resolve(ApprovalAnswer(request_id=request_id, response="approve_for_session"))

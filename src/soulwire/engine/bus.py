@@ -18,10 +18,12 @@ Sink = Callable[[WireModel], None]
 class EventBus:
     """Fan-out of engine messages to raw and merged sinks."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, merge_window_s: float | None = None) -> None:
+        """`merge_window_s`: merged text and thinking are delivered at least this often while
+        they stream (a session others follow through a shared store, live)."""
         self._raw: list[Sink] = []
         self._merged: list[Sink] = []
-        self._merger = Merger(self._deliver)
+        self._merger = Merger(self._deliver, window_s=merge_window_s)
 
     def subscribe(self, sink: Sink, *, merged: bool = False) -> Callable[[], None]:
         """Add a sink; returns a function that removes it."""

@@ -18,6 +18,8 @@ BUILTIN_SLASH_COMMANDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("clear", "Clear the context", ("reset",)),
     ("yolo", "Toggle auto-approval of tool actions", ()),
     ("plan", "Toggle plan mode. Usage: /plan [on|off|view|clear]", ()),
+    ("budget", "Spent and left of the budget. Usage: /budget [scope] usd|tokens|time|tool_calls N|off", ()),
+    ("model", "List the models, or switch. Usage: /model [NAME] [thinking|no-thinking]", ()),
 )
 
 
@@ -44,4 +46,4 @@ def configured_hook_events(raw_hooks: Any) -> list[str]:
     """The events of the `[[hooks]]` entries of a raw (unvalidated) configuration."""
     if not isinstance(raw_hooks, list):
         return []
-    return [h["event"] for h in raw_hooks if isinstance(h, dict) and isinstance(h.get("event"), str)]  # pyright: ignore[reportUnknownVariableType]
+    return [h["event"] for h in raw_hooks if isinstance(h, dict) and isinstance(h.get("event"), str)]

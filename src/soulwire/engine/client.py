@@ -7,11 +7,12 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from soulwire.engine.bus import EventBus
+from soulwire.errors import SoulwireError
 from soulwire.wire.messages import ToolCallRequest, ToolResultAnswer
 from soulwire.wire.types import ToolReturnValue, WireModel, tool_error
 
 
-class ClientRequestError(Exception):
+class ClientRequestError(SoulwireError):
     """The client answered a request with a JSON-RPC error, went away (`closed`), or cannot
     receive this kind of request at all (`unsupported`: it did not declare the protocol
     version or capability that introduced it; nothing was sent)."""

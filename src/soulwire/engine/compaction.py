@@ -15,10 +15,11 @@ import anyio
 
 from soulwire.config.model import LoopControl
 from soulwire.engine import hook_points
+from soulwire.engine.budget import Meter
 from soulwire.engine.bus import EventBus
 from soulwire.engine.context import Context, estimate_tokens
 from soulwire.engine.hooks import HookEngine
-from soulwire.llm.errors import APIEmptyResponseError, ChatProviderError, LLMNotSet
+from soulwire.llm.errors import APIEmptyResponseError, LLMNotSet, ProviderError
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.llm.registry import ResolvedModel
@@ -88,23 +89,34 @@ def compaction_request(older: Sequence[Message], focus: str | None) -> ChatReque
     return ChatRequest(system_prompt=COMPACTION_SYSTEM_PROMPT, history=[Message(role="user", content=prompt)])
 
 
-async def summarise(model: ResolvedModel, request: ChatRequest, attempts: int) -> tuple[list[Any], int]:
+async def summarise(
+    model: ResolvedModel, request: ChatRequest, attempts: int, meter: Meter | None = None
+) -> tuple[list[Any], int]:
     """The model's summary (text parts; thinking dropped) and its size in tokens. Retries
-    like a step does, without StepRetry events (the call is not streamed to the client)."""
+    like a step does, without StepRetry events (the call is not streamed to the client).
+    Every attempt's usage is charged to `meter`: compaction spends like any model call, and
+    like any it is not made when a limit is reached (BudgetStop). Its input is a new text, not
+    the context the provider counted, so no more is known of it before the call."""
     attempt = 1
     while True:
         result = StreamResult()
         chunks: list[str] = []
+        if meter is not None:
+            meter.check_call(0, model.model_name)
         try:
-            async for part in model.provider.stream(request, result):
-                if isinstance(part, TextPart):  # thinking, media and stray tool calls are dropped
-                    chunks.append(part.text)
+            try:
+                async for part in model.provider.stream(request, result):
+                    if isinstance(part, TextPart):  # thinking, media and stray tool calls are dropped
+                        chunks.append(part.text)
+            finally:
+                if meter is not None and result.usage is not None:
+                    meter.charge_aside(result.usage, model.model_name)
             summary = "".join(chunks).strip()
             if not summary:
                 raise APIEmptyResponseError("The model returned an empty compaction summary.")
             tokens = result.usage.output if result.usage else len(summary) // 4
             return [TextPart(text=summary)], tokens
-        except ChatProviderError as exc:
+        except ProviderError as exc:
             if not exc.retryable or attempt >= attempts:
                 raise
             wait = min(_RETRY_MAX_S, _RETRY_INITIAL_S * 2 ** (attempt - 1)) + random.uniform(
@@ -123,11 +135,13 @@ async def compact(
     focus: str | None = None,
     hooks: HookEngine | None = None,
     trigger: str = "manual",
+    meter: Meter | None = None,
 ) -> None:
     """Compact `context`, bracketed by CompactionBegin/CompactionEnd (and the PreCompact /
-    PostCompact hooks, `trigger` being `auto`, `manual` or `manual-with-prompt`). Without
+    PostCompact hooks, `trigger` being `auto`, `manual` or `manual-with-prompt`; the call
+    charged to `meter`, the budget of the soul that compacts). Without
     older messages no model call is made; the rewrite still happens. Raises
-    ChatProviderError or LLMNotSet with the context untouched."""
+    ProviderError, LLMNotSet or BudgetStop with the context untouched."""
     older, preserved = split_history(context.history)
     await hook_points.compaction(hooks, "Pre", trigger, context.token_count)
     bus.emit(CompactionBegin())
@@ -137,7 +151,7 @@ async def compact(
         if older:
             if model is None:
                 raise LLMNotSet("LLM is not set")
-            parts, tokens = await summarise(model, compaction_request(older, focus), max_attempts)
+            parts, tokens = await summarise(model, compaction_request(older, focus), max_attempts, meter)
             summary = [Message(role="user", content=[TextPart(text=SUMMARY_HEADER), *parts])]
         # Synchronous from here on: a cancellation cannot land between the file swap and memory.
         context.replace_history([*summary, *preserved], token_count=tokens + estimate_tokens(preserved))
@@ -147,10 +161,16 @@ async def compact(
 
 
 async def compact_if_due(
-    context: Context, model: ResolvedModel, bus: EventBus, loop: LoopControl, hooks: HookEngine | None = None
+    context: Context,
+    model: ResolvedModel,
+    bus: EventBus,
+    loop: LoopControl,
+    hooks: HookEngine | None = None,
+    meter: Meter | None = None,
 ) -> bool:
     """Auto-compaction at the start of a step (after StepBegin, before the checkpoint)."""
     if context.is_empty or not compaction_due(context.token_count, model.max_context_size, loop):
         return False
-    await compact(context, model, bus, max_attempts=loop.max_retries_per_step, hooks=hooks, trigger="auto")
+    attempts = loop.max_retries_per_step
+    await compact(context, model, bus, max_attempts=attempts, hooks=hooks, trigger="auto", meter=meter)
     return True

@@ -10,14 +10,56 @@ from pydantic import ValidationError
 
 from soulwire.engine.audio import holds_audio
 from soulwire.llm.message import Message
+from soulwire.sessions.interrupted import interrupted_result
 from soulwire.sessions.store import SessionStore, warn_stderr
-from soulwire.wire.types import TextPart
+from soulwire.wire.types import TextPart, ToolReturnValue
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """A rough token count (characters / 4 of the text) for messages the provider has not
     counted yet."""
     return sum(len(m.text()) for m in messages) // 4
+
+
+INTERRUPTED_NOTE = "<system>Interrupted: "
+"""How the note that a request was cut short begins (the model reads it; `for_model` finds it)."""
+
+
+def interrupted_note(why: str) -> Message:
+    """The user-side note that the request before it was interrupted, and why."""
+    text = (
+        f"{INTERRUPTED_NOTE}{why} before the request above was finished. What it had not done yet "
+        "was not done; do not carry it on unless the user asks you to.</system>"
+    )
+    return Message(role="user", content=[TextPart(text=text)])
+
+
+def is_interrupted_note(message: Message) -> bool:
+    """Whether a user message ends with that note (a lone text part is stored as a string)."""
+    if message.role != "user" or not message.content:
+        return False
+    last = message.content if isinstance(message.content, str) else message.content[-1]
+    if isinstance(last, TextPart):
+        last = last.text
+    return isinstance(last, str) and last.startswith(INTERRUPTED_NOTE)
+
+
+def tool_message(tool_call_id: str, value: ToolReturnValue) -> Message:
+    """How a tool result is shown to the model (spec §4.14)."""
+    output: list[Any] = [TextPart(text=value.output)] if isinstance(value.output, str) else list(value.output)
+    output = [p for p in output if not (isinstance(p, TextPart) and not p.text)]
+    parts: list[Any] = []
+    if value.is_error:
+        parts.append(TextPart(text=f"<system>ERROR: {value.message}</system>"))
+    else:
+        if value.message:
+            parts.append(TextPart(text=f"<system>{value.message}</system>"))
+        if not output:
+            parts.append(TextPart(text="<system>Tool output is empty.</system>"))
+        elif not all(isinstance(p, TextPart) for p in output):
+            parts.append(TextPart(text="<system>Tool returned non-text content.</system>"))
+    parts.extend(output)
+    return Message(role="tool", content=parts, tool_call_id=tool_call_id)
 
 
 LARGE_HISTORY = 1000
@@ -126,10 +168,18 @@ class Context:
         else:
             raise ValueError(f"checkpoint {checkpoint_id} does not exist")
         self._store.replace_context(kept)
+        self._reload(kept)
+
+    def reload(self) -> None:
+        """Read the history again from the store (a rewind of the session cut it)."""
+        self._started = False
+        self._reload(list(self._store.load_context()))
+
+    def _reload(self, records: list[dict[str, Any]]) -> None:
         self.history, self._uncounted = [], []
         self._next_checkpoint = self._counted_tokens = 0
         self.has_audio = False
-        self._restore(kept)
+        self._restore(records)
 
     def append(self, *messages: Message) -> None:
         records = [m.to_record() for m in messages]
@@ -138,6 +188,29 @@ class Context:
         self._uncounted.extend(messages)
         self.has_audio = self.has_audio or any(holds_audio(m) for m in messages)
         self._store.append_context(records)
+
+    def unanswered_calls(self) -> list[str]:
+        """Ids of the last assistant message's tool calls that have no tool message yet."""
+        answered: set[str] = set()
+        for message in reversed(self.history):
+            if message.role == "tool" and message.tool_call_id:
+                answered.add(message.tool_call_id)
+            elif message.role == "assistant":
+                return [c.id for c in message.tool_calls or () if c.id not in answered]
+        return []
+
+    def close_interrupted(self, why: str) -> None:
+        """The request was cut short (`why`: "the engine stopped", "the user cancelled it"):
+        every tool call left without a result gets one saying so, and a note tells the model
+        the request was not finished — unless it had been answered already (the history ends
+        with an assistant message without tool calls) or the note is there. Idempotent."""
+        results = [tool_message(c, interrupted_result(why)) for c in self.unanswered_calls()]
+        last = results[-1] if results else self.history[-1] if self.history else None
+        if last is None or is_interrupted_note(last) or (last.role == "assistant" and not last.tool_calls):
+            if results:
+                self.append(*results)
+            return
+        self.append(*results, interrupted_note(why))
 
     def record_usage(self, token_count: int) -> None:
         self._counted_tokens = token_count
@@ -169,10 +242,18 @@ class Context:
         self._uncounted = []
 
     def for_model(self) -> list[Message]:
-        """The history as sent to the model: adjacent user messages merged into one."""
+        """The history as sent to the model: adjacent user messages merged into one, except
+        that nothing is merged into a request closed by an interruption note (the next
+        prompt is a request of its own)."""
         out: list[Message] = []
         for message in self.history:
-            if out and message.role == "user" and out[-1].role == "user" and not out[-1].tool_call_id:
+            if (
+                out
+                and message.role == "user"
+                and out[-1].role == "user"
+                and not out[-1].tool_call_id
+                and not is_interrupted_note(out[-1])
+            ):
                 merged = out[-1].parts() + message.parts()
                 out[-1] = Message(role="user", content=merged)
             else:

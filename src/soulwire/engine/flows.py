@@ -16,12 +16,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from soulwire.errors import SoulwireError
+
 NodeKind = Literal["begin", "end", "task", "decision"]
 MAX_FLOW_MOVES = 1000
 """Inner turns one flow may run before it stops (a loop that never reaches END)."""
 
 
-class FlowError(ValueError):
+class FlowError(SoulwireError, ValueError):
     """A diagram that is not a usable flow (the message says where and why)."""
 
 
@@ -42,7 +44,7 @@ class Flow:
         label = self.labels[node]
         label = label.strip().lower() if isinstance(label, str) else ""
         if label in ("begin", "end"):
-            return label  # pyright: ignore[reportReturnType]
+            return label
         return "decision" if len(self.edges.get(node, [])) > 1 else "task"
 
 

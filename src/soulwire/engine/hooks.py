@@ -207,9 +207,9 @@ class HookEngine:
                 answer = await self.channel.request(request)
             except ClientRequestError:
                 return HookDecision()
-            if isinstance(answer, dict) and answer.get("action") == "block":  # pyright: ignore[reportUnknownMemberType]
-                return HookDecision("block", str(answer.get("reason") or ""))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            updated: Any = answer.get("updated_input") if isinstance(answer, dict) else None  # pyright: ignore[reportUnknownMemberType]
+            if isinstance(answer, dict) and answer.get("action") == "block":
+                return HookDecision("block", str(answer.get("reason") or ""))
+            updated: Any = answer.get("updated_input") if isinstance(answer, dict) else None
             if isinstance(updated, dict) and hook.event in AMENDABLE_EVENTS:
-                return HookDecision(updated_input=updated)  # pyright: ignore[reportUnknownArgumentType]
+                return HookDecision(updated_input=updated)
         return HookDecision()

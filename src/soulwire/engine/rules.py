@@ -22,13 +22,15 @@ import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from soulwire.errors import SoulwireError
+
 _PATTERN_RULE = re.compile(r"(?P<tool>[A-Za-z_][A-Za-z0-9_.:-]*)\((?P<glob>.*)\)", re.DOTALL)
 _SHELL_CONTROL = re.compile(r"[;&|<>`\n]|\$\(")
 _GLOB_CHARS = frozenset("*?[")
 SHELL_TOOL = "Shell"
 
 
-class RuleError(ValueError):
+class RuleError(SoulwireError, ValueError):
     """A rule that cannot be understood (the message says why)."""
 
 

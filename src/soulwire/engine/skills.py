@@ -267,7 +267,7 @@ def _yaml_mapping(block: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ValueError("the front matter is not a mapping of keys to values")
-    return {str(k): v for k, v in data.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return {str(k): v for k, v in data.items()}
 
 
 def read_skill(path: Path, default_name: str, scope: Scope) -> Skill:
@@ -386,7 +386,7 @@ def session_skills(
         work_dir,
         share_dir,
         skills_dirs=skills_dirs,
-        extra_dirs=extra if isinstance(extra, list) else (),  # pyright: ignore[reportUnknownArgumentType]
+        extra_dirs=extra if isinstance(extra, list) else (),
         merge_brands=merge is not False,
     )
     return discover_skills(roots)

@@ -86,7 +86,7 @@ def context_status(soul: Any) -> StatusUpdate:
     )
 
 
-async def _compact(soul: Any, args: str) -> None:
+async def _compact(soul: Any, args: str) -> Any:
     context = soul.context
     if context.is_empty:
         soul.bus.emit(TextPart(text="The context is empty."))
@@ -95,21 +95,29 @@ async def _compact(soul: Any, args: str) -> None:
         raise LLMNotSet(soul.model_error or "LLM is not set")
     attempts = soul.loop_control.max_retries_per_step
     trigger = "manual-with-prompt" if args else "manual"
-    await compact(
-        context,
-        soul.model,
-        soul.bus,
-        max_attempts=attempts,
-        focus=args or None,
-        hooks=soul.hooks,
-        trigger=trigger,
-    )
+    from soulwire.engine.budget import BudgetStop
+
+    try:
+        await compact(
+            context,
+            soul.model,
+            soul.bus,
+            max_attempts=attempts,
+            focus=args or None,
+            hooks=soul.hooks,
+            trigger=trigger,
+            meter=soul.meter,
+        )
+    except BudgetStop:  # the summary's call is not made: the context stays as it was
+        from soulwire.engine.soul import TurnOutcome
+
+        return TurnOutcome("budget_exceeded")
     soul.bus.emit(TextPart(text="The context has been compacted."))
     soul.bus.emit(context_status(soul))
 
 
-async def _init(soul: Any, args: str) -> None:
-    await write_agents_md(soul)
+async def _init(soul: Any, args: str) -> Any:
+    return await write_agents_md(soul)
 
 
 async def _clear(soul: Any, args: str) -> None:
@@ -129,12 +137,45 @@ async def _yolo(soul: Any, args: str) -> None:
     soul.bus.emit(TextPart(text=text))
 
 
+async def _budget(soul: Any, args: str) -> None:
+    from soulwire.engine.budget_command import budget_command
+
+    await budget_command(soul, args)
+
+
+async def _model(soul: Any, args: str) -> None:
+    """`/model`: the models and the current one; `/model NAME`, `/model thinking`,
+    `/model NAME no-thinking` switch (every client that negotiated it gets `ModelChanged`)."""
+    switch = soul.switch_model
+    if switch is None:
+        soul.bus.emit(TextPart(text="The model cannot be switched in this session."))
+        return
+    words = args.split()
+    thinking = {"thinking": True, "no-thinking": False}
+    name = next((w for w in words if w not in thinking), None)
+    wants = next((thinking[w] for w in words if w in thinking), None)
+    if len(words) > (name is not None) + (wants is not None):
+        soul.bus.emit(TextPart(text="Usage: /model [NAME] [thinking|no-thinking]"))
+        return
+    try:
+        info = switch(name, wants)
+    except ValueError as exc:  # the switch's refusal (runtime/model_switch.py)
+        soul.bus.emit(TextPart(text=f"Cannot switch: {exc}"))
+        return
+    text = f"Model: {info.model or 'none'} (thinking {'on' if info.thinking else 'off'})."
+    if not words:
+        text += f" Models: {', '.join(info.models) or 'none'}; /model NAME switches."
+    soul.bus.emit(TextPart(text=text))
+
+
 _HANDLERS: dict[str, Handler] = {
     "init": _init,
     "compact": _compact,
     "clear": _clear,
     "yolo": _yolo,
     "plan": plan_command,
+    "budget": _budget,
+    "model": _model,
 }
 
 

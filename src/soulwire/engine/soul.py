@@ -13,22 +13,24 @@ import anyio
 from soulwire.config.model import LoopControl
 from soulwire.engine import hook_points
 from soulwire.engine.audio import for_hearing
+from soulwire.engine.budget import BudgetStop
 from soulwire.engine.bus import EventBus
-from soulwire.engine.compaction import compact, compact_if_due, split_history
-from soulwire.engine.context import Context
+from soulwire.engine.compaction import compact, compact_if_due, compaction_due, split_history
+from soulwire.engine.context import Context, tool_message
 from soulwire.engine.hooks import HookEngine
 from soulwire.engine.plan import PlanMode
 from soulwire.engine.slash import SlashCommands, parse_slash
 from soulwire.llm.errors import (
     APIEmptyResponseError,
-    ChatProviderError,
     ContextLengthExceededError,
     LLMNotSet,
     LLMNotSupported,
+    ProviderError,
 )
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
 from soulwire.llm.registry import ResolvedModel
+from soulwire.sessions.interrupted import CANCELLED, STEP_FAILED, interrupted_result
 from soulwire.tools.base import (
     Approver,
     ClientTools,
@@ -66,12 +68,17 @@ from soulwire.wire.types import (
 )
 
 if TYPE_CHECKING:
+    from soulwire.engine.budget import Meter
     from soulwire.engine.dmail import DMailBox
     from soulwire.engine.flows import Flow
+    from soulwire.engine.overlay import OverlayTurns
+    from soulwire.engine.workspace import Workspace
     from soulwire.tools.mcp_client import MCPManager
     from soulwire.tools.sandbox import SandboxPolicy
 
-TurnStatus = Literal["finished", "cancelled", "max_steps_reached"]
+TurnStatus = Literal["finished", "cancelled", "max_steps_reached", "budget_exceeded"]
+
+"""Why a turn or a tool call was cut short (the engine stopping: sessions.interrupted)."""
 
 RETRY_INITIAL_S = 0.3
 RETRY_MAX_S = 5.0
@@ -108,24 +115,6 @@ class _Reply:
             if cls is not ThinkPart and cls is not TextPart and cls is not ToolCallPart:
                 return False
         return True
-
-
-def tool_message(tool_call_id: str, value: ToolReturnValue) -> Message:
-    """How a tool result is shown to the model (spec §4.14)."""
-    output: list[Any] = [TextPart(text=value.output)] if isinstance(value.output, str) else list(value.output)
-    output = [p for p in output if not (isinstance(p, TextPart) and not p.text)]
-    parts: list[Any] = []
-    if value.is_error:
-        parts.append(TextPart(text=f"<system>ERROR: {value.message}</system>"))
-    else:
-        if value.message:
-            parts.append(TextPart(text=f"<system>{value.message}</system>"))
-        if not output:
-            parts.append(TextPart(text="<system>Tool output is empty.</system>"))
-        elif not all(isinstance(p, TextPart) for p in output):
-            parts.append(TextPart(text="<system>Tool returned non-text content.</system>"))
-    parts.extend(output)
-    return Message(role="tool", content=parts, tool_call_id=tool_call_id)
 
 
 def required_capabilities(user_input: UserInput) -> list[str]:
@@ -195,6 +184,8 @@ class Soul:
         """The session's sandbox, set by the runtime builder; handed to every tool call."""
         self.background: NoticeSource | None = None
         """Background tasks, set by the runtime builder: their end notices join the context."""
+        self.switch_model: Callable[[str | None, bool | None], Any] | None = None
+        """Switches the model and/or thinking (`/model`), set by the runtime builder."""
         self._steers: list[UserInput] = []
         self.dmail: DMailBox | None = None
         """Where SendDMail leaves its message (the okabe agent); set by the runtime builder."""
@@ -206,18 +197,35 @@ class Soul:
         """The session's MCP servers (set by the runtime builder when any is configured)."""
         self.running_calls: dict[str, RunningCall] = {}
         """The tool calls running now, with the process groups each started (cancel receipts)."""
+        self.workspace: Workspace | None = None
+        """Checkpoints of the workspace (set by the runtime builder when they are on)."""
+        self.overlay: OverlayTurns | None = None
+        """Transactional turns: each turn in an overlay (set by the runtime builder)."""
+        self._asked = False
+        """The running turn's request joined the context (a cut-short turn then says so)."""
+        self.meter: Meter | None = None
+        """What this soul spends, against the session's budget (engine/budget.py); set by the
+        runtime builder, and by the Agent tool for a sub-agent."""
 
     @property
     def max_context_size(self) -> int | None:
         return self.model.max_context_size if self.model else None
 
     async def run(self, user_input: UserInput, *, internal: bool = False) -> TurnOutcome:
-        """Run one turn. Raises LLMNotSet / LLMNotSupported / ChatProviderError after the
+        """Run one turn. Raises LLMNotSet / LLMNotSupported / ProviderError after the
         turn has been closed with TurnEnd; cancellation propagates after TurnEnd too.
         `internal`: the engine's own prompt (print mode's word that background tasks ended),
         not the user's: no UserPromptSubmit hook, slash command or Ralph loop."""
         self.bus.emit(TurnBegin(user_input=user_input))
+        self._asked = False
+        meter = self.meter
+        if meter is not None:
+            meter.turn_begin()
         try:
+            if self.workspace is not None:
+                await self.workspace.turn_begin()
+            if self.overlay is not None:
+                await self.overlay.turn_begin()
             if internal:
                 return await self.inner_turn(user_input)
             # UserPromptSubmit runs inside the turn (TurnBegin first, unlike the reference):
@@ -232,8 +240,19 @@ class Soul:
             if self.loop_control.max_ralph_iterations != 0:
                 return await self._ralph(user_input)
             return await self.inner_turn(user_input)
+        except BaseException as exc:
+            if self._asked:  # the model must know this request was not finished
+                cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+                self.context.close_interrupted(CANCELLED if cancelled else STEP_FAILED)
+            raise
         finally:
             self._steers = []  # a steer that came after the last step boundary is void
+            if meter is not None:
+                meter.turn_end()
+            if self.overlay is not None:  # before the end checkpoint: a commit is the turn's
+                await self.overlay.turn_end()
+            if self.workspace is not None:
+                await self.workspace.turn_end()
             self.bus.emit(TurnEnd())
             self.bus.flush()
 
@@ -243,6 +262,7 @@ class Soul:
         model = self._require_model(user_input)
         self.context.checkpoint()
         self.context.append(Message(role="user", content=user_input))
+        self._asked = True
         self.rejected = False
         return await self._run_loops(model)
 
@@ -268,6 +288,8 @@ class Soul:
         status, steps = await run_flow(flow, self.nested_turn, max_moves=moves)
         if status == "max_steps_reached":
             return TurnOutcome("max_steps_reached", steps=steps)
+        if status == "budget_exceeded":
+            return TurnOutcome("budget_exceeded")
         return TurnOutcome("finished")
 
     async def _ralph(self, user_input: UserInput) -> TurnOutcome:
@@ -311,7 +333,7 @@ class Soul:
                     if outcome.status == "finished":
                         await hook_points.stop(self.hooks, active=True)
             return outcome
-        except ChatProviderError as exc:
+        except ProviderError as exc:
             await hook_points.stop_failure(self.hooks, exc)
             raise
 
@@ -340,13 +362,24 @@ class Soul:
             n += 1
             if n > limit:
                 return TurnOutcome("max_steps_reached", steps=limit)
+            meter = self.meter
+            if meter is not None and meter.stop_before_call(self._input_floor(model), model.model_name):
+                self.steps_run = n - 1
+                return TurnOutcome("budget_exceeded")
             self.bus.emit(StepBegin(n=n))
             try:
-                await compact_if_due(self.context, model, self.bus, self.loop_control, self.hooks)
+                compacted = await compact_if_due(
+                    self.context, model, self.bus, self.loop_control, self.hooks, meter
+                )
+                if compacted and meter is not None:  # the summary spent: the step's call is checked anew
+                    meter.check_call(self.context.token_count, model.model_name)
                 self.context.checkpoint()
                 self._remind(first_step=n == 1)
                 keep_going = await self._step(model, n)
-            except (ChatProviderError, LLMNotSupported):
+            except BudgetStop:  # a call inside the step was not made: the limit is announced
+                self.steps_run = n
+                return TurnOutcome("budget_exceeded")
+            except (ProviderError, LLMNotSupported):
                 self.bus.emit(StepInterrupted())
                 raise
             dmail = self.dmail.take() if self.dmail is not None else None
@@ -364,6 +397,16 @@ class Soul:
             if not (keep_going or steered):
                 self.steps_run = n
                 return TurnOutcome("finished")
+
+    def _input_floor(self, model: ResolvedModel) -> int:
+        """What the next step's call certainly takes as input, for the budget's check before
+        the step: the context the provider counted, unless a compaction is due first (then
+        the call's input is smaller, and the compaction's own call and the step's call after
+        it are checked on their own)."""
+        context = self.context
+        if compaction_due(context.token_count, model.max_context_size, self.loop_control):
+            return 0
+        return context.token_count
 
     def _remind(self, *, first_step: bool) -> None:
         """Notices of ended background tasks, then reminders (plan mode), for the model; the
@@ -405,9 +448,14 @@ class Soul:
                 if reply.is_empty():
                     raise APIEmptyResponseError("The model returned an empty response.")
                 return reply, result
-            except ChatProviderError as exc:
+            except ProviderError as exc:
+                meter = self.meter
+                if meter is not None and result.usage is not None:  # counted, so billed: it spent
+                    meter.charge_aside(result.usage, model.model_name)
                 if not exc.retryable or attempt >= attempts:
                     raise
+                if meter is not None:  # a retry is a model call: checked before it is announced
+                    meter.check_call(self.context.token_count, model.model_name)
                 wait = self._backoff(attempt, exc)
                 self.bus.emit(
                     StepRetry(
@@ -421,9 +469,11 @@ class Soul:
                 )
                 await anyio.sleep(wait)
                 attempt += 1
+                if meter is not None:  # and after the wait (the clock, another part of the tree)
+                    meter.check_call(self.context.token_count, model.model_name)
 
     @staticmethod
-    def _backoff(attempt: int, exc: ChatProviderError) -> float:
+    def _backoff(attempt: int, exc: ProviderError) -> float:
         wait = min(RETRY_MAX_S, RETRY_INITIAL_S * 2 ** (attempt - 1)) + random.uniform(0, RETRY_JITTER_S)
         retry_after = getattr(exc, "retry_after", None)
         if isinstance(retry_after, int | float) and retry_after > 0:
@@ -454,7 +504,8 @@ class Soul:
         older, _ = split_history(self.context.history)
         if not older:
             return False
-        await compact(self.context, model, self.bus, max_attempts=self.loop_control.max_retries_per_step)
+        attempts = self.loop_control.max_retries_per_step
+        await compact(self.context, model, self.bus, max_attempts=attempts, meter=self.meter)
         return True
 
     async def _step(self, model: ResolvedModel, n: int) -> bool:
@@ -467,26 +518,42 @@ class Soul:
                 raise
             reply, result = await self._stream_reply(model, n)
         parts, calls = reply.finish()
+        meter, allowed = self.meter, len(calls)
+        if meter is not None:  # charged first: the StatusUpdate's state save holds it
+            meter.charge(result.usage, model.model_name)
         self.bus.emit(self._status(result.usage, result.message_id))
-        plan_mode = self.plan_mode()
-        values, contexts = await self._run_tools(calls)
-        if self.plan_mode() != plan_mode:  # EnterPlanMode / ExitPlanMode changed it
-            self.bus.emit(StatusUpdate(plan_mode=self.plan_mode()))
+        if meter is not None:
+            allowed = meter.admit_tool_calls(len(calls))
+        # The reply is complete: it joins the context before its tools run, so that a turn
+        # cut short (a cancel, a killed engine) leaves the model its own words and calls.
         # Context writes are synchronous: a cancellation cannot split a step's records.
         if result.usage is not None:
             self.context.record_usage(result.usage.input)
         self.context.append(Message(role="assistant", content=parts, tool_calls=calls or None))
         if result.usage is not None:
             self.context.record_usage(result.usage.total)
-        self.context.append(*(tool_message(c.id, v) for c, v in zip(calls, values, strict=True)))
+        plan_mode = self.plan_mode()
+        values: list[ToolReturnValue | None] = [None] * len(calls)
+        published: list[bool] = [False] * len(calls)
+        contexts = self._tool_contexts(calls)
+        try:
+            if self.workspace is not None and calls:
+                await self.workspace.before_tools(n, [c.function.name for c in calls])
+            await self._run_tools(calls, contexts, values, published, allowed)
+        except BaseException as exc:
+            why = CANCELLED if isinstance(exc, anyio.get_cancelled_exc_class()) else STEP_FAILED
+            self._close_calls(calls, values, published, why)
+            raise
+        self._close_calls(calls, values, published, STEP_FAILED)
+        if self.plan_mode() != plan_mode:  # EnterPlanMode / ExitPlanMode changed it
+            self.bus.emit(StatusUpdate(plan_mode=self.plan_mode()))
         if any(ctx.rejected for ctx in contexts):
             self.rejected = True
             return False
         return bool(calls)
 
-    async def _run_tools(self, calls: Sequence[ToolCall]) -> tuple[list[ToolReturnValue], list[ToolContext]]:
-        """Run the step's tool calls concurrently; results are published in call order."""
-        contexts = [
+    def _tool_contexts(self, calls: Sequence[ToolCall]) -> list[ToolContext]:
+        return [
             ToolContext(
                 tool_call_id=c.id,
                 work_dir=self.work_dir,
@@ -500,28 +567,67 @@ class Soul:
             )
             for c in calls
         ]
+
+    def _close_calls(
+        self,
+        calls: Sequence[ToolCall],
+        values: list[ToolReturnValue | None],
+        published: list[bool],
+        why: str,
+    ) -> None:
+        """However the tools ended, every call gets its result, on the wire and in the
+        context: the ones cut short (`why`) say so. Synchronous: a cancellation cannot split it."""
+        done = [v if v is not None else interrupted_result(why) for v in values]
+        for call, value, shown in zip(calls, done, published, strict=True):
+            if not shown:
+                self.bus.emit(ToolResult(tool_call_id=call.id, return_value=value))
+        self.context.append(*(tool_message(c.id, v) for c, v in zip(calls, done, strict=True)))
+
+    async def _run_tools(
+        self,
+        calls: Sequence[ToolCall],
+        contexts: list[ToolContext],
+        values: list[ToolReturnValue | None],
+        published: list[bool],
+        allowed: int,
+    ) -> None:
+        """Run the step's first `allowed` tool calls concurrently, filling `values` (the budget
+        does not let the others run: they get a result that says so); results are published in
+        call order, each marked in `published`."""
         if not calls:
-            return [], contexts
-        values: list[ToolReturnValue | None] = [None] * len(calls)
+            return
         done = [anyio.Event() for _ in calls]
+        meter = self.meter
 
         async def run_one(index: int) -> None:
             call = calls[index]
             self.running_calls[call.id] = RunningCall(call.function.name, collect_groups())
             try:
-                values[index] = await hook_points.call_tool(
-                    self.hooks, call, self.toolset.call, contexts[index]
-                )
+                if meter is None:
+                    values[index] = await hook_points.call_tool(
+                        self.hooks, call, self.toolset.call, contexts[index]
+                    )
+                else:
+                    values[index] = await meter.run_tool(
+                        hook_points.call_tool(self.hooks, call, self.toolset.call, contexts[index])
+                    )
             finally:
                 del self.running_calls[call.id]
                 done[index].set()
 
+        if allowed < len(calls):
+            from soulwire.engine.budget import not_run
+
+            refused = not_run(meter.ledger.hit if meter is not None else None)
+            values[allowed:] = [refused] * (len(calls) - allowed)
+            for event in done[allowed:]:
+                event.set()
         async with anyio.create_task_group() as group:
-            for index in range(len(calls)):
+            for index in range(allowed):
                 group.start_soon(run_one, index)
             for index, call in enumerate(calls):
                 await done[index].wait()
                 value = values[index]
                 if value is not None:
                     self.bus.emit(ToolResult(tool_call_id=call.id, return_value=value))
-        return [v for v in values if v is not None], contexts
+                    published[index] = True

@@ -31,6 +31,9 @@ TITLE_LENGTH = 50
 _SAVE_AFTER = (ToolResult, StatusUpdate, TurnEnd)
 _PLAN_KEYS = ("plan_slug", "plan_session_id")
 """Which plan file belongs to the session (engine/plan.py)."""
+PENDING_APPROVALS_KEY = "pending_approvals"
+"""The ids of the approval requests waiting for the client's answer, while any do (a process
+killed meanwhile leaves them for the next one to answer: engine/recovery.py)."""
 
 
 def default_state() -> dict[str, Any]:
@@ -83,9 +86,9 @@ def _plain(value: Any) -> Any:
     if callable(dump):
         return dump(mode="json")
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return [_plain(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        return {str(k): _plain(v) for k, v in value.items()}
     return value
 
 
@@ -124,6 +127,9 @@ class StateKeeper:
         self.state["additional_dirs"] = dirs + [d for d in add_dirs if d not in dirs]
         self._saved: dict[str, Any] | None = copy.deepcopy(loaded) if loaded else None
         self._in_turn = False
+        self.extras: dict[str, Callable[[], Any]] = {}
+        """More keys of state.json, each read from its owner at every snapshot (JSON values)."""
+        broker.on_pending = self._pending_changed
 
     @property
     def approval(self) -> dict[str, Any]:
@@ -152,7 +158,7 @@ class StateKeeper:
             self._broker.afk = True
         rules = approval.get("auto_approve_actions")
         if isinstance(rules, list):
-            self._broker.rules.update(r for r in rules if isinstance(r, str))  # pyright: ignore[reportUnknownVariableType]
+            self._broker.rules.update(r for r in rules if isinstance(r, str))
 
     def snapshot(self) -> dict[str, Any]:
         """The state as it should be on disk now."""
@@ -170,6 +176,13 @@ class StateKeeper:
         for key in _PLAN_KEYS:
             if key in self._live:
                 state[key] = self._live[key]
+        for key, read in self.extras.items():
+            state[key] = read()
+        pending = self._broker.pending_ids
+        if pending:
+            state[PENDING_APPROVALS_KEY] = pending
+        else:
+            state.pop(PENDING_APPROVALS_KEY, None)
         return state
 
     def save_if_changed(self, *, wait: bool = True) -> bool:
@@ -182,6 +195,11 @@ class StateKeeper:
         self._saved = snapshot
         self.state = copy.deepcopy(snapshot)
         return True
+
+    def _pending_changed(self) -> None:
+        # A request about to be asked is on disk before the client can see it (a process
+        # killed then must leave it for the next one to answer); one answered need not wait.
+        self.save_if_changed(wait=bool(self._broker.pending_ids))
 
     def set_title(self, title: str) -> None:
         self.state["custom_title"] = title

@@ -54,9 +54,9 @@ def validated_state(loaded: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     for path in bad:
         holder = raw
         for key in path[:-1]:
-            holder = holder.get(key) if isinstance(holder, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            holder = holder.get(key) if isinstance(holder, dict) else None
         if isinstance(holder, dict):
-            holder.pop(path[-1], None)  # pyright: ignore[reportUnknownMemberType]
+            holder.pop(path[-1], None)
     return _StateFields.model_validate(raw).model_dump(), [".".join(path) for path in bad]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -22,10 +22,11 @@ from pydantic import Field
 from soulwire.engine.bus import EventBus
 from soulwire.engine.context import Context
 from soulwire.ids import uuid4_hex
-from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
+from soulwire.llm.errors import LLMNotSet, LLMNotSupported, ProviderError
 from soulwire.sessions.store import FileSessionStore
 from soulwire.tools.base import (
     SUBAGENT_STATE_KEY,
+    ActionRequest,
     ApprovalOutcome,
     BackgroundJobs,
     ToolContext,
@@ -37,6 +38,7 @@ from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, SubagentEv
 from soulwire.wire.types import TextPart, ToolReturnValue, WireModel, tool_error, tool_ok
 
 if TYPE_CHECKING:
+    from soulwire.engine.acp_delegate import AcpDelegate
     from soulwire.engine.approvals import ApprovalBroker
     from soulwire.engine.soul import Soul
     from soulwire.llm.registry import ResolvedModel
@@ -114,8 +116,23 @@ class SubagentKind(NamedTuple):
 class _SubagentStore(FileSessionStore):
     """A session store rooted at a sub-agent's directory instead of a session's."""
 
-    def __init__(self, directory: Path, *, protocol_version: str) -> None:  # pyright: ignore[reportMissingSuperCall]
+    def __init__(self, directory: Path, *, protocol_version: str) -> None:
         self._open(directory, protocol_version)
+
+
+def close_interrupted_subagents(session_dir: Path, agent_ids: Sequence[str], protocol_version: str) -> None:
+    """Close the turns of sub-agents a killed engine left running (and of theirs, if any)."""
+    from soulwire.engine.recovery import close_interrupted_turn
+
+    for agent_id in agent_ids:
+        directory = session_dir / "subagents" / agent_id
+        if "/" in agent_id or not directory.is_dir():
+            continue
+        store = _SubagentStore(directory, protocol_version=protocol_version)
+        try:
+            close_interrupted_turn(store, Context(store, ""))
+        finally:
+            store.close()
 
 
 class _TaggedApprover:
@@ -126,30 +143,9 @@ class _TaggedApprover:
         self._agent_id = agent_id
         self._subagent_type = subagent_type
 
-    async def request(
-        self,
-        *,
-        tool_call_id: str,
-        sender: str,
-        action: str,
-        description: str,
-        display: Sequence[Any] = (),
-        scope_key: str | None = None,
-        confined: bool = False,
-        crossing: str | None = None,
-    ) -> ApprovalOutcome:
-        return await self._broker.request(
-            tool_call_id=tool_call_id,
-            sender=sender,
-            action=action,
-            description=description,
-            display=display,
-            scope_key=scope_key,
-            confined=confined,
-            crossing=crossing,
-            agent_id=self._agent_id,
-            subagent_type=self._subagent_type,
-        )
+    async def request(self, request: ActionRequest) -> ApprovalOutcome:
+        tagged = replace(request, agent_id=self._agent_id, subagent_type=self._subagent_type)
+        return await self._broker.request(tagged)
 
 
 @dataclass(eq=False)  # compared by identity (and cheaper to define)
@@ -193,9 +189,16 @@ class AgentTool(TypedTool[AgentParams]):
         self._running: set[str] = set()
         self.kinds: dict[str, SubagentKind] = {}
         """Types from an agent file; when set, they replace the built-in coder/explore/plan."""
+        self.delegates: dict[str, AcpDelegate] = {}
+        """More types: other ACP agents (`[acp_agents]`), run by `acp_delegate`."""
 
     def _types(self) -> tuple[str, ...]:
-        return tuple(self.kinds) or SUBAGENT_TYPES
+        return (*(tuple(self.kinds) or SUBAGENT_TYPES), *self.delegates)
+
+    def delegate_to(self, delegates: dict[str, AcpDelegate], note: str) -> None:
+        """Offer other ACP agents as types; this session's tool text names them (`note`)."""
+        self.delegates = delegates
+        vars(self)["description"] = f"{DESCRIPTION}\n\n{note}"
 
     @property
     def running(self) -> frozenset[str]:
@@ -206,11 +209,14 @@ class AgentTool(TypedTool[AgentParams]):
         instance = self._instance(params)
         if isinstance(instance, ToolReturnValue):
             return instance
-        refused = self._pick_model(instance)
+        refused = self._pick_model(instance) or self._unpriced(instance)
         if refused is not None:
             return refused
         if instance.agent_id in self._running:
             return tool_error(f"Sub-agent `{instance.agent_id}` is already running.", brief="Sub-agent busy")
+        delegate = self.delegates.get(instance.subagent_type)
+        if delegate is not None:
+            return await self._delegate(delegate, instance, params, ctx.tool_call_id)
         if params.run_in_background:
             return self._start_in_background(instance, params, ctx.tool_call_id)
         self._running.add(instance.agent_id)
@@ -218,6 +224,35 @@ class AgentTool(TypedTool[AgentParams]):
             return await self._run(instance, params, ctx.tool_call_id)
         finally:
             self._running.discard(instance.agent_id)
+
+    async def _delegate(
+        self, delegate: AcpDelegate, instance: _Instance, params: AgentParams, call_id: str
+    ) -> ToolReturnValue:
+        """A turn of another ACP agent, shown and approved as a sub-agent of ours."""
+        if params.run_in_background or instance.resumed:
+            return tool_error("ACP sub-agents run in the foreground, once per call.", brief="Not supported")
+
+        def emit(message: WireModel) -> None:
+            event = envelope(message)
+            self._soul.bus.emit(
+                SubagentEvent(
+                    parent_tool_call_id=call_id,
+                    agent_id=instance.agent_id,
+                    subagent_type=instance.subagent_type,
+                    event=event,
+                )
+            )
+
+        approver = _TaggedApprover(self._broker, instance.agent_id, instance.subagent_type)
+        return await delegate.run(
+            prompt=params.prompt,
+            work_dir=self._soul.work_dir,
+            approver=approver,
+            emit=emit,
+            log_dir=instance.directory,
+            timeout=params.timeout,
+            meter=self._soul.meter.child() if self._soul.meter is not None else None,
+        )
 
     def _start_in_background(self, instance: _Instance, params: AgentParams, call_id: str) -> ToolReturnValue:
         """Start the sub-agent as a background task and answer at once (the reference's lines);
@@ -307,6 +342,19 @@ class AgentTool(TypedTool[AgentParams]):
             return tool_error(str(exc), brief="Invalid model alias")
         return None
 
+    def _unpriced(self, instance: _Instance) -> ToolReturnValue | None:
+        """A money limit cannot count a model without a price: such a sub-agent is refused."""
+        meter = self._soul.meter
+        if meter is None or instance.model is None:
+            return None
+        from soulwire.engine.budget import BudgetError
+
+        try:
+            meter.ledger.check_model(instance.model.model_name)
+        except BudgetError as exc:
+            return tool_error(f"Cannot start the sub-agent: {exc}.", brief="No price for the model")
+        return None
+
     def _toolset(self, subagent_type: str) -> Toolset:
         offered = [t for t in self._soul.toolset.visible() if t.name not in PARENT_ONLY_TOOLS]
         kind = self.kinds.get(subagent_type)
@@ -347,9 +395,14 @@ class AgentTool(TypedTool[AgentParams]):
             )
 
         bus.subscribe(forward, merged=True)
+        context = Context(store, self._system_prompt(instance.subagent_type))
+        if instance.resumed:  # a killed engine may have left it inside a turn: close that first
+            from soulwire.engine.recovery import close_interrupted_turn
+
+            close_interrupted_turn(store, context)
         soul = Soul(
             bus=bus,
-            context=Context(store, self._system_prompt(instance.subagent_type)),
+            context=context,
             toolset=self._toolset(instance.subagent_type),
             approver=_TaggedApprover(self._broker, instance.agent_id, instance.subagent_type),
             model=instance.model or parent.model,
@@ -360,6 +413,7 @@ class AgentTool(TypedTool[AgentParams]):
             additional_dirs=parent.additional_dirs,
         )
         soul.sandbox = parent.sandbox
+        soul.meter = parent.meter.child(background=background) if parent.meter is not None else None
         soul.state[SUBAGENT_STATE_KEY] = True
         hooks = parent.hooks
         try:
@@ -376,7 +430,7 @@ class AgentTool(TypedTool[AgentParams]):
             return self._failed(
                 instance, f"Sub-agent timed out after {params.timeout} s.", "Sub-agent timed out"
             )
-        except (ChatProviderError, LLMNotSet, LLMNotSupported) as exc:
+        except (ProviderError, LLMNotSet, LLMNotSupported) as exc:
             return self._failed(instance, f"Sub-agent failed: {exc}", "Sub-agent failed")
         finally:
             store.close()
@@ -422,7 +476,7 @@ def _read_meta(directory: Path) -> dict[str, Any] | None:
         meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return meta if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownVariableType]
+    return meta if isinstance(meta, dict) else None
 
 
 def _write_meta(directory: Path, instance: _Instance, description: str, *, status: str = "running") -> None:

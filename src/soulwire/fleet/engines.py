@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from soulwire.fleet.errors import EngineError
+from soulwire.fleet.errors import EngineStartError
 from soulwire.fleet.spawn import (
     EarlyGroup,
     GroupKey,
@@ -36,7 +36,7 @@ _LISTENING = "listening on "
 _COPY_EXITED = ") exited (code "
 """How `soulwire serve --processes N` reports a forked copy that died (server/prefork.py)."""
 _EXIT_POLL_S = 0.005
-"""How often `EngineProcess.wait` looks for the exit: it is awaited only once the process was
+"""How often `ServeProcess.wait` looks for the exit: it is awaited only once the process was
 told to stop or its stderr ended, so the wait is short."""
 
 
@@ -65,7 +65,7 @@ class _PipeStream(ByteReceiveStream):
         self._pipe.close()
 
 
-class EngineProcess:
+class ServeProcess:
     """A spawned `soulwire serve` (a `subprocess.Popen`, possibly spawned before any event loop
     existed) with what the fleet needs of it: its pid, its stderr as a stream, and its exit."""
 
@@ -94,7 +94,7 @@ class ServeEngine:
     """One `soulwire serve` process on 127.0.0.1 with a token of its own (or one of the
     copies such a process forked: `--processes N`, one port each)."""
 
-    process: EngineProcess
+    process: ServeProcess
     """The spawned `soulwire serve` (the first process, for its forked copies)."""
     url: str
     token: str
@@ -136,19 +136,19 @@ async def spawn_engines(
         full_env["SOULWIRE_SHARE_DIR"] = str(settings.share_dir)
     argv = serve_command(command_argv(settings.executable), flags, work_dir=work_dir, count=count)
     process, token = spawn_serve(argv, full_env)
-    return StartingEngines(EngineProcess(process), token, count, settings.startup_timeout)
+    return StartingEngines(ServeProcess(process), token, count, settings.startup_timeout)
 
 
 def adopt_early(group: EarlyGroup, settings: EngineSettings) -> StartingEngines:
     """The engines `spawn_first_group` spawned before the event loop, as `spawn_engines`'."""
-    return StartingEngines(EngineProcess(group.process), group.token, group.count, settings.startup_timeout)
+    return StartingEngines(ServeProcess(group.process), group.token, group.count, settings.startup_timeout)
 
 
 @dataclass
 class StartingEngines:
     """A spawned `soulwire serve` not yet known to listen: `ready` waits for its addresses."""
 
-    process: EngineProcess
+    process: ServeProcess
     token: str
     count: int
     startup_timeout: float
@@ -156,7 +156,7 @@ class StartingEngines:
     async def ready(self) -> tuple[list[ServeEngine], Any]:
         """The engines once every copy listens, and a coroutine function that pumps the
         process's stderr until it exits (to run in a task). Kills the process and raises
-        `EngineError` if it does not start; kills it too when cancelled."""
+        `EngineStartError` if it does not start; kills it too when cancelled."""
         process, count = self.process, self.count
         assert process.stderr is not None
         stderr = process.stderr
@@ -179,14 +179,16 @@ class StartingEngines:
                             urls.append(line.split(_LISTENING, 1)[1].split()[0])
         except TimeoutError:
             await self.kill()
-            raise EngineError(f"soulwire serve did not start in {self.startup_timeout:g}s") from None
+            raise EngineStartError(f"soulwire serve did not start in {self.startup_timeout:g}s") from None
         except BaseException:  # cancelled while starting: leave no process behind
             with anyio.CancelScope(shield=True):
                 await self.kill()
             raise
         if len(urls) < count:
             await self.kill()
-            raise EngineError(f"soulwire serve exited (code {process.returncode}): {' | '.join(lines[-3:])}")
+            raise EngineStartError(
+                f"soulwire serve exited (code {process.returncode}): {' | '.join(lines[-3:])}"
+            )
         tail = lines[-20:]  # one list for all: what the process says concerns each of them
         engines = [ServeEngine(process=process, url=url, token=self.token, stderr_tail=tail) for url in urls]
         for engine in engines:
@@ -246,7 +248,7 @@ async def stop_engine(engine: ServeEngine, timeout: float) -> None:
         stopped.exited.set()
 
 
-def _kill(process: EngineProcess, sig: int = signal.SIGKILL) -> None:
+def _kill(process: ServeProcess, sig: int = signal.SIGKILL) -> None:
     try:
         os.killpg(process.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -254,10 +256,10 @@ def _kill(process: EngineProcess, sig: int = signal.SIGKILL) -> None:
 
 
 __all__ = [
-    "EngineProcess",
     "GroupKey",
     "PeekedTask",
     "ServeEngine",
+    "ServeProcess",
     "StartingEngines",
     "adopt_early",
     "default_engines_per_group",

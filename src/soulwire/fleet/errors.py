@@ -3,16 +3,23 @@ without loading the results model)."""
 
 from __future__ import annotations
 
-
-class EngineError(Exception):
-    """The engine could not run the task (a bad configuration, a refused session): `failed`."""
+from soulwire.errors import SoulwireError
 
 
-class SessionNotOpenedError(EngineError):
+class FleetError(SoulwireError):
+    """The root of the fleet's exceptions."""
+
+
+class EngineStartError(FleetError):
+    """The engine could not run the task (it did not start, a bad configuration, a refused
+    session): `failed`. (Not the SDK's `EngineError`, a JSON-RPC error from a running engine.)"""
+
+
+class SessionNotOpenedError(EngineStartError):
     """A live engine did not open a task's session in time: hung, it is stopped (warm.py)."""
 
 
-class EngineLostError(Exception):
+class EngineLostError(FleetError):
     """The engine (or the worker hosting it) died under a task: the task may run again."""
 
 
@@ -23,4 +30,4 @@ def first_error(exc: BaseException) -> BaseException:
     return exc
 
 
-__all__ = ["EngineError", "EngineLostError", "SessionNotOpenedError", "first_error"]
+__all__ = ["EngineLostError", "EngineStartError", "FleetError", "SessionNotOpenedError", "first_error"]

@@ -17,7 +17,15 @@ from pydantic import BaseModel, ConfigDict
 import soulwire.sdk as sdk
 from soulwire.fleet.backend import EngineSettings, TurnSlot
 from soulwire.fleet.policy import decide
-from soulwire.fleet.results import CheckOutcome, EngineError, EngineLostError, TaskResult, Usage, task_cost
+from soulwire.fleet.rerun import RerunError
+from soulwire.fleet.results import (
+    CheckOutcome,
+    EngineLostError,
+    EngineStartError,
+    TaskResult,
+    Usage,
+    task_cost,
+)
 from soulwire.fleet.runlock import fleet_outputs
 from soulwire.fleet.tasks import Task
 from soulwire.fleet.tools import ExternalTool, run_external_tool
@@ -54,8 +62,9 @@ def note_session(task_dir: Path, session_id: str | None) -> None:
         pass  # (resuming is a convenience: without the note, the next run starts afresh)
 
 
-def turn_prompt(task: Task, resume: str | None) -> str:
-    return RESUME_PROMPT.format(prompt=task.prompt) if resume else task.prompt
+def turn_prompt(task: Task, resumed: bool) -> str:
+    """The task's prompt; for a run that continues an interrupted one, saying so."""
+    return RESUME_PROMPT.format(prompt=task.prompt) if resumed else task.prompt
 
 
 class _AnyArguments(BaseModel):
@@ -75,6 +84,9 @@ class LocalBackend:
     def __init__(self, settings: EngineSettings | None = None) -> None:
         self.settings = settings or EngineSettings()
         self._disk: anyio.CapacityLimiter | None = None
+        self._forking: anyio.Lock | None = None
+        """Forks of earlier sessions one at a time: two tasks starting from the same session
+        would each need it open (a session is open in one engine at a time)."""
 
     @property
     def disk_limiter(self) -> anyio.CapacityLimiter:
@@ -96,23 +108,20 @@ class LocalBackend:
         return sdk.Options(
             executable=s.executable,
             work_dir=work_dir,
-            model=task.model,
-            thinking=task.thinking,
-            yolo=task.approval == "yolo",
             config=task.config,
             config_file=task.config_file,
-            max_steps_per_turn=task.max_steps,
             share_dir=s.share_dir,
             env={**s.env, **task.env},
             inherit_env=s.inherit_env,
             tools=self.external_tools(task, work_dir),
-            sandbox=task.sandbox,
-            sandbox_network=task.sandbox_network,
+            budget=task.budget,
+            prices=s.prices,  # the engine prices the task's budget with the run's prices too
             on_approval=on_approval,
             approval_default="reject",
             startup_timeout=s.startup_timeout,
             close_timeout=s.close_timeout,
             client_name="soulwire-fleet",
+            **vars(task.session_settings()),
         )
 
     def tool_env(self, task: Task) -> dict[str, str]:
@@ -153,18 +162,17 @@ class LocalBackend:
         while attempt < attempts:
             attempt += 1
             result.attempts = earlier + attempt
+            resumed = resume is not None
             if resume is None:
                 try:
-                    await anyio.to_thread.run_sync(
-                        prepare_workspace, task.workspace, work_dir, mode, own, limiter=self.disk_limiter
-                    )
-                except (WorkspaceError, OSError) as exc:
+                    resume = await self._workspace(task, work_dir, own, result)
+                except (WorkspaceError, RerunError, OSError) as exc:
                     result.status, result.reason = "failed", f"workspace: {one_line(exc)}"
                     if slot is not None:
                         await slot.take()
                     return _finish(result)
             result.status, result.reason, result.session_id = "done", None, None
-            result.resumed = resume is not None
+            result.resumed = resumed
             try:
                 await self._agent(task, work_dir, result, slot, task_dir, resume)
             except EngineLostError as exc:  # the engine died under the task: run it again
@@ -172,13 +180,15 @@ class LocalBackend:
                 resume = None
                 if attempt < attempts:
                     continue
-            except (sdk.SDKError, EngineError) as exc:
+            except (sdk.SDKError, EngineStartError) as exc:
                 result.status, result.reason = "failed", f"{type(exc).__name__}: {one_line(exc)}"
                 if resume is not None and result.session_id is None:  # it could not be opened
                     resume, attempt = None, attempt - 1  # (not a run: start afresh)
                     continue
             break
-        note_session(task_dir, None)  # it ended (a cancelled run never gets here: it resumes)
+        # It ended (a cancelled run never gets here: it resumes); so did one a budget stopped,
+        # but a later run with more budget continues its session (the run total's `cancelled`).
+        note_session(task_dir, result.session_id if result.reason == "budget_exceeded" else None)
         if slot is not None:  # (taken at the prompt, unless the session never got there)
             await slot.take()
         if task.check is not None and result.status != "cancelled":
@@ -192,8 +202,29 @@ class LocalBackend:
         except WorkspaceError as exc:
             result.diff = f"[no diff: {one_line(exc)}]"
         share = self.settings.engine_share_dir(task.env)
-        result.cost_usd = task_cost(task, result.usage, self.settings.prices, share)
+        # An ACP agent that reports no usage (`kimi acp` does not) has an unknown cost, not $0.
+        unreported = isinstance(task.agent, list) and result.usage == Usage()
+        result.cost_usd = None if unreported else task_cost(task, result.usage, self.settings.prices, share)
         return _finish(result)
+
+    async def _workspace(self, task: Task, work_dir: Path, own: Any, result: TaskResult) -> str | None:
+        """The task's fresh workspace: a copy of its source, or (`from_checkpoint`) a fork of
+        an earlier run's session at a checkpoint, whose id is returned (the turn runs in it)."""
+        if task.from_checkpoint is None:
+            mode = task.workspace_mode
+            await anyio.to_thread.run_sync(
+                prepare_workspace, task.workspace, work_dir, mode, own, limiter=self.disk_limiter
+            )
+            return None
+        from soulwire.fleet.rerun import fork_into
+
+        if self._forking is None:
+            self._forking = anyio.Lock()
+        async with self._forking:
+            session_id, result.from_checkpoint = await fork_into(
+                self.options(task, work_dir), task.from_checkpoint, work_dir
+            )
+        return session_id
 
     async def _agent(
         self,
@@ -206,6 +237,11 @@ class LocalBackend:
     ) -> None:
         """The session (`resume`: that earlier one) and its one turn, filling `result` (status,
         message, usage, steps); `slot` is taken once the session is open, before the prompt."""
+        if not isinstance(task.agent, str):  # another ACP agent does the task
+            from soulwire.fleet.acp_agent import run_acp_task
+
+            await run_acp_task(task, work_dir, result, slot, self.settings.environ(task.env))
+            return
         options = self.options(task, work_dir)
         if resume is not None:
             options.session_id = resume
@@ -214,7 +250,7 @@ class LocalBackend:
             if slot is not None:
                 await slot.take()
             note_session(task_dir, session.id)
-            turn = session.prompt(turn_prompt(task, resume))
+            turn = session.prompt(turn_prompt(task, result.resumed))
             try:
                 # The hard limit covers a turn that does not end after `cancel`: leaving the
                 # session then kills the engine's process group.
@@ -231,8 +267,22 @@ class LocalBackend:
                     result.reason = f"time limit {task.time_limit:g}s; the engine did not stop and was killed"
             finally:  # also when the fleet is interrupted: the cancelled line keeps the steps
                 _record_turn(turn, result)
+            result.checkpoint = await _last_checkpoint(session)
             if result.status == "failed" and isinstance(turn.error, sdk.EngineExitedError):
                 raise EngineLostError(str(turn.error))
+
+
+async def _last_checkpoint(session: sdk.Session) -> str | None:
+    """The id of the session's last checkpoint (None: it takes none)."""
+    hello = session.initialize_result or {}
+    if not (hello.get("capabilities") or {}).get("supports_checkpoints"):
+        return None
+    try:
+        records = await session.checkpoints()
+    except sdk.SDKError:
+        return None
+    taken = [r for r in records if r.get("type", "checkpoint") == "checkpoint"]
+    return str(taken[-1]["id"]) if taken else None
 
 
 def _finish(result: TaskResult) -> TaskResult:
@@ -262,6 +312,8 @@ def _record_turn(turn: sdk.Turn, result: TaskResult) -> None:
     status: str = turn.status or ""
     if status == "max_steps_reached":
         result.status, result.reason = "failed", "max_steps_reached"
+    elif status == "budget_exceeded":
+        result.status, result.reason = "failed", "budget_exceeded"
     elif status == "cancelled":
         result.status, result.reason = "cancelled", "the turn was cancelled"
     elif status != "finished":

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from soulwire.fleet.budget import REASON, stopped_by_run_total
 from soulwire.fleet.results import TaskResult
 
 
@@ -45,6 +47,10 @@ class Summary:
     priced: int = 0
     """Tasks with a cost: a model without a price leaves a task's cost unknown."""
     durations: list[float] = field(default_factory=lambda: list[float]())
+    budget_stopped: int = 0
+    """Tasks a task's own budget stopped (`failed`, `budget_exceeded`)."""
+    run_total_stopped: int = 0
+    """Tasks the run's total stopped or did not start (`cancelled`, `budget_exceeded: …`)."""
     causes: Counter[str] = field(default_factory=lambda: Counter[str]())
     examples: dict[str, list[str]] = field(default_factory=lambda: dict[str, list[str]]())
 
@@ -73,6 +79,8 @@ def summarise(results: list[TaskResult]) -> Summary:
             summary.cost_usd += result.cost_usd
             summary.priced += 1
         summary.durations.append(result.duration_s)
+        summary.budget_stopped += result.status == "failed" and result.reason == REASON
+        summary.run_total_stopped += stopped_by_run_total(result)
         cause = failure_cause(result)
         if cause is not None:
             summary.causes[cause] += 1
@@ -96,12 +104,25 @@ def rows(summary: Summary) -> list[tuple[str, str]]:
         ("cost", _cost(summary)),
         ("steps", str(summary.steps)),
         ("duration p50 / p90 / max", f"{p50:.1f}s / {p90:.1f}s / {top:.1f}s"),
+        *_budget_rows(summary),
+    ]
+
+
+def _budget_rows(summary: Summary) -> list[tuple[str, str]]:
+    """A row only when a budget stopped tasks (a side-by-side table leaves it out)."""
+    if not summary.budget_stopped and not summary.run_total_stopped:
+        return []
+    return [
+        (
+            "stopped by a budget",
+            f"{summary.budget_stopped} by their own, {summary.run_total_stopped} by the run's total",
+        )
     ]
 
 
 def _cost(summary: Summary) -> str:
     if not summary.priced:
-        return "unknown (no price for the model)" if summary.tasks else "-"
+        return "unknown (no price for the model, or no usage reported)" if summary.tasks else "-"
     total = f"${summary.cost_usd:.4f}"
     per_task = f"${summary.cost_usd / summary.priced:.4f} per task"
     if summary.priced < summary.tasks:
@@ -120,4 +141,31 @@ def to_markdown(summary: Summary) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Summary", "failure_cause", "rows", "summarise", "to_markdown"]
+def checkpoints_markdown(results_file: Path, checkpoints: dict[str, str]) -> str:
+    """Each task's last checkpoint, as the `from_checkpoint` that starts a task there."""
+    lines = ["| task | from_checkpoint |", "| --- | --- |"]
+    lines += [
+        f"| {task} | `{results_file}/{task}@{checkpoint}` |" for task, checkpoint in checkpoints.items()
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def by_agent(results: list[TaskResult]) -> dict[str, Summary]:
+    """A summary per agent (`TaskResult.agent`), in the order the agents first appear."""
+    groups: dict[str, list[TaskResult]] = {}
+    for result in results:
+        groups.setdefault(result.agent, []).append(result)
+    return {agent: summarise(group) for agent, group in groups.items()}
+
+
+def agents_markdown(summaries: dict[str, Summary]) -> str:
+    """The agents side by side: one column each, the summary's measures as rows."""
+    names = list(summaries)
+    table = {agent: dict(rows(summary)) for agent, summary in summaries.items()}
+    lines = ["| measure | " + " | ".join(names) + " |", "|" + " --- |" * (len(names) + 1)]
+    for measure, _ in rows(Summary()):
+        lines.append(f"| {measure} | " + " | ".join(table[a][measure] for a in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["Summary", "agents_markdown", "by_agent", "failure_cause", "rows", "summarise", "to_markdown"]

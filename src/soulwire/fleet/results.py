@@ -12,9 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from soulwire.config.loader import ConfigError, read_config_file
-from soulwire.fleet.errors import EngineError, EngineLostError
+from soulwire.fleet.errors import EngineLostError, EngineStartError
 from soulwire.fleet.tasks import Task
-from soulwire.sdk.pricing import ModelPrice, price_for
+from soulwire.sdk.pricing import ModelPrice, parse_prices, price_for
 from soulwire.wire.types import TokenUsage
 
 Status = Literal["done", "failed", "timed_out", "cancelled"]
@@ -68,10 +68,17 @@ class TaskResult(BaseModel):
     """Runs of the task: more than 1 when its engine (or Ray worker) died under it."""
     resumed: bool = False
     """The task continued the session (and workspace) of a run that was interrupted."""
+    checkpoint: str | None = None
+    """The last checkpoint of the task's session (a task with checkpoints on): a later run
+    starts from it with `from_checkpoint: "RUN/TASK@CHECKPOINT"`."""
+    from_checkpoint: str | None = None
+    """The checkpoint of an earlier run this task started from (`RUN/TASK@CHECKPOINT`)."""
     diff: str = ""
     diff_truncated: bool = False
     started_at: float | None = None
     finished_at: float | None = None
+    agent: str = "soulwire"
+    """Who did the task (`Task.agent_label`): the report compares agents side by side."""
 
     @property
     def finished(self) -> bool:
@@ -82,13 +89,26 @@ def task_model_name(task: Task, share: Path | None = None) -> str | None:
     """The provider's name of the task's model (what prices are listed by), else its alias.
     The configuration is the task's own, else its `config_file`, else the engines' default
     one in `share` (their share dir), as the engine reads it."""
-    config = task.config if task.config is not None else _config_file(task.config_file, share)
+    config = _task_config(task, share)
     alias = task.model or config.get("default_model")
     models = config.get("models")
     entry = models.get(alias) if isinstance(models, dict) and isinstance(alias, str) else None
     if isinstance(entry, dict) and isinstance(entry.get("model"), str):
         return entry["model"]
     return alias if isinstance(alias, str) else None
+
+
+def _task_config(task: Task, share: Path | None) -> dict[str, Any]:
+    return task.config if task.config is not None else _config_file(task.config_file, share)
+
+
+def task_prices(task: Task, share: Path | None = None) -> dict[str, ModelPrice]:
+    """The `[prices]` of the task's configuration, as its engine prices with them (a table
+    that is not one prices nothing: the engine refuses it itself)."""
+    try:
+        return parse_prices(_task_config(task, share).get("prices", {}))
+    except ValueError:
+        return {}
 
 
 def _config_file(config_file: str | os.PathLike[str] | None, share: Path | None) -> dict[str, Any]:
@@ -124,9 +144,10 @@ def _read_config(path: str, stamp: int) -> dict[str, Any]:
 def task_cost(
     task: Task, usage: Usage, prices: Mapping[str, ModelPrice] | None = None, share: Path | None = None
 ) -> float | None:
-    """What the task's tokens cost in USD, or None when its model has no price (`share`: the
+    """What the task's tokens cost in USD, or None when its model has no price: `prices` (the
+    run's) over the task configuration's `[prices]`, as its engine prices (`share`: the
     engines' share dir, where the default configuration is)."""
-    price = price_for(task_model_name(task, share), prices)
+    price = price_for(task_model_name(task, share), {**task_prices(task, share), **(prices or {})})
     if price is None:
         return None
     tokens = TokenUsage(
@@ -197,8 +218,8 @@ def _ends_without_newline(path: Path) -> bool:
 __all__ = [
     "FINISHED",
     "CheckOutcome",
-    "EngineError",
     "EngineLostError",
+    "EngineStartError",
     "ResultsWriter",
     "Status",
     "TaskResult",

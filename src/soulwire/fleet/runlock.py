@@ -10,11 +10,13 @@ import os
 from pathlib import Path
 from typing import IO
 
+from soulwire.fleet.errors import FleetError
+
 LOCK_NAME = ".fleet-lock"
 """The lock file in a run dir (task ids cannot start with a dot, so no task dir is named so)."""
 
 
-class RunInUseError(RuntimeError):
+class RunInUseError(FleetError, RuntimeError):
     """Another fleet run holds the results file or the run dir; the message is one line."""
 
 

@@ -16,12 +16,17 @@ import anyio
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from soulwire.fleet.backend import Backend, LimiterSlot
+from soulwire.fleet.backend import Backend, EngineSettings, LimiterSlot
+from soulwire.fleet.budget import RunLimits, RunTotal, tokens_of
 from soulwire.fleet.errors import first_error
 from soulwire.fleet.local import LocalBackend
-from soulwire.fleet.results import ResultsWriter, Status, TaskResult, read_results
+from soulwire.fleet.results import ResultsWriter, Status, TaskResult, read_results, task_cost
 from soulwire.fleet.runlock import RunLock
 from soulwire.fleet.tasks import Task
+
+WATCH_EVERY_S = 0.5
+"""How often a run with a run total sums what its running tasks spent so far (it also does at
+each task's end, and at the time limit)."""
 
 
 def default_run_dir(out: Path) -> Path:
@@ -34,7 +39,8 @@ class Fleet:
 
     `out` is the results file (appended to; its finished tasks are skipped), `run_dir` holds
     one directory per task (default: beside `out`, else a new temporary directory, removed
-    when the run ends: the results keep their diffs)."""
+    when the run ends: the results keep their diffs). `run_budget` is the run's total over all
+    its tasks (`soulwire.fleet.budget`)."""
 
     def __init__(
         self,
@@ -45,6 +51,7 @@ class Fleet:
         run_dir: str | Path | None = None,
         backend: Backend | None = None,
         ahead: int | None = None,
+        run_budget: RunLimits | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
@@ -80,6 +87,13 @@ class Fleet:
         self.cancelled: list[str] = []
         self._write_lock = anyio.Lock()
         self._lock: RunLock | None = None
+        self.run_total = (
+            RunTotal(run_budget) if run_budget is not None and not run_budget.is_empty() else None
+        )
+        """What the run spent against its total (None: no run total)."""
+        self._scopes: dict[str, anyio.CancelScope] = {}
+        """Task id → the scope its backend runs in (the run total cancels it)."""
+        self._by_id = {t.id: t for t in self.tasks}
 
     def _plan(self) -> None:
         """Skip what the results file says earlier runs finished (read again only if it changed
@@ -126,7 +140,7 @@ class Fleet:
         try:
             async with AsyncExitStack() as stack:
                 if isinstance(self.backend, AbstractAsyncContextManager):  # warm engines, a Ray cluster
-                    await stack.enter_async_context(self.backend)  # pyright: ignore[reportUnknownArgumentType]
+                    await stack.enter_async_context(self.backend)
                 prepare = getattr(self.backend, "prepare", None)
                 if callable(prepare):  # start engines (or workers) before the first task needs them
                     prepare(self.pending, self.concurrency)
@@ -160,9 +174,40 @@ class Fleet:
     ) -> None:
         stages = bool(getattr(self.backend, "stages", False)) and self.ahead > 0
         wider = staged if stages else None
-        async with send, anyio.create_task_group() as tasks:
-            for task in self.pending:
-                tasks.start_soon(self._run_one, task, limiter, wider, writer, send.clone())
+        async with send, anyio.create_task_group() as watch:
+            if self.run_total is not None:
+                self.run_total.started = self.run_total.clock()  # (the run's time starts now)
+                watch.start_soon(self._watch_total)
+            async with anyio.create_task_group() as tasks:
+                for task in self.pending:
+                    tasks.start_soon(self._run_one, task, limiter, wider, writer, send.clone())
+            watch.cancel_scope.cancel()
+
+    async def _watch_total(self) -> None:
+        """Sum the run's spend every WATCH_EVERY_S (and at its time limit) until it is reached."""
+        assert self.run_total is not None
+        while not self._check_total():
+            await anyio.sleep(max(0.0, min(WATCH_EVERY_S, self.run_total.time_left())))
+
+    def _check_total(self) -> bool:
+        """Sum the run's spend; once its total is reached, stop the tasks running. True then."""
+        total = self.run_total
+        if total is None:
+            return False
+        total.tally([*self.skipped, *self.finished, *self.records.values()], self._live_cost)
+        if total.reached() is None:
+            return False
+        for scope in self._scopes.values():
+            scope.cancel()
+        return True
+
+    def _live_cost(self, result: TaskResult) -> float | None:
+        """A running task's cost so far, from the usage its backend reported."""
+        settings = getattr(self.backend, "settings", None)
+        task = self._by_id.get(result.id)
+        if not isinstance(settings, EngineSettings) or task is None or not tokens_of(result):
+            return None
+        return task_cost(task, result.usage, settings.prices, settings.engine_share_dir(task.env))
 
     async def _run_one(
         self,
@@ -175,7 +220,7 @@ class Fleet:
         """One task: with a staging backend under the wider `staged` limit, the backend
         taking its place in `limiter` when the turn starts; else under `limiter` throughout.
         The task counts as started (`started_at`, running) once it holds its place."""
-        record = TaskResult(id=task.id, status="done")
+        record = TaskResult(id=task.id, status="done", agent=task.agent_label)
 
         def started() -> None:
             self.running[task.id] = time.monotonic()
@@ -183,14 +228,30 @@ class Fleet:
 
         slot = LimiterSlot(limiter, started) if staged is not None else None
         async with send, staged if staged is not None else limiter:
+            total = self.run_total
+            if total is not None and self._check_total():  # reached before this task's turn
+                await self._finished(_stopped(record, "cancelled", total.reason(started=False)), writer, send)
+                return
+            capped = total.capped(task) if total is not None else task
             if slot is None:
                 started()
             self.records[task.id] = record
+            scope = self._scopes[task.id] = anyio.CancelScope()
+            result = record
             try:
-                if slot is None:
-                    result = await self.backend.run_task(task, self.run_dir / task.id, record)
-                else:
-                    result = await self.backend.run_task(task, self.run_dir / task.id, record, slot)
+                with scope:
+                    if slot is None:
+                        result = await self.backend.run_task(capped, self.run_dir / task.id, record)
+                    else:
+                        result = await self.backend.run_task(capped, self.run_dir / task.id, record, slot)
+                if scope.cancelled_caught:  # the run total was reached while it ran (or waited)
+                    assert total is not None
+                    result = _stopped(record, "cancelled", total.reason(started=task.id in self.running))
+                elif total is not None:
+                    self.records[task.id] = result  # (a remote backend's result is a copy)
+                    self._check_total()
+                    if total.stopped_at_remainder(task, capped, result.reason):
+                        result.status, result.reason = "cancelled", total.reason(started=True)
             except anyio.get_cancelled_exc_class():
                 if slot is not None:
                     slot.release()
@@ -203,17 +264,26 @@ class Fleet:
             except Exception as exc:  # a backend bug must not lose the other tasks' results
                 leaf = first_error(exc)
                 result = _stopped(record, "failed", f"fleet error: {type(leaf).__name__}: {leaf}")
+            finally:
+                self._scopes.pop(task.id, None)
             if slot is not None:
                 slot.release()
             self.running.pop(task.id, None)
             self.records.pop(task.id, None)
-            self.finished.append(result)
-            if writer is not None:  # fsynced in a worker thread (the event loop goes on), and
-                # shielded: a finished task's line is written even if the fleet stops now
-                with anyio.CancelScope(shield=True):
-                    async with self._write_lock:
-                        await anyio.to_thread.run_sync(writer.write, result)
-            send.send_nowait(result)
+            await self._finished(result, writer, send)
+
+    async def _finished(
+        self, result: TaskResult, writer: ResultsWriter | None, send: MemoryObjectSendStream[TaskResult]
+    ) -> None:
+        """Keep, write and yield a task's result (and count its spend against the run total)."""
+        self.finished.append(result)
+        self._check_total()
+        if writer is not None:  # fsynced in a worker thread (the event loop goes on), and
+            # shielded: a finished task's line is written even if the fleet stops now
+            with anyio.CancelScope(shield=True):
+                async with self._write_lock:
+                    await anyio.to_thread.run_sync(writer.write, result)
+        send.send_nowait(result)
 
 
 def _stamp(path: Path | None) -> tuple[int, int, int] | None:
@@ -243,10 +313,19 @@ async def run_fleet(
     run_dir: str | Path | None = None,
     backend: Backend | None = None,
     ahead: int | None = None,
+    run_budget: RunLimits | None = None,
 ) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
     """`async with run_fleet(tasks, concurrency=8, out="results.jsonl") as results:
     async for result in results: ...` — see `Fleet`."""
-    fleet = Fleet(tasks, concurrency=concurrency, out=out, run_dir=run_dir, backend=backend, ahead=ahead)
+    fleet = Fleet(
+        tasks,
+        concurrency=concurrency,
+        out=out,
+        run_dir=run_dir,
+        backend=backend,
+        ahead=ahead,
+        run_budget=run_budget,
+    )
     async with fleet.results() as stream:
         yield stream
 
@@ -259,14 +338,19 @@ async def run_all(
     run_dir: str | Path | None = None,
     backend: Backend | None = None,
     ahead: int | None = None,
+    run_budget: RunLimits | None = None,
 ) -> list[TaskResult]:
     """Every result of a fleet, in the order they finished."""
-    collected: list[TaskResult] = []
-    fleet = Fleet(tasks, concurrency=concurrency, out=out, run_dir=run_dir, backend=backend, ahead=ahead)
-    async with fleet.results() as results:
-        async for result in results:
-            collected.append(result)
-    return collected
+    async with run_fleet(
+        tasks,
+        concurrency=concurrency,
+        out=out,
+        run_dir=run_dir,
+        backend=backend,
+        ahead=ahead,
+        run_budget=run_budget,
+    ) as results:
+        return [result async for result in results]
 
 
 __all__ = ["Fleet", "default_run_dir", "run_all", "run_fleet"]

@@ -17,23 +17,42 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from soulwire.wire.session_settings import SessionSettings
+
 if TYPE_CHECKING:
     from soulwire.fleet.tasks import Task
+
+
+_TASK_SETTINGS = {
+    "model": "model",
+    "thinking": "thinking",
+    "max_steps": "max_steps_per_turn",
+    "sandbox": "sandbox",
+    "sandbox_network": "sandbox_network",
+    "checkpoints": "checkpoints",
+    "overlay": "overlay",
+}
+"""A task's field → the session setting it is (`approval: "yolo"` is `yolo`)."""
+
+
+def task_session_settings(task_fields: Mapping[str, Any]) -> SessionSettings:
+    """The session settings of a task, from its fields (validated or not): the one mapping
+    from a task line to its engine's settings."""
+    settings: dict[str, Any] = {ours: task_fields.get(theirs) for theirs, ours in _TASK_SETTINGS.items()}
+    return SessionSettings(yolo=task_fields.get("approval") == "yolo", **settings)
 
 
 @dataclass(frozen=True)
 class PeekedTask:
     """A task's engine settings as its JSON line has them, unvalidated (`peek_first_task`)."""
 
+    settings: SessionSettings
     config: dict[str, Any] | None = None
     config_file: Path | None = None
-    model: str | None = None
-    approval: object = None
-    thinking: bool | None = None
-    max_steps: int | None = None
-    sandbox: str | None = None
-    sandbox_network: bool | None = None
     env: dict[str, str] = field(default_factory=lambda: dict[str, str]())
+
+    def session_settings(self) -> SessionSettings:
+        return self.settings
 
 
 def peek_first_task(path: Path) -> PeekedTask | None:
@@ -48,7 +67,8 @@ def peek_first_task(path: Path) -> PeekedTask | None:
                 text = line.strip()
                 if text and not text.startswith("#"):
                     raw = json.loads(text)
-                    break
+                    if not (isinstance(raw, dict) and list(raw) == ["fleet"]):  # (the run's settings)
+                        break
             else:
                 return None
     except (OSError, ValueError):
@@ -61,16 +81,11 @@ def peek_first_task(path: Path) -> PeekedTask | None:
     env = {str(k): str(v) for k, v in cast("dict[Any, Any]", env).items()} if isinstance(env, dict) else {}
     try:
         return PeekedTask(
+            task_session_settings(fields),
             config=fields.get("config"),
             config_file=(path.absolute().parent / Path(config_file).expanduser()).absolute()
             if isinstance(config_file, str)
             else None,
-            model=fields.get("model"),
-            approval=fields.get("approval", "reject"),
-            thinking=fields.get("thinking"),
-            max_steps=fields.get("max_steps"),
-            sandbox=fields.get("sandbox"),
-            sandbox_network=fields.get("sandbox_network"),
             env=env,
         )
     except (TypeError, ValueError):
@@ -84,18 +99,7 @@ def engine_flags(task: Task | PeekedTask) -> tuple[str, ...]:
         flags += ["--config", json.dumps(task.config, sort_keys=True)]
     if task.config_file is not None:
         flags += ["--config-file", str(task.config_file)]
-    if task.model is not None:
-        flags += ["--model", task.model]
-    if task.approval == "yolo":
-        flags.append("--yolo")
-    if task.thinking is not None:
-        flags.append("--thinking" if task.thinking else "--no-thinking")
-    if task.max_steps is not None:
-        flags += ["--max-steps-per-turn", str(task.max_steps)]
-    if task.sandbox is not None:
-        flags += ["--sandbox", task.sandbox]
-    if task.sandbox_network is not None:
-        flags += ["--sandbox-network", "on" if task.sandbox_network else "off"]
+    flags += task.session_settings().engine_flags()
     return tuple(flags)
 
 

@@ -4,20 +4,25 @@ model and limits, and the check that judges the result). Errors name the line.""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from soulwire.fleet.budget import RunSettings
+from soulwire.fleet.errors import FleetError
 from soulwire.fleet.policy import ApprovalRules
 from soulwire.fleet.tools import ExternalTool
+from soulwire.wire.budget import Budget
+from soulwire.wire.session_settings import SandboxMode, SessionSettings
 
 Approval = Literal["yolo", "approve", "reject"]
 """`yolo`: the engine runs tools without asking; `approve`/`reject`: every request gets that answer."""
 
 
-class TaskFileError(ValueError):
+class TaskFileError(FleetError, ValueError):
     """The task file cannot be used; the message is one line naming the file and line."""
 
 
@@ -40,10 +45,14 @@ class Task(BaseModel):
     config_file: Path | None = None
     approval: Approval | ApprovalRules = "reject"
     """A fixed answer to every approval request, or rules as data (see `fleet.policy`)."""
-    sandbox: Literal["off", "read-only", "workspace-write"] | None = None
+    sandbox: SandboxMode | None = None
     """`--sandbox` of the task's engine: Shell and file tools confined (None: the config's)."""
     sandbox_network: bool | None = None
     """`--sandbox-network`: network inside the sandbox (None: the config's, default off)."""
+    overlay: Literal["off", "commit", "discard"] | None = None
+    """`--overlay` of the task's engine (with `sandbox: workspace-write`): the turn's writes land
+    in an overlay, then are committed to the workspace as the turn ends or thrown away (a dry
+    run whose pending changes nobody sees; `ask` has nobody to ask in a fleet). None: the config's."""
     thinking: bool | None = None
     max_steps: int | None = Field(default=None, ge=1)
     time_limit: float = Field(default=1800.0, gt=0)
@@ -55,14 +64,40 @@ class Task(BaseModel):
     """External tools the model may call: commands run in the workspace (`fleet.tools`)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Variables added to the engine's (and the check's) environment."""
+    budget: Budget | None = None
+    """Limits the task's engine enforces (`{"tree": {"usd": 0.5}}`, as `[budgets]`), over the
+    `--budget-*` flags of `fleet run`; a task stopped by one is `failed`, reason `budget_exceeded`."""
+    checkpoints: bool | None = None
+    """`--checkpoints` of the task's engine (None: the config's): its result then names its
+    last checkpoint, from which a later run can start the task again (`from_checkpoint`)."""
+    from_checkpoint: str | None = Field(default=None, pattern=r"^.+/[^/@]+(@[^/@]+)?$")
+    """`RUN/TASK@CKPT`: start from checkpoint CKPT of task TASK of an earlier run (RUN: its
+    results file, or its run dir) instead of a fresh workspace — the files it recorded and the
+    conversation before it; without `@CKPT`, that task's last checkpoint."""
+    agent: Literal["soulwire"] | list[str] = "soulwire"
+    """Who does the task: `soulwire` (the engine, through the SDK), or the argv of any ACP agent
+    (`["kimi", "acp"]`), driven over ACP in the same workspace (`fleet.acp_agent`)."""
+
+    @property
+    def agent_label(self) -> str:
+        """The agent as the report names it."""
+        return self.agent if isinstance(self.agent, str) else " ".join(self.agent)
 
     @model_validator(mode="after")
     def _one_config(self) -> Task:
         if self.config is not None and self.config_file is not None:
             raise ValueError("config and config_file cannot be combined")
+        if isinstance(self.agent, list) and (not self.agent or not all(self.agent)):
+            raise ValueError("agent must be `soulwire` or the command of an ACP agent (a list of words)")
         if self.workspace_mode == "worktree" and self.workspace is None:
             raise ValueError("workspace_mode worktree needs a workspace (a git repository)")
         return self
+
+    def session_settings(self) -> SessionSettings:
+        """The settings of the task's session (its engine's flags, its SDK options)."""
+        from soulwire.fleet.spawn import task_session_settings
+
+        return task_session_settings(dict(self))
 
     def resolved(self, base: Path) -> Task:
         """The task with its relative paths made absolute against `base`."""
@@ -71,7 +106,10 @@ class Task(BaseModel):
             path: Path | None = getattr(self, name)
             if path is not None:
                 updates[name] = (base / path.expanduser()).absolute()
-        return self.model_copy(update=updates) if updates else self
+        rerun: dict[str, str] = {}
+        if self.from_checkpoint is not None and not os.path.isabs(self.from_checkpoint):
+            rerun["from_checkpoint"] = str((base / os.path.expanduser(self.from_checkpoint)).absolute())
+        return self.model_copy(update={**updates, **rerun}) if updates or rerun else self
 
 
 def _union_tag(part: str) -> bool:
@@ -87,12 +125,20 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {message}" if where else message
 
 
-def parse_tasks(lines: Iterable[str], *, origin: str = "<tasks>", base: Path | None = None) -> list[Task]:
-    """Tasks from JSON lines (blank lines and lines starting with `#` are skipped).
+class TaskFile(list[Task]):
+    """A task file's tasks, and its run-wide settings (`run`: the `{"fleet": {…}}` line)."""
+
+    run: RunSettings = RunSettings()
+
+
+def parse_tasks(lines: Iterable[str], *, origin: str = "<tasks>", base: Path | None = None) -> TaskFile:
+    """Tasks from JSON lines (blank lines and lines starting with `#` are skipped); one line may
+    instead be `{"fleet": {"budget": {…}}}`, the run's settings (`TaskFile.run`).
 
     Raises TaskFileError with `origin:LINE: problem` for the first bad line, a duplicate id or
     a workspace that is not a directory."""
-    tasks: list[Task] = []
+    tasks = TaskFile()
+    run_line: int | None = None
     seen: dict[str, int] = {}
     for number, line in enumerate(lines, start=1):
         text = line.strip()
@@ -104,6 +150,17 @@ def parse_tasks(lines: Iterable[str], *, origin: str = "<tasks>", base: Path | N
             raise TaskFileError(f"{origin}:{number}: not JSON: {exc.msg} (column {exc.colno})") from None
         if not isinstance(raw, dict):
             raise TaskFileError(f"{origin}:{number}: a task must be a JSON object")
+        if set(raw) == {"fleet"}:
+            if run_line is not None:
+                raise TaskFileError(f"{origin}:{number}: a second fleet line (the first is line {run_line})")
+            if not isinstance(raw["fleet"], dict):
+                raise TaskFileError(f"{origin}:{number}: fleet must be a JSON object")
+            try:
+                tasks.run = RunSettings.model_validate(raw["fleet"])
+            except ValidationError as exc:
+                raise TaskFileError(f"{origin}:{number}: fleet.{_first_error(exc)}") from None
+            run_line = number
+            continue
         try:
             task = Task.model_validate(raw)
         except ValidationError as exc:
@@ -122,7 +179,7 @@ def parse_tasks(lines: Iterable[str], *, origin: str = "<tasks>", base: Path | N
     return tasks
 
 
-def load_tasks(path: str | Path) -> list[Task]:
+def load_tasks(path: str | Path) -> TaskFile:
     """Tasks from a JSONL file; relative paths in it are relative to the file's directory."""
     file = Path(path)
     try:
@@ -132,4 +189,4 @@ def load_tasks(path: str | Path) -> list[Task]:
     return parse_tasks(text.splitlines(), origin=str(file), base=file.absolute().parent)
 
 
-__all__ = ["Approval", "Task", "TaskFileError", "load_tasks", "parse_tasks"]
+__all__ = ["Approval", "Task", "TaskFile", "TaskFileError", "load_tasks", "parse_tasks"]

@@ -32,12 +32,13 @@ from soulwire.fleet.engines import (
     start_engines,
     stop_engine,
 )
-from soulwire.fleet.errors import EngineError, EngineLostError, SessionNotOpenedError, first_error
+from soulwire.fleet.errors import EngineLostError, EngineStartError, SessionNotOpenedError, first_error
 from soulwire.fleet.local import LocalBackend, note_session, one_line, turn_prompt
 from soulwire.fleet.policy import decide
 from soulwire.fleet.results import TaskResult, Usage
 from soulwire.fleet.tasks import Task
 from soulwire.fleet.tools import run_external_tool, tool_answer
+from soulwire.wire.pricing import ModelPrice
 from soulwire.wire.types import tool_error
 
 
@@ -254,6 +255,7 @@ class WarmBackend(LocalBackend):
                         s.startup_timeout,
                         task_dir=task_dir,
                         resume=resume,
+                        prices=s.prices,
                     )
                 except SessionNotOpenedError as exc:
                     hung = exc
@@ -299,6 +301,8 @@ class _TurnRecord:
                     input_cache_read=self.usage[2],
                     input_cache_creation=self.usage[3],
                 )
+        elif kind == "CheckpointTaken" and live is not None and isinstance(payload.get("id"), str):
+            live.checkpoint = payload["id"]
         elif kind == "TurnEnd":
             self._close_step()
             self.ended = True
@@ -334,6 +338,7 @@ async def run_remote_turn(
     *,
     task_dir: Path | None = None,
     resume: str | None = None,
+    prices: Mapping[str, ModelPrice] | None = None,
 ) -> None:
     """One session on `engine` for `task`: its prompt to the end (or its time limit), the
     approvals answered by the task's policy, `result` filled as events arrive; `slot` is
@@ -370,14 +375,23 @@ async def run_remote_turn(
     opening = anyio.CancelScope()  # (its deadline is set once the engine takes the open: `_in_turn`)
     try:
         tools = [t.spec() for t in task.tools]
+        hello = _budget_hello(task, prices) or {}
+        hello.setdefault("capabilities", {})["supports_checkpoints"] = True  # CheckpointTaken events
         if resume is None:  # created and attached on one connection
             where = str(work_dir)
             opened = RemoteSession.create(
-                engine.ws_base, engine.token, work_dir=where, on_request=on_request, external_tools=tools
+                engine.ws_base,
+                engine.token,
+                work_dir=where,
+                on_request=on_request,
+                external_tools=tools,
+                initialize=hello,
             )
         else:
             url = f"{engine.ws_base}/ws/sessions/{resume}"
-            opened = RemoteSession.attach(url, engine.token, on_request=on_request, external_tools=tools)
+            opened = RemoteSession.attach(
+                url, engine.token, on_request=on_request, external_tools=tools, initialize=hello
+            )
         with opening:
             async with _attach_errors(), _in_turn(engine, opened, opening, open_timeout) as session:
                 opening.deadline = math.inf  # open: from here the task's time limit rules
@@ -389,7 +403,7 @@ async def run_remote_turn(
                 with anyio.move_on_after(task.time_limit + cancel_grace):
                     with anyio.move_on_after(task.time_limit) as soft:
                         try:
-                            async for event in session.prompt(turn_prompt(task, resume)):
+                            async for event in session.prompt(turn_prompt(task, result.resumed)):
                                 record.absorb(event, result)
                         except RuntimeError:
                             pass  # the engine's error answer, kept in session.last_error
@@ -437,7 +451,7 @@ async def _in_turn(
 @asynccontextmanager
 async def _attach_errors() -> AsyncGenerator[None]:
     """A refused WebSocket (the engine could not open the session: a bad configuration, …)
-    as one `EngineError` with the server's reason, instead of a group of network errors."""
+    as one `EngineStartError` with the server's reason, instead of a group of network errors."""
     try:
         yield
     except Exception as exc:
@@ -450,7 +464,7 @@ async def _attach_errors() -> AsyncGenerator[None]:
             except ValueError:
                 detail = body.decode("utf-8", "replace")
             status = getattr(response, "status_code", "?")
-            raise EngineError(f"the engine refused the session (HTTP {status}): {detail}") from None
+            raise EngineStartError(f"the engine refused the session (HTTP {status}): {detail}") from None
         if leaf is not exc:
             raise leaf from None
         raise
@@ -470,11 +484,26 @@ async def _cancel_quietly(engine: ServeEngine, session_id: str) -> None:
         pass
 
 
+def _budget_hello(task: Task, prices: Mapping[str, ModelPrice] | None) -> dict[str, Any] | None:
+    """What `initialize` says of the task's budget (and the run's prices, which price it)."""
+    if task.budget is None:
+        return None
+    from soulwire.wire.pricing import price_table
+
+    hello: dict[str, Any] = {
+        "capabilities": {"supports_budget": True},
+        "budget": task.budget.model_dump(mode="json", exclude_unset=True),
+    }
+    if prices:
+        hello["prices"] = price_table(prices)
+    return hello
+
+
 def _judge(result: TaskResult, outcome: Any, record: _TurnRecord) -> None:
     if outcome == "finished":
         return
-    if outcome == "max_steps_reached":
-        result.status, result.reason = "failed", "max_steps_reached"
+    if outcome in ("max_steps_reached", "budget_exceeded"):
+        result.status, result.reason = "failed", outcome
     elif outcome == "cancelled":
         result.status, result.reason = "cancelled", "the turn was cancelled"
     elif outcome is None and not record.ended:

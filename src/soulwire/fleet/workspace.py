@@ -12,12 +12,14 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from soulwire.fleet.errors import FleetError
+
 IGNORED_IN_DIFF = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 MAX_DIFF_CHARS = 200_000
 _MAX_TEXT_BYTES = 2_000_000
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(FleetError):
     """The workspace could not be prepared or compared (one line)."""
 
 

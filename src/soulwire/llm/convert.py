@@ -70,7 +70,7 @@ def tool_input(call: ToolCall) -> dict[str, Any]:
         value = json.loads(call.function.arguments or "{}")
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    return value if isinstance(value, dict) else {}
 
 
 def _texts(parts: Sequence[Any]) -> list[str]:

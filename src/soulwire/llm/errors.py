@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import re
 
+from soulwire.errors import SoulwireError
+
 # 529 is Anthropic's "overloaded": transient like a 503, so it is retried too.
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 
 
-class ChatProviderError(Exception):
-    """A model call failed. Not retried unless a subclass says so."""
+class ProviderError(SoulwireError):
+    """A model call failed. Not retried unless a subclass says so. (The SDK's
+    `ChatProviderError` is what a client receives for it: JSON-RPC -32003.)"""
 
     retryable = False
     status_code: int | None = None
 
     @property
     def error_type(self) -> str:
-        return type(self).__name__
+        """The name clients (`StepRetry.error_type`) and StopFailure hooks see: the class's, the
+        root's under the reference's name."""
+        cls = type(self)
+        return "ChatProviderError" if cls is ProviderError else cls.__name__
 
 
-class APIStatusError(ChatProviderError):
+class APIStatusError(ProviderError):
     """The provider answered with an HTTP error status."""
 
     def __init__(self, status_code: int, message: str, *, retry_after: float | None = None) -> None:
@@ -28,7 +34,7 @@ class APIStatusError(ChatProviderError):
         self.retry_after = retry_after
 
     @property
-    def retryable(self) -> bool:  # type: ignore[override]
+    def retryable(self) -> bool:
         return self.status_code in RETRYABLE_STATUS
 
 
@@ -61,7 +67,7 @@ def status_error(status_code: int, message: str, *, retry_after: float | None = 
     return APIStatusError(status_code, message, retry_after=retry_after)
 
 
-class APIConnectionError(ChatProviderError):
+class APIConnectionError(ProviderError):
     retryable = True
 
 
@@ -69,21 +75,21 @@ class APITimeoutError(APIConnectionError):
     retryable = True
 
 
-class APIEmptyResponseError(ChatProviderError):
+class APIEmptyResponseError(ProviderError):
     """The model produced no text and no tool call (thinking alone counts as empty)."""
 
     retryable = True
 
 
-class MalformedResponseError(ChatProviderError):
+class MalformedResponseError(ProviderError):
     """The provider sent something that is not its documented format (never retried)."""
 
 
-class LLMNotSet(Exception):
+class LLMNotSet(SoulwireError):
     """No usable model is configured."""
 
 
-class LLMNotSupported(Exception):
+class LLMNotSupported(SoulwireError):
     """The input needs capabilities the model lacks."""
 
     def __init__(self, model: str, missing: list[str]) -> None:

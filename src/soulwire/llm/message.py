@@ -38,7 +38,7 @@ class Message(BaseModel):
         e.g. `"encrypted": null`), a lone text part written as a plain string."""
         record = {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
         content = record.get("content")
-        if isinstance(content, list) and len(content) == 1 and content[0].get("type") == "text":  # pyright: ignore[reportUnknownMemberType]
+        if isinstance(content, list) and len(content) == 1 and content[0].get("type") == "text":
             record["content"] = content[0]["text"]
         for call in record.get("tool_calls") or ():
             if call.get("extras") is None:

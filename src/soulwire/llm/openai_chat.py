@@ -84,7 +84,7 @@ def chat_usage(raw: Any) -> TokenUsage | None:
     `prompt_cache_hit_tokens` (DeepSeek)."""
     if raw is None:
         return None
-    get = raw.get if isinstance(raw, dict) else lambda key: getattr(raw, key, None)  # pyright: ignore[reportUnknownMemberType, reportUnknownLambdaType]
+    get = raw.get if isinstance(raw, dict) else lambda key: getattr(raw, key, None)  # pyright: ignore[reportUnknownLambdaType]
     prompt = _int(get("prompt_tokens"))
     details = get("prompt_tokens_details")
     cached = _int(

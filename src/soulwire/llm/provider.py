@@ -54,7 +54,7 @@ class StreamResult:
 
 class ChatProvider(Protocol):
     """A chat model. `stream` yields wire parts (text/think/media parts, ToolCall, ToolCallPart)
-    as they arrive and fills `result`; errors are `soulwire.llm.errors.ChatProviderError`."""
+    as they arrive and fills `result`; errors are `soulwire.llm.errors.ProviderError`."""
 
     @property
     def model_name(self) -> str: ...
@@ -63,6 +63,11 @@ class ChatProvider(Protocol):
     def capabilities(self) -> frozenset[str]: ...
 
     def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]: ...
+
+    async def aclose(self) -> None:
+        """Close what the provider holds open (its HTTP client's connections). The session that
+        owns it calls this when it ends; a later `stream` would open them again."""
+        ...
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from soulwire.config.scripts_file import ScriptsFileError, read_scripts, scripts_path
-from soulwire.llm.errors import APIConnectionError, APITimeoutError, ChatProviderError, status_error
+from soulwire.llm.errors import APIConnectionError, APITimeoutError, ProviderError, status_error
 from soulwire.llm.provider import ChatRequest, StreamResult
 from soulwire.wire.types import (
     AudioURLPart,
@@ -33,7 +33,7 @@ _CHECKPOINT_EVERY = 64  # parts between yields to the event loop: lets writers f
 _TOKEN_SPLIT = re.compile(r"[\s,]+")
 
 
-class ScriptError(ChatProviderError):
+class ScriptError(ProviderError):
     """A script is malformed (never retried)."""
 
 
@@ -46,7 +46,7 @@ class Script:
         self.parts: list[WireModel] = []
         self.message_id: str | None = None
         self.usage: TokenUsage | None = None
-        self.error: ChatProviderError | None = None
+        self.error: ProviderError | None = None
 
 
 def _unquote(text: str) -> str:
@@ -73,7 +73,7 @@ def _object(payload: str) -> dict[str, Any]:
         value = json.loads(text)
         if not isinstance(value, dict):
             raise ValueError("expected a JSON object")
-        return value  # pyright: ignore[reportUnknownVariableType]
+        return value
     return _key_values(text)
 
 
@@ -121,7 +121,7 @@ def _usage(payload: str) -> TokenUsage:
     return TokenUsage(**{k: int(v) for k, v in obj.items() if k in TokenUsage.model_fields})
 
 
-def _error(payload: str) -> ChatProviderError:
+def _error(payload: str) -> ProviderError:
     head, _, rest = payload.strip().partition(" ")
     rest = rest.strip()
     if head.lower() == "connection":
@@ -248,48 +248,51 @@ async def _play(script: str, result: StreamResult) -> AsyncIterator[WireModel]:
         raise ScriptError(NO_PARTS)
 
 
-class ScriptedEchoProvider:
+class _OfflineProvider:
+    """What the offline providers share: declared capabilities, nothing to close."""
+
+    def __init__(self, *, capabilities: frozenset[str] = frozenset()) -> None:
+        self._capabilities = capabilities
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self._capabilities
+
+    async def aclose(self) -> None:
+        """Nothing is held open."""
+
+
+class ScriptedEchoProvider(_OfflineProvider):
     """`_scripted_echo`: every model call (steps, retries, compaction) pops the next script."""
 
     def __init__(
         self, scripts: list[str], *, capabilities: frozenset[str] = frozenset(), trace: bool = False
     ) -> None:
+        super().__init__(capabilities=capabilities)
         self._scripts = deque(scripts)
         self._calls = 0
-        self._capabilities = capabilities
         self._trace = trace
 
     @property
     def model_name(self) -> str:
         return "scripted_echo"
 
-    @property
-    def capabilities(self) -> frozenset[str]:
-        return self._capabilities
-
     def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
         self._calls += 1
         if not self._scripts:
-            raise ChatProviderError(f"ScriptedEchoChatProvider exhausted at turn {self._calls}.")
+            raise ProviderError(f"ScriptedEchoChatProvider exhausted at turn {self._calls}.")
         text = self._scripts.popleft()
         if self._trace:
             sys.stderr.write(f"[scripted_echo] call {self._calls}:\n{text}\n")
         return _play(text, result)
 
 
-class EchoProvider:
+class EchoProvider(_OfflineProvider):
     """`_echo`: the last user message is the script."""
-
-    def __init__(self, *, capabilities: frozenset[str] = frozenset()) -> None:
-        self._capabilities = capabilities
 
     @property
     def model_name(self) -> str:
         return "echo"
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        return self._capabilities
 
     def stream(self, request: ChatRequest, result: StreamResult) -> AsyncIterator[WireModel]:
         last = next((m for m in reversed(request.history) if m.role == "user"), None)

@@ -27,8 +27,8 @@ from soulwire.llm.errors import (
     APIConnectionError,
     APITimeoutError,
     AuthenticationError,
-    ChatProviderError,
     MalformedResponseError,
+    ProviderError,
     status_error,
 )
 from soulwire.llm.provider import ChatRequest, StreamResult
@@ -118,9 +118,9 @@ def retry_after(headers: Mapping[str, str] | None) -> float | None:
 def error_detail(body: object) -> str:
     """The human part of an error body: `error.message` in the OpenAI and Anthropic shapes."""
     if isinstance(body, Mapping):
-        inner: Any = body.get("error", body)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        inner: Any = body.get("error", body)
         if isinstance(inner, Mapping):
-            message = inner.get("message")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            message = inner.get("message")
             if isinstance(message, str) and message:
                 return message
         if isinstance(inner, str) and inner:
@@ -134,11 +134,11 @@ def error_detail(body: object) -> str:
 def _error_kind(body: object) -> str | int | None:
     if not isinstance(body, Mapping):
         return None
-    inner: Any = body.get("error", body)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    inner: Any = body.get("error", body)
     if not isinstance(inner, Mapping):
         return None
     for key in ("code", "type"):
-        value = inner.get(key)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        value = inner.get(key)
         if isinstance(value, int | str) and value:
             return value
     return None
@@ -146,7 +146,7 @@ def _error_kind(body: object) -> str | int | None:
 
 @dataclass
 class ErrorMapper:
-    """Turns whatever an SDK raised into a ChatProviderError with a clean, secret-free text."""
+    """Turns whatever an SDK raised into a ProviderError with a clean, secret-free text."""
 
     label: str
     """Names the provider in messages, e.g. "provider 'moonshot' (model 'kimi-k2.6')"."""
@@ -156,8 +156,8 @@ class ErrorMapper:
     oauth: bool = False
     key_hint: str = ""
 
-    def __call__(self, exc: BaseException) -> ChatProviderError:
-        if isinstance(exc, ChatProviderError):
+    def __call__(self, exc: BaseException) -> ProviderError:
+        if isinstance(exc, ProviderError):
             return exc
         sdk, httpx = self.sdk, self.httpx
         if isinstance(exc, sdk.APITimeoutError | httpx.TimeoutException):
@@ -174,11 +174,11 @@ class ErrorMapper:
             return self.stream_error(raised.body, fallback=str(raised.message))
         if isinstance(exc, ValueError):  # undecodable SSE data
             return MalformedResponseError(self.redact(f"Malformed response from {self.label}: {exc}"))
-        return ChatProviderError(self.redact(f"{type(exc).__name__} from {self.label}: {exc}"))
+        return ProviderError(self.redact(f"{type(exc).__name__} from {self.label}: {exc}"))
 
     def status(
         self, status: int, body: object, headers: Mapping[str, str] | None, *, fallback: str = ""
-    ) -> ChatProviderError:
+    ) -> ProviderError:
         if status < 400:
             return self.stream_error(body, fallback=fallback)
         detail = self.redact(error_detail(body) or fallback or "no details")
@@ -192,14 +192,14 @@ class ErrorMapper:
         text = f"HTTP {status} from {self.label}: {detail}"
         return status_error(status, text, retry_after=retry_after(headers))
 
-    def stream_error(self, body: object, *, fallback: str = "") -> ChatProviderError:
+    def stream_error(self, body: object, *, fallback: str = "") -> ProviderError:
         """An error reported inside a stream that started with HTTP 200."""
         kind = _error_kind(body)
         detail = self.redact(error_detail(body) or fallback or "unknown error")
         status = kind if isinstance(kind, int) else _STREAM_ERROR_STATUS.get(str(kind or ""))
         if status is not None and status >= 400:
             return self.status(status, body, None, fallback=fallback)
-        return ChatProviderError(f"{self.label} reported an error while streaming: {detail}")
+        return ProviderError(f"{self.label} reported an error while streaming: {detail}")
 
 
 class SharedClients:
@@ -231,6 +231,13 @@ class SharedClients:
         with self._lock:
             if self._clients.get(key) is client:
                 del self._clients[key]
+
+    async def aclose(self) -> None:
+        """Close every client handed out (the host's sessions have ended)."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await _close_quietly(client)
 
 
 SHARED_CLIENTS = SharedClients()
@@ -264,18 +271,57 @@ class LazyClient:
             return self._client
 
     async def reset(self) -> None:
+        """Drop the client after a connection failure: the next request builds a new one."""
+        await self._drop(failed=True)
+
+    async def aclose(self) -> None:
+        """Close the client's connections; a shared client stays open for the other sessions
+        (`SHARED_CLIENTS.aclose` closes it)."""
+        await self._drop(failed=False)
+
+    async def _drop(self, *, failed: bool) -> None:
         with self._lock:
             client, self._client = self._client, None
             shared, self._shared = self._shared, None
         if client is None:
             return
-        if shared is not None:  # others may be streaming on it: the finalizer closes it
-            SHARED_CLIENTS.forget(shared, client)
+        if shared is not None:  # others may be streaming on it
+            if failed:  # no new session gets it; the finalizer closes it once none holds it
+                SHARED_CLIENTS.forget(shared, client)
             return
-        try:
-            await client.close()
-        except Exception:
-            pass  # closing a broken pool must not mask the error being handled
+        await _close_quietly(client)
+
+
+async def _close_quietly(client: Any) -> None:
+    """Close an SDK client; closing a broken pool must not mask the error being handled."""
+    try:
+        await client.close()
+    except Exception:
+        pass
+
+
+def _needs_tls(base_url: str) -> bool:
+    """Whether requests to `base_url` go over TLS (anything but plain `http://`)."""
+    return base_url[:7].lower() != "http://"
+
+
+def _load_tls() -> None:
+    """The shared TLS context, built now (the CA bundle read)."""
+    shared_tls_context(importlib.import_module("httpx2"))
+
+
+_NO_CA: list[Any] = []
+
+
+def _no_ca_context() -> Any:
+    """The TLS context of a client whose base URL is plain HTTP: nothing to verify, so no CA
+    bundle is read (a first request's largest cost after the SDK's import). It trusts no
+    certificate, so a redirect or proxy that would need TLS fails instead of going unchecked."""
+    if not _NO_CA:
+        import ssl
+
+        _NO_CA.append(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))  # verifies, with no CA to trust
+    return _NO_CA[0]
 
 
 def _close_soon(http_client: Any) -> None:
@@ -385,10 +431,21 @@ class SDKAdapter(ABC, Generic[SettingsT]):
 
     def preload(self) -> None:
         """Import the SDK and build its client: the import, the HTTP stack and the TLS
-        context (it reads the CA bundle) are most of a first request's own cost. A request
-        goes through the client's generic `post`, so none of the SDK's lazily imported
-        resources (and their types) is needed after that."""
+        context are most of a first request's own cost. The TLS context reads the CA bundle
+        in OpenSSL, which lets other threads run meanwhile: it is built in a thread of its
+        own while this one imports the SDK. A request goes through the client's generic
+        `post`, so none of the SDK's lazily imported resources (and their types) is needed
+        after that."""
+        tls: threading.Thread | None = None
+        if _needs_tls(self.settings.base_url):
+            tls = threading.Thread(target=_load_tls, name="soulwire-tls-preload", daemon=True)
+            tls.start()
         self._client.get()
+        if tls is not None:
+            tls.join()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
 
     def _client_key(self) -> tuple[Any, ...]:
         """What the built client depends on (adapters with the same key may share one)."""
@@ -409,7 +466,8 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         timeout = sdk_timeout(httpx, s.env)
         # The SDK's own HTTP client class (its connection limits, redirects, keep-alive), with
         # the shared TLS context instead of a new one per client.
-        http_client = sdk.DefaultAsyncHttpxClient(verify=shared_tls_context(httpx), timeout=timeout)
+        verify = shared_tls_context(httpx) if _needs_tls(s.base_url) else _no_ca_context()
+        http_client = sdk.DefaultAsyncHttpxClient(verify=verify, timeout=timeout)
         client = getattr(sdk, self.client_class)(
             api_key=s.api_key or "EMPTY",  # servers without auth still get a well-formed header
             base_url=s.base_url,

@@ -11,6 +11,8 @@ agent:
   exclude_tools: [Shell]
   subagents:
     fixer: {path: ./fixer.yaml, description: "Fixes what the review found."}
+  acp_agents:                # other ACP agents as sub-agent types (as `[acp_agents]` in config)
+    kimi: {command: [kimi, acp], description: "The Kimi CLI."}
 ```
 
 `extend` starts from another file: every key given here replaces the base's, except
@@ -52,7 +54,7 @@ KNOWN_TOOLS = frozenset(
 configured; `ReadMediaFile` only to a model that takes images or video."""
 _KEYS = {
     "extend", "name", "system_prompt_path", "system_prompt_args", "model", "when_to_use", "tools",
-    "allowed_tools", "exclude_tools", "subagents",
+    "allowed_tools", "exclude_tools", "subagents", "acp_agents",
 }  # fmt: skip
 _VARIABLE = re.compile(r"\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
 
@@ -81,6 +83,8 @@ class AgentSpec:
     allowed_tools: list[str] | None = None
     exclude_tools: list[str] = field(default_factory=list)
     subagents: dict[str, SubagentRef] = field(default_factory=dict)
+    acp_agents: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Other ACP agents as sub-agent types; checked where they are used (`acp_delegate`)."""
 
     def tool_names(self) -> list[str]:
         """The tools this agent offers, in its order."""
@@ -133,13 +137,13 @@ def _load(path: Path, *, seen: tuple[Path, ...]) -> AgentSpec:
         ) from None
     if not isinstance(data, dict):
         raise AgentSpecError(f"agent file {path}: expected a mapping with `version` and `agent`")
-    version = str(data.get("version", "1"))  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+    version = str(data.get("version", "1"))
     if version not in SPEC_VERSIONS:
         raise AgentSpecError(f"agent file {path}: unsupported version {version!r} (supported: 1)")
-    raw = data.get("agent") or {}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    raw = data.get("agent") or {}
     if not isinstance(raw, dict):
         raise AgentSpecError(f"agent file {path}: `agent` must be a mapping")
-    agent: dict[str, Any] = {str(k): v for k, v in raw.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    agent: dict[str, Any] = {str(k): v for k, v in raw.items()}
     unknown = sorted(set(agent) - _KEYS)
     if unknown:
         raise AgentSpecError(f"agent file {path}: unknown key `agent.{unknown[0]}`")
@@ -163,7 +167,7 @@ def _load(path: Path, *, seen: tuple[Path, ...]) -> AgentSpec:
     args = agent.get("system_prompt_args") or {}
     if not isinstance(args, dict):
         raise AgentSpecError(f"agent file {path}: `system_prompt_args` must be a mapping of names to text")
-    base.system_prompt_args = {**base.system_prompt_args, **{str(k): str(v) for k, v in args.items()}}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    base.system_prompt_args = {**base.system_prompt_args, **{str(k): str(v) for k, v in args.items()}}
     if agent.get("model") is not None:
         base.model = check.text("model", agent["model"])
     if agent.get("when_to_use") is not None:
@@ -176,6 +180,10 @@ def _load(path: Path, *, seen: tuple[Path, ...]) -> AgentSpec:
         base.exclude_tools = check.tools("exclude_tools", agent["exclude_tools"]) or []
     if "subagents" in agent:
         base.subagents = check.subagents(agent["subagents"])
+    if "acp_agents" in agent:
+        if not isinstance(agent["acp_agents"], dict):
+            raise check.fail("`acp_agents` must map names to {command, description}")
+        base.acp_agents = dict(agent["acp_agents"])
     return base
 
 
@@ -194,9 +202,9 @@ class _Checker:
     def tools(self, key: str, value: Any) -> list[str] | None:
         if value is None:
             return None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(f"`{key}` must be a list of tool names")
-        names = [tool_name(v) for v in value]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+        names = [tool_name(v) for v in value]
         for name in names:
             if name not in KNOWN_TOOLS:
                 raise self.fail(f"unknown tool {name!r} in `{key}` (known: {', '.join(sorted(KNOWN_TOOLS))})")
@@ -208,12 +216,12 @@ class _Checker:
         if not isinstance(value, dict):
             raise self.fail("`subagents` must map names to {path, description}")
         out: dict[str, SubagentRef] = {}
-        for name, entry in value.items():  # pyright: ignore[reportUnknownVariableType]
-            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):  # pyright: ignore[reportUnknownMemberType]
+        for name, entry in value.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
                 raise self.fail(f"sub-agent {name!r} needs a `path` (and a `description`)")
-            description = entry.get("description", "")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            path = Path(os.path.abspath(self.path.parent / str(entry["path"])))  # pyright: ignore[reportUnknownArgumentType]
-            out[str(name)] = SubagentRef(path, str(description))  # pyright: ignore[reportUnknownArgumentType]
+            description = entry.get("description", "")
+            path = Path(os.path.abspath(self.path.parent / str(entry["path"])))
+            out[str(name)] = SubagentRef(path, str(description))
         return out
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,9 +15,11 @@ import anyio
 import anyio.abc
 
 from soulwire import __version__
+from soulwire.config.loader import ConfigError
 from soulwire.config.model import Config, validate_config
 from soulwire.engine import hook_points
 from soulwire.engine.approvals import ApprovalBroker
+from soulwire.engine.budget import BudgetError, Ledger, Meter
 from soulwire.engine.bus import EventBus
 from soulwire.engine.client import ClientChannel, ExternalToolCaller
 from soulwire.engine.context import Context
@@ -24,17 +27,21 @@ from soulwire.engine.hooks import Hook, HookEngine
 from soulwire.engine.plan import PlanMode
 from soulwire.engine.plan_tools import EnterPlanMode, ExitPlanMode
 from soulwire.engine.questions import AskUserQuestion, QuestionAsker
+from soulwire.engine.recovery import close_interrupted_turn
 from soulwire.engine.skills import SkillCatalog, session_skills
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
 from soulwire.engine.state import StateKeeper
-from soulwire.engine.subagents import AgentTool, SubagentKind
+from soulwire.engine.subagents import AgentTool, SubagentKind, close_interrupted_subagents
 from soulwire.llm.env import configuration_hint
 from soulwire.llm.errors import LLMNotSet
 from soulwire.llm.registry import ResolvedModel, resolve_model
+from soulwire.runtime.model_switch import switch_model
+from soulwire.runtime.models import SessionModels
 from soulwire.runtime.options import SessionOptions
 from soulwire.runtime.sandbox import approval_mode, session_sandbox
 from soulwire.runtime.session import SessionHandle, open_session
+from soulwire.sessions.backend import SHARED_RECORD_WINDOW_S
 from soulwire.sessions.jsonl import warn_stderr
 from soulwire.tools.base import Tool, Toolset
 from soulwire.tools.builtin import default_tools
@@ -43,14 +50,18 @@ from soulwire.tools.commands import run_shell_command
 from soulwire.tools.external import ExternalTool, schema_problem
 from soulwire.tools.mcp_config import load_mcp_servers, tool_call_timeout_s
 from soulwire.wire import PROTOCOL_VERSION
-from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, StatusUpdate, TurnEnd, envelope
+from soulwire.wire.messages import ApprovalRequest, ApprovalResponse, StatusUpdate, envelope
+from soulwire.wire.model_switch import ModelChanged
 from soulwire.wire.types import WireModel
 
 if TYPE_CHECKING:
     from soulwire.runtime.agentspec import AgentSpec
+    from soulwire.sessions.lock import SessionLock
     from soulwire.tools.mcp_client import MCPManager
+    from soulwire.wire.budget import Budget, BudgetReport
 
-_NOT_RECORDED = (ApprovalRequest, ApprovalResponse)  # they travel outside the turn (spec §3.6)
+# Approvals travel outside the turn (spec §3.6); a model switch is a setting, kept in state.json.
+NOT_RECORDED = (ApprovalRequest, ApprovalResponse, ModelChanged)
 QUESTION_TOOLS = frozenset({"AskUserQuestion"})
 PLAN_TOOLS = frozenset({"EnterPlanMode", "ExitPlanMode"})
 
@@ -109,10 +120,14 @@ class Runtime:
     external_names: set[str] = field(default_factory=set)
     tasks: BackgroundTasks | None = None
     mcp: MCPManager | None = None
+    ledger: Ledger | None = None
+    """The session's budget and what it spent (engine/budget.py)."""
+    models: SessionModels | None = None
+    """Every model the session resolved (its providers are closed when it ends)."""
 
     def attach_client(self, channel: ClientChannel) -> None:
         """Route approvals, questions, client hooks and external tool calls to a connected client."""
-        self.broker._channel = channel  # pyright: ignore[reportPrivateUsage]
+        self.broker._channel = channel
         self.soul.client_tools = ExternalToolCaller(channel, self.bus)
         self.hooks.channel = channel
         self.questions.channel = channel
@@ -180,6 +195,8 @@ class Runtime:
                 await self.tasks.aclose()
             if self.mcp is not None:  # nor any MCP server process
                 await self.mcp.aclose()
+            if self.models is not None:  # nor a provider's connections
+                await self.models.aclose()
 
     def register_external_tools(self, tools: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
         """Register client tools; returns accepted names and rejected `{name, reason}`."""
@@ -206,6 +223,18 @@ class Runtime:
             accepted.append(name)
         return accepted, rejected
 
+    def update_budget(self, update: Budget | None, prices: dict[str, Any] | None = None) -> BudgetReport:
+        """Apply a budget update and prices (`initialize`'s `budget` and `prices`, `set_budget`,
+        `/budget`). Raises, changing nothing, ValueError for a malformed price table and
+        BudgetError for a money limit on a model without a price."""
+        from soulwire.wire.pricing import parse_prices
+
+        assert self.ledger is not None
+        model = self.soul.model
+        self.ledger.update(update, parse_prices(prices or {}), model=model.model_name if model else None)
+        self.state.save_if_changed(wait=False)
+        return self.ledger.report()
+
     def save_state(self) -> None:
         """Write state.json now if anything in it changed (e.g. after set_plan_mode)."""
         self.state.save_if_changed()
@@ -221,8 +250,12 @@ class Runtime:
         self.session.close(exit_ok=exit_ok)
 
 
-def build_runtime(options: SessionOptions, channel: ClientChannel | None = None) -> Runtime:
-    """Build a session's runtime. Raises ConfigError for unusable configuration."""
+def build_runtime(
+    options: SessionOptions, channel: ClientChannel | None = None, *, lock: SessionLock | None = None
+) -> Runtime:
+    """Build a session's runtime. Raises ConfigError for unusable configuration (and
+    SessionHeldError when another process holds the session; `lock`: this process holds it
+    already)."""
     config = validate_config(options.raw_config, options.config_path or "--config")
     loop = config.loop_control
     updates: dict[str, Any] = {}
@@ -235,18 +268,17 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     if updates:
         loop = loop.model_copy(update=updates)
     try:
-        model = resolve_model(config, model_alias=options.model_alias, thinking=options.thinking)
+        model = resolve_model(config, model_alias=options.model, thinking=options.thinking)
         model_error = None if model else configuration_hint(options.config_path, options.share_dir)
     except LLMNotSet as exc:  # a model is named but unusable: prompts answer -32001 with why
         model, model_error = None, str(exc)
-    session = open_session(options, protocol_version=PROTOCOL_VERSION)
-    bus = EventBus()
-    if session.store.has_open_turn():
-        # The last process died inside a turn: close it, so a replay is well formed.
-        session.store.record_wire(envelope(TurnEnd()))
+    _check_budget(config, model)
+    session = open_session(options, protocol_version=PROTOCOL_VERSION, lock=lock)
+    shared = options.stores is not None and options.stores.shared
+    bus = EventBus(merge_window_s=SHARED_RECORD_WINDOW_S if shared else None)
 
     def record(message: WireModel) -> None:
-        if not isinstance(message, _NOT_RECORDED):
+        if not isinstance(message, NOT_RECORDED):
             session.store.record_wire(envelope(message))
             session.announce()
 
@@ -270,6 +302,11 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         arguments = builtin_args(options.work_dir, list(options.add_dirs), skills.prompt_section())
         prompt = render_system_prompt(agent, arguments)
     context = Context(session.store, prompt)
+    # The last process may have died inside a turn: close it in both records (and the turns
+    # of the sub-agents it was running), so that the model and every face know.
+    left_running = close_interrupted_turn(session.store, context)
+    if left_running:
+        close_interrupted_subagents(session.store.dir, left_running, PROTOCOL_VERSION)
     toolset = Toolset()
     soul = Soul(
         bus=bus,
@@ -285,12 +322,14 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     )
     keeper = StateKeeper(session.store, broker, soul.state, add_dirs=[str(d) for d in options.add_dirs])
     keeper.restore()
+    ledger = _ledger(config, bus, keeper)
+    soul.meter = Meter(ledger)
     soul.additional_dirs = _workspace_dirs(options, keeper.state)
     soul.sandbox = sandbox = session_sandbox(options, config, keeper.state, soul.additional_dirs)
     if options.afk:
         soul.state["afk"] = True  # --afk is remembered by the session; print mode's afk is not
     plan = PlanMode(soul.state, plans_dir=options.share_dir / "plans", session_id=session.id)
-    if options.plan or (config.default_plan_mode and not session.resumed):
+    if options.plan_mode or (config.default_plan_mode and not session.resumed):
         plan.set(True)
     soul.plan = plan
     soul.plan_mode = lambda: plan.enabled
@@ -304,13 +343,14 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     )
     tasks = _background_tasks(config, session)
     soul.background = tasks
+    models = SessionModels(config, options, model)
     agent_tool = AgentTool(
         soul,
         broker,
         session.store.dir,
         PROTOCOL_VERSION,
         jobs=tasks,
-        models=_models_of(config, options),
+        models=models,
         background_timeout_s=config.background.agent_task_timeout_s,
     )
     tools: list[Tool] = [
@@ -328,6 +368,9 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
     if agent is not None:
         tools = _agent_tools(agent, tools, soul)
         agent_tool.kinds = _subagent_kinds(agent, options, skills)
+    acp_agents = {**(options.raw_config.get("acp_agents") or {}), **(agent.acp_agents if agent else {})}
+    if acp_agents:  # other ACP agents as sub-agents (else the module is not even imported)
+        _add_acp_agents(agent_tool, {"acp_agents": acp_agents})
     for tool in tools:
         toolset.add(tool)
     if (options.share_dir / "plugins").is_dir():  # else the module is not even imported
@@ -337,7 +380,18 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
         options, config, session, bus, soul, broker, toolset, keeper, soul.hooks, plan, questions
     )
     runtime.tasks = tasks
+    runtime.ledger = ledger
+    runtime.models = models
+    soul.switch_model = partial(switch_model, runtime)
     runtime.mcp = soul.mcp = _mcp_manager(options, config, toolset)
+    if config.checkpoints.enabled if options.checkpoints is None else options.checkpoints:
+        from soulwire.runtime.checkpoints import enable_checkpoints
+
+        enable_checkpoints(runtime)
+    if (options.overlay or config.overlay) != "off" or (session.store.dir / "overlay").exists():
+        from soulwire.runtime.overlay import enable_overlay
+
+        enable_overlay(runtime)
     if log.isEnabledFor(logging.INFO):  # --verbose / --debug
         log.info(
             "soulwire %s: session %s (%s) in %s; model %s; agent %s; tools %s; %d skill(s)%s",
@@ -352,6 +406,24 @@ def build_runtime(options: SessionOptions, channel: ClientChannel | None = None)
             "".join(f"\n  skill {s.name} [{s.scope}] {s.path}" for s in skills.skills),
         )
     return runtime
+
+
+def _check_budget(config: Config, model: ResolvedModel | None) -> None:
+    """A money limit for a model without a price is refused before the session opens
+    (ConfigError: one line, exit 2)."""
+    try:
+        Ledger(config.budgets, config.prices).check_model(model.model_name if model else None)
+    except BudgetError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _ledger(config: Config, bus: EventBus, keeper: StateKeeper) -> Ledger:
+    """The session's budget ledger, going on from the totals state.json kept."""
+    from soulwire.engine.budget import STATE_KEY
+
+    ledger = Ledger(config.budgets, config.prices, bus.emit, saved=keeper.state.get(STATE_KEY))
+    keeper.extras[STATE_KEY] = ledger.saved
+    return ledger
 
 
 def _add_plugin_tools(plugins_dir: Path, config: Config, toolset: Toolset) -> None:
@@ -393,6 +465,17 @@ def _agent_tools(agent: AgentSpec, built: list[Tool], soul: Soul) -> list[Tool]:
     return chosen
 
 
+def _add_acp_agents(agent_tool: AgentTool, raw_config: dict[str, Any]) -> None:
+    from soulwire.config.loader import ConfigError
+    from soulwire.engine.acp_delegate import delegates_of, describe
+
+    try:
+        delegates = delegates_of(raw_config)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    agent_tool.delegate_to(delegates, describe(list(delegates.values())))
+
+
 def _subagent_kinds(
     agent: AgentSpec, options: SessionOptions, skills: SkillCatalog
 ) -> dict[str, SubagentKind]:
@@ -419,22 +502,6 @@ def _mcp_manager(options: SessionOptions, config: Config, toolset: Toolset) -> M
     return MCPManager(
         servers, toolset, call_timeout_s=tool_call_timeout_s(config.mcp), share=options.share_dir
     )
-
-
-def _models_of(config: Config, options: SessionOptions) -> Callable[[str], ResolvedModel]:
-    """Sub-agents' models by alias (the Agent tool's `model`), each resolved once."""
-    resolved: dict[str, ResolvedModel] = {}
-
-    def model_of(alias: str) -> ResolvedModel:
-        if alias not in config.models:
-            raise LookupError(alias)
-        if alias not in resolved:
-            model = resolve_model(config, model_alias=alias, thinking=options.thinking)
-            assert model is not None  # (an alias of the configuration always names a model)
-            resolved[alias] = model
-        return resolved[alias]
-
-    return model_of
 
 
 def _background_tasks(config: Config, session: SessionHandle) -> BackgroundTasks:

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from soulwire.wire.session_settings import SessionSettings
+
+if TYPE_CHECKING:
+    from soulwire.sessions.backend import SessionStores
 
 
 @dataclass
-class SessionOptions:
+class SessionOptions(SessionSettings):
+    """The session's settings (`SessionSettings`: model, thinking, yolo, limits, sandbox,
+    approval, plan mode; per session, so hosts of many sessions, `serve` and fleets, set them
+    too) and what the engine needs besides to open it."""
+
     work_dir: Path
     share_dir: Path
     raw_config: dict[str, Any] = field(default_factory=dict)
     config_path: Path | None = None
-    model_alias: str | None = None
-    thinking: bool | None = None
-    yolo: bool = False
     afk: bool = False
-    plan: bool = False
     session_id: str | None = None
     continue_last: bool = False
-    max_steps_per_turn: int | None = None
     max_retries_per_step: int | None = None
     max_ralph_iterations: int | None = None
     agent: str | None = None
@@ -31,13 +35,9 @@ class SessionOptions:
     mcp_config_files: list[Path] = field(default_factory=list)
     mcp_configs: list[str] = field(default_factory=list)
     print_mode: bool = False
-    sandbox: str | None = None
-    """`off`, `read-only` or `workspace-write`; None: the session's stored mode, else the
-    config's. A per-session option, so hosts of many sessions (`serve`, fleets) can set it."""
-    sandbox_network: bool | None = None
-    """Network inside the sandbox; None: stored, else config (default off)."""
-    approval: str | None = None
-    """`ask` or `on-escape`; None: the config's `approval`."""
+    stores: SessionStores | None = None
+    """Where the session is kept (None: the share dir's files; `serve --store` passes its
+    PostgreSQL stores)."""
     keep_empty_session: bool = False
     """Keep the session's directory at close even when nothing was said (a server's session
     exists from its creation on)."""

@@ -9,9 +9,9 @@ from typing import Any, cast
 
 from soulwire.config.loader import ConfigError
 from soulwire.config.model import Config
-from soulwire.engine.approvals import ApprovalMode
 from soulwire.runtime.options import SessionOptions
-from soulwire.tools.sandbox import SANDBOX_MODES, SandboxMode, SandboxPolicy, bubblewrap_problem
+from soulwire.tools.sandbox import SandboxPolicy, bubblewrap_problem
+from soulwire.wire.session_settings import APPROVAL_MODES, SANDBOX_MODES, ApprovalMode
 
 STATE_KEY = "sandbox"
 """`state.json`: `{"mode": …, "network": …}` chosen for the session (flag or host), so a
@@ -39,7 +39,7 @@ def session_sandbox(
     if options.sandbox is not None or options.sandbox_network is not None:
         state[STATE_KEY] = {"mode": mode, "network": bool(network)}
     return SandboxPolicy.create(
-        cast(SandboxMode, mode),
+        mode,
         network=bool(network),
         work_dir=options.work_dir,
         add_dirs=add_dirs,
@@ -50,8 +50,6 @@ def session_sandbox(
 def approval_mode(options: SessionOptions, config: Config) -> ApprovalMode:
     """`ask` or `on-escape`: the options' (a host may set it per session), else the config's."""
     mode = options.approval or config.approval
-    if mode == "on-escape":
-        return "on-escape"
-    if mode != "ask":
-        raise ConfigError(f"invalid approval mode {mode!r}; one of: ask, on-escape")
-    return "ask"
+    if mode not in APPROVAL_MODES:
+        raise ConfigError(f"invalid approval mode {mode!r}; one of: {', '.join(APPROVAL_MODES)}")
+    return mode

@@ -6,17 +6,19 @@ from dataclasses import dataclass
 
 from soulwire.config.loader import ConfigError
 from soulwire.runtime.options import SessionOptions
+from soulwire.sessions.backend import FILE_STORES, HostedStore
 from soulwire.sessions.index import last_session_id, update_work_dir_index
 from soulwire.sessions.lock import SessionBusyError, SessionLock
 from soulwire.sessions.paths import is_valid_session_id, normalise_work_dir
-from soulwire.sessions.store import FileSessionStore, new_session_id
+from soulwire.sessions.store import new_session_id
 
 
 @dataclass(eq=False)  # compared by identity (and cheaper to define)
 class SessionHandle:
-    """One open session on disk, and the share-dir bookkeeping around it."""
+    """One open session (in the store the options chose), and the share-dir bookkeeping
+    around it."""
 
-    store: FileSessionStore
+    store: HostedStore
     resumed: bool
     lock: SessionLock | None = None
     keep_empty: bool = False
@@ -52,8 +54,7 @@ class SessionHandle:
 
     def _tidy(self, work_dir: str, *, exit_ok: bool) -> None:
         if self.is_empty() and not self.keep_empty:
-            if self.store.dir.exists():
-                self.store.delete()
+            self.store.delete()
             update_work_dir_index(self.store.share, work_dir, None, only_if=self.id)
         elif exit_ok:
             update_work_dir_index(self.store.share, work_dir, self.id)
@@ -73,18 +74,34 @@ def resolve_session_id(options: SessionOptions) -> str | None:
     return options.session_id
 
 
-def open_session(options: SessionOptions, *, protocol_version: str) -> SessionHandle:
+class SessionHeldError(ConfigError):
+    """The session is held by another process: `holder` names it (`pid`, `host`, `since`)."""
+
+    def __init__(self, busy: SessionBusyError) -> None:
+        super().__init__(str(busy))
+        self.session_id = busy.session_id
+        self.holder = busy.holder
+
+
+def lock_session(options: SessionOptions, session_id: str) -> SessionLock:
+    """Take the session's lock for this process, or raise SessionHeldError."""
+    try:
+        return SessionLock.acquire(options.share_dir, options.work_dir, session_id)
+    except SessionBusyError as exc:
+        raise SessionHeldError(exc) from None
+
+
+def open_session(
+    options: SessionOptions, *, protocol_version: str, lock: SessionLock | None = None
+) -> SessionHandle:
     """Open the session the options name. It counts as resumed when it has wire records
     (spec §7.2); an unknown id creates a session with exactly that id. The session is locked
-    for this process: one held elsewhere (a `soulwire serve`, another `--wire`) is a
-    ConfigError that names the holder."""
+    for this process (`lock`: taken already, by `lock_session`): one held elsewhere (a
+    `soulwire serve`, another `--wire`) is a SessionHeldError that names the holder."""
     session_id = resolve_session_id(options) or new_session_id()
-    try:
-        lock = SessionLock.acquire(options.share_dir, options.work_dir, session_id)
-    except SessionBusyError as exc:
-        raise ConfigError(str(exc)) from None
-    store = FileSessionStore(
-        options.share_dir, options.work_dir, session_id, protocol_version=protocol_version
-    )
+    stores = options.stores or FILE_STORES
+    if lock is None and not stores.shared:  # a shared store's replicas own sessions there instead
+        lock = lock_session(options, session_id)
+    store = stores.open(options.share_dir, options.work_dir, session_id, protocol_version=protocol_version)
     resumed = store.existed and store.has_wire_records()
     return SessionHandle(store, resumed=resumed, lock=lock, keep_empty=options.keep_empty_session)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from soulwire.engine.soul import tool_message
+from soulwire.engine.context import tool_message
 from soulwire.llm.message import Message
 from soulwire.wire.messages import StatusUpdate, StepBegin, ToolResult, TurnBegin, TurnEnd
 from soulwire.wire.types import TextPart, TokenUsage, ToolReturnValue, WireModel

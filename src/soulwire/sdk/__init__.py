@@ -20,6 +20,7 @@ know arrive as `UnknownMessage`. See docs/sdk.md. Depends on `soulwire.wire` onl
 from soulwire.sdk import errors
 from soulwire.sdk.approvals import Approval, ApprovalDecision, Question
 from soulwire.sdk.ask import ask, ask_result
+from soulwire.sdk.checkpoints import RewindConflictError
 from soulwire.sdk.errors import *  # noqa: F403 -- the error types, listed once in errors.__all__
 from soulwire.sdk.hooks import HOOK_EVENTS, Hook, HookEvent
 from soulwire.sdk.messages import (
@@ -64,6 +65,7 @@ __all__ = [
     "Replay",
     "ReplayResult",
     "ResultMessage",
+    "RewindConflictError",
     "ServerSessions",
     "Session",
     "SessionInfo",

@@ -171,7 +171,7 @@ _BUSY_METHODS = frozenset({"prompt", "replay", "initialize", "set_plan_mode"})
 def _is_busy(data: Any, method: str) -> bool:
     """Whether an INVALID_STATE error means "busy": by its `data.reason` (soulwire), else by
     the method it answers (kimi sends no data) — never by the message text."""
-    reason = data.get("reason") if isinstance(data, dict) else None  # pyright: ignore[reportUnknownMemberType]
+    reason = data.get("reason") if isinstance(data, dict) else None
     if isinstance(reason, str):
         return reason == jsonrpc.BUSY
     return method in _BUSY_METHODS

@@ -74,7 +74,7 @@ class HookEvent:
     @property
     def tool_input(self) -> dict[str, Any] | None:
         value = self.data.get("tool_input")
-        return value if isinstance(value, dict) else None  # pyright: ignore[reportUnknownVariableType]
+        return value if isinstance(value, dict) else None
 
     @property
     def prompt(self) -> str | None:
@@ -118,7 +118,7 @@ def as_hooks(value: Any) -> list[Hook]:
         return []
     items: list[Hook] = []
     if isinstance(value, Mapping):
-        for event, entry in value.items():  # pyright: ignore[reportUnknownVariableType]
+        for event, entry in value.items():
             entries: Any = [entry] if callable(entry) or isinstance(entry, Hook) else entry
             for one in entries:
                 if isinstance(one, Hook):
@@ -126,7 +126,7 @@ def as_hooks(value: Any) -> list[Hook]:
                         raise ConfigurationError(f"a {one.event} Hook is listed under {event!r}")
                     items.append(one)
                 else:
-                    items.append(Hook(str(event), one))  # pyright: ignore[reportUnknownArgumentType]
+                    items.append(Hook(str(event), one))
     else:
         for one in value:
             if not isinstance(one, Hook):
@@ -177,7 +177,7 @@ class HookDispatcher:
         event = HookEvent(
             event=str(payload.get("event") or hook.event),
             target=str(payload.get("target") or ""),
-            data=data if isinstance(data, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
+            data=data if isinstance(data, dict) else {},
             request_id=reply_id,
             subscription_id=hook.id,
         )

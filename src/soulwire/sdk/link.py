@@ -130,8 +130,14 @@ class ReconnectingStream:
                     address = self._address(again=True)
                     self._socket = await connect(address, **ws_options(address), ping_interval=None)
                 except InvalidStatus as exc:
-                    self.failure = f"the server refused to re-attach (HTTP {exc.response.status_code})"
-                    return
+                    status = exc.response.status_code
+                    if status < 500:
+                        self.failure = f"the server refused to re-attach (HTTP {status})"
+                        return
+                    # A replica on its way out (draining, its store down) or not up yet:
+                    # retry, as for a refused connection, until the reconnect timeout.
+                    await anyio.sleep(self._delay)
+                    continue
                 except (OSError, InvalidHandshake, TimeoutError):
                     await anyio.sleep(self._delay)
                     continue

@@ -74,7 +74,7 @@ class McpTool(Tool):
         if not isinstance(raw, dict):
             return tool_error("Arguments must be a JSON object", brief="Invalid arguments")
         try:
-            return await self._run(raw)  # pyright: ignore[reportUnknownArgumentType]
+            return await self._run(raw)
         except Exception as exc:  # the server's own failure, reported to the model
             return tool_error(f"MCP tool `{self.name}` of `{self.server}` failed: {exc}", brief="MCP error")
 

@@ -65,18 +65,19 @@ class Status:
     step: int
 
 
-StopReason = Literal["finished", "cancelled", "max_steps_reached", "error"]
-Limit = Literal["max_steps", "turn_timeout", "max_budget_usd"]
+StopReason = Literal["finished", "cancelled", "max_steps_reached", "budget_exceeded", "error"]
+Limit = Literal["max_steps", "turn_timeout", "max_budget_usd", "budget"]
 
 
 @dataclass(frozen=True, slots=True)
 class ResultMessage:
     """The end of a `query()`: always the last message, also when the run failed.
 
-    `stop_reason` is the engine's turn status (`finished`, `cancelled`, `max_steps_reached`;
-    a newer engine may add others) or `error` (then `error` says why). `limit` names the
-    limit that ended the run, if one did: `max_steps` (the engine's step limit),
-    `turn_timeout` or `max_budget_usd` (the SDK cancelled the turn)."""
+    `stop_reason` is the engine's turn status (`finished`, `cancelled`, `max_steps_reached`,
+    `budget_exceeded`; a newer engine may add others) or `error` (then `error` says why).
+    `limit` names the limit that ended the run, if one did: `max_steps` (the engine's step
+    limit), `max_budget_usd` or `budget` (a limit of `Options.budget`; the engine stopped the
+    turn), `turn_timeout` (the SDK cancelled the turn)."""
 
     session_id: str | None
     stop_reason: str
@@ -107,7 +108,7 @@ def parse_tool_input(arguments: str | None) -> dict[str, Any] | None:
         value = json.loads(arguments)
     except ValueError:
         return None
-    return value if isinstance(value, dict) else None  # pyright: ignore[reportUnknownVariableType]
+    return value if isinstance(value, dict) else None
 
 
 class MessageFolder:

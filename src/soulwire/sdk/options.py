@@ -16,6 +16,7 @@ from typing import Any
 
 from soulwire.ids import uuid4
 from soulwire.sdk.errors import ConfigurationError, EngineNotFoundError
+from soulwire.wire.session_settings import SessionSettings
 
 DEFAULT_EXECUTABLE = "soulwire"
 
@@ -41,33 +42,25 @@ def resolve_executable(executable: str | os.PathLike[str] | Sequence[str] | None
 
 
 @dataclass
-class LaunchOptions:
-    """Everything that goes on the engine's command line or into its environment."""
+class LaunchOptions(SessionSettings):
+    """Everything that goes on the engine's command line or into its environment: the
+    session's settings (`SessionSettings`: `model`, `thinking`, `yolo`, `max_steps_per_turn`,
+    `sandbox`, `sandbox_network`, `approval`, `plan_mode`) and how to start the engine."""
 
     executable: str | os.PathLike[str] | Sequence[str] | None = None
     args: Sequence[str] = ()
     """Extra command-line arguments, appended last."""
     work_dir: str | os.PathLike[str] | None = None
-    model: str | None = None
-    thinking: bool | None = None
-    yolo: bool = False
     session_id: str | None = None
     continue_session: bool = False
     config_file: str | os.PathLike[str] | None = None
     config: Mapping[str, Any] | str | None = None
     """A whole configuration (a dict is sent as JSON) instead of the engine's config file."""
-    max_steps_per_turn: int | None = None
     env: Mapping[str, str] | None = None
     """Variables added to (or, with inherit_env=False, instead of) this process's environment."""
     inherit_env: bool = True
     share_dir: str | os.PathLike[str] | None = None
     """The engine's data directory (config.toml, sessions): sets SOULWIRE_SHARE_DIR and KIMI_SHARE_DIR."""
-    sandbox: str | None = None
-    """Soulwire only: `off`, `read-only` or `workspace-write` (`--sandbox`)."""
-    sandbox_network: bool | None = None
-    """Soulwire only: network inside the sandbox (`--sandbox-network on|off`)."""
-    approval: str | None = None
-    """Soulwire only: `ask` or `on-escape` (`--approval`)."""
     add_dirs: Sequence[str | os.PathLike[str]] = ()
     """Extra directories the agent may work in besides `work_dir` (`--add-dir`, each)."""
     agent: str | None = None
@@ -78,8 +71,6 @@ class LaunchOptions:
     """MCP servers the engine itself connects to (`--mcp-config`; a dict is sent as JSON)."""
     skills_dirs: Sequence[str | os.PathLike[str]] = ()
     """Skills directories (`--skills-dir`, each)."""
-    plan_mode: bool = False
-    """Start in plan mode (`--plan`)."""
     _generated_id: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -119,20 +110,7 @@ class LaunchOptions:
         elif self.config is not None:
             text = self.config if isinstance(self.config, str) else json.dumps(dict(self.config))
             argv += ["--config", text]
-        if self.model is not None:
-            argv += ["--model", self.model]
-        if self.thinking is not None:
-            argv.append("--thinking" if self.thinking else "--no-thinking")
-        if self.yolo:
-            argv.append("--yolo")
-        if self.max_steps_per_turn is not None:
-            argv += ["--max-steps-per-turn", str(self.max_steps_per_turn)]
-        if self.sandbox is not None:
-            argv += ["--sandbox", self.sandbox]
-        if self.sandbox_network is not None:
-            argv += ["--sandbox-network", "on" if self.sandbox_network else "off"]
-        if self.approval is not None:
-            argv += ["--approval", self.approval]
+        argv += self.engine_flags()
         for directory in self.add_dirs:
             argv += ["--add-dir", os.path.abspath(os.fspath(directory))]
         if self.agent is not None:
@@ -144,8 +122,6 @@ class LaunchOptions:
             argv += ["--mcp-config", text]
         for directory in self.skills_dirs:
             argv += ["--skills-dir", os.path.abspath(os.fspath(directory))]
-        if self.plan_mode:
-            argv.append("--plan")
         argv += [str(a) for a in self.args]
         return argv
 
@@ -187,10 +163,13 @@ class Options(LaunchOptions):
     Permissions: `can_use_tool(name, input, context) -> Allow() | Deny(reason)` (instead of
     `on_approval`; see `soulwire.sdk.permissions`).
 
-    Limits (`query()`): `max_turns` (the engine's step limit per turn: sets
-    `max_steps_per_turn`), `turn_timeout` (seconds; the turn is cancelled), `max_budget_usd`
-    (the turn is cancelled once its cost reaches it), `prices` (model → `ModelPrice`, merged
-    over `pricing.DEFAULT_PRICES`; the model is `model`, or the `"*"` entry).
+    Limits: `budget` (a `soulwire.wire.Budget`, or a dict of its shape: limits on money,
+    tokens, time and tool calls per turn, session or tree, enforced by the engine; raise it
+    later with `Session.set_budget`), `max_budget_usd` (short for a per-turn money limit:
+    `budget={"turn": {"usd": X}}`), `prices` (model → `ModelPrice`, merged over
+    `pricing.DEFAULT_PRICES` and sent to the engine, which prices the budget with them; the
+    model is `model`, or the `"*"` entry). `query()` only: `max_turns` (the engine's step
+    limit per turn: sets `max_steps_per_turn`), `turn_timeout` (seconds; the turn is cancelled).
 
     Structured output (`query()`): `output_format`, a pydantic model class or a JSON Schema.
 
@@ -219,6 +198,8 @@ class Options(LaunchOptions):
     max_turns: int | None = None
     turn_timeout: float | None = None
     max_budget_usd: float | None = None
+    budget: Any = None
+    """A `soulwire.wire.Budget` or a dict of its shape (`{"tree": {"usd": 5}, "warn_at": 0.9}`)."""
     prices: Mapping[str, Any] | None = None
     output_format: Any = None
     """`query()` only: a pydantic model class or a JSON Schema dict the final answer must match."""
@@ -303,6 +284,33 @@ class Options(LaunchOptions):
                 f"max_budget_usd needs a price for the model ({self.model or 'not set'}): "
                 "pass prices={model_name: ModelPrice(...)} (or the key '*' for any model)"
             )
+        if self.budget is not None:
+            from pydantic import ValidationError
+
+            from soulwire.wire.budget import Budget
+
+            try:
+                self.budget = Budget.model_validate(self.budget)
+            except ValidationError as exc:
+                problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                raise ConfigurationError(f"budget: {problem}") from None
+
+    def engine_budget(self) -> dict[str, Any] | None:
+        """The budget sent to the engine in `initialize` (`budget` with `max_budget_usd` as
+        the turn's money limit), or None."""
+        from soulwire.wire.budget import Budget
+
+        budget: Budget | None = self.budget
+        if self.max_budget_usd is not None:
+            update = Budget.model_validate({"turn": {"usd": self.max_budget_usd}})
+            budget = update if budget is None else budget.updated(update)
+        return None if budget is None else budget.model_dump(mode="json", exclude_unset=True)
+
+    def engine_prices(self) -> dict[str, Any] | None:
+        """`prices` as the engine takes them in `initialize`."""
+        from soulwire.wire.pricing import price_table
+
+        return price_table(self.prices) if self.prices else None
 
     def _adapt_permissions(self) -> None:
         if self.can_use_tool is None:

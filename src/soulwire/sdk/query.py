@@ -30,7 +30,6 @@ from soulwire.sdk.pricing import price_for
 from soulwire.sdk.session import Session
 from soulwire.sdk.structured import OutputSpec, StructuredOutputError
 from soulwire.sdk.turn import Turn
-from soulwire.wire.messages import StatusUpdate
 from soulwire.wire.types import TextPart, TokenUsage, UserInput
 
 
@@ -120,8 +119,6 @@ async def run_turn(
     turn = session.prompt(user_input, text_as_str=True)  # the messages carry the text
     try:
         folder = MessageFolder()
-        price = price_for(opts.model, opts.prices)
-        budget = opts.max_budget_usd
         default = None if opts.on_approval is not None else to_decision(opts.approval_default)
         deadline = None if opts.turn_timeout is None else anyio.current_time() + opts.turn_timeout
         limit: Limit | None = None
@@ -131,33 +128,25 @@ async def run_turn(
                 if deadline is not None and limit is None:
                     batch: list[Any] | None = None
                     with anyio.move_on_after(deadline - anyio.current_time()):
-                        batch = await turn._batch()  # pyright: ignore[reportPrivateUsage]
+                        batch = await turn._batch()
                     if batch is None:  # the wait was cut: the turn is being cancelled
                         limit = "turn_timeout"
                         await turn.cancel(wait=False)
                         continue
                 else:
-                    batch = await turn._batch()  # pyright: ignore[reportPrivateUsage]
+                    batch = await turn._batch()
             except SDKError as exc:
                 error = exc
                 break
             if not batch:
                 break
-            over_budget = False
 
             def watch(item: Any) -> None:  # sees every event but the chunks that extend a run
-                nonlocal over_budget
-                if type(item) is StatusUpdate:
-                    if budget is not None and price is not None and item.token_usage is not None:
-                        over_budget = over_budget or price.cost(turn.usage) >= budget
-                elif default is not None and isinstance(item, Approval) and not item.answered:
+                if default is not None and isinstance(item, Approval) and not item.answered:
                     item.answer(default)  # nobody to ask: the declared default, at once
 
             for message in folder.feed_many(batch, watch):
                 yield message
-            if over_budget and limit is None:
-                limit = "max_budget_usd"
-                await turn.cancel(wait=False)
         for message in folder.flush():
             yield message
         yield _result(session, turn, opts, limit, error, t0, turns_before)
@@ -187,6 +176,8 @@ def _result(
         status, text = result.status, result.final_text
         if status == "max_steps_reached":
             limit = "max_steps"
+        elif status == "budget_exceeded":  # the engine enforces budgets (Options.budget)
+            limit = "max_budget_usd" if opts.max_budget_usd is not None else "budget"
         elif status != "cancelled":
             limit = None  # the turn ended on its own before the cancel landed
     return ResultMessage(

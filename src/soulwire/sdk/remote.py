@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlencode
@@ -50,8 +50,11 @@ class RemoteSession:
         reconnect_delay_s: float = 0.2,
         external_tools: list[dict[str, Any]] | None = None,
         create: dict[str, str] | None = None,
+        initialize: dict[str, Any] | None = None,
     ) -> None:
         self.url = url
+        self._initialize_extra = initialize or {}
+        """More `initialize` params (`budget`, `prices`, `capabilities` merged over ours)."""
         self.session_id: str | None = None
         """The session's id, from the server's `attached` notice."""
         self._create = create
@@ -79,6 +82,8 @@ class RemoteSession:
         `ToolCallRequest`s go to `on_request` like any request."""
         self._peer: Peer | None = None
         self._connected = anyio.Event()
+        self._attached = anyio.Event()  # the first `attached` notice: the backlog's extent is known
+        self._history_end = 0  # the server's last seq when we first attached: what came before us
         self._closing = False
         self._listener: MemoryObjectSendStream[dict[str, Any]] | None = None
         self._group: anyio.abc.TaskGroup | None = None
@@ -140,15 +145,17 @@ class RemoteSession:
 
     async def _supervise(self) -> None:
         from websockets.asyncio.client import connect
-        from websockets.exceptions import ConnectionClosed
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
 
         first = True
         while not self._closing:
             try:
                 address = self._query(again=not first)
                 socket = await connect(address, **ws_options(address))
-            except OSError:
-                if first:
+            except (OSError, InvalidStatus) as exc:
+                # Once attached, a refusal for a while is a replica on its way out (draining,
+                # its store down: 503) or one not up yet: try again, as for a refused connection.
+                if first or (isinstance(exc, InvalidStatus) and exc.response.status_code < 500):
                     raise
                 await anyio.sleep(self._delay)
                 continue
@@ -181,6 +188,9 @@ class RemoteSession:
         }
         if self._external_tools:
             params["external_tools"] = self._external_tools
+        extra = dict(self._initialize_extra)
+        params["capabilities"].update(extra.pop("capabilities", {}))
+        params.update(extra)
         return params
 
     def _seen(self, params: Any) -> bool:
@@ -207,12 +217,18 @@ class RemoteSession:
             self.complete = bool(params["complete"])
             if not self.complete:
                 self.last_seq = int(params.get("last_seq") or 0)
+            if not self._attached.is_set():
+                self._history_end = int(params.get("last_seq") or 0)
+                self._attached.set()
             return
         self._seen(params)
 
     def _on_event(self, params: Any) -> None:
         if not self._seen(params) or self._listener is None:
             return
+        seq = params.get("seq") if isinstance(params, dict) else None
+        if isinstance(seq, int) and seq <= self._history_end:
+            return  # the replayed backlog (an earlier turn's TurnEnd must not end this prompt)
         self._listener.send_nowait(params)
 
     def _on_server_request(self, params: Any, request_id: str) -> Any:
@@ -246,13 +262,15 @@ class RemoteSession:
 
         def settle(result: Any, error: BaseException | None) -> None:
             if error is None and isinstance(result, dict):
-                self.last_result = result  # pyright: ignore[reportUnknownMemberType]
+                self.last_result = result
             elif error is not None and not isinstance(error, PeerClosedError):
                 self.last_error = str(error)
-                send.send_nowait({"type": "_error", "payload": {"message": str(error)}})
+                with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    send.send_nowait({"type": "_error", "payload": {"message": str(error)}})
             answered.set()
 
         peer = await self._current_peer()
+        await self._attached.wait()
         peer.send_request("prompt", {"user_input": user_input}, settle)
         try:
             async with receive:
@@ -264,6 +282,7 @@ class RemoteSession:
                         return
         finally:
             self._listener = None
+            send.close()  # (an answer after the turn's end has nowhere to go)
 
     async def wait_answer(self) -> None:
         """Until the last prompt's answer (`last_result` or `last_error`) is in: `TurnEnd`

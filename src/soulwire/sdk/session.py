@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from soulwire import __version__
 from soulwire.sdk.approvals import Approval, to_decision
+from soulwire.sdk.checkpoints import CheckpointCalls
 from soulwire.sdk.engine import Engine, ignore_event
 from soulwire.sdk.errors import (
     ConfigurationError,
@@ -54,6 +55,7 @@ from soulwire.wire.types import UserInput, WireModel
 
 if TYPE_CHECKING:
     from soulwire.sdk.link import ReconnectingStream
+    from soulwire.wire.budget import BudgetReport
 
 log = logging.getLogger("soulwire.sdk")
 
@@ -108,7 +110,7 @@ def _encode_input(user_input: UserInput | Sequence[Any]) -> Any:
     return parts
 
 
-class Session:
+class Session(CheckpointCalls):
     """A Wire engine process and the conversation it holds. Use `async with`, or
     `await session.start()` … `await session.close()`.
 
@@ -316,8 +318,16 @@ class Session:
             "capabilities": {
                 "supports_question": self._supports_question,
                 "supports_plan_mode": self._supports_plan_mode,
+                "supports_checkpoints": True,  # sdk/checkpoints.py
+                "supports_budget": True,
+                "supports_model_switch": True,  # set_model
             },
         }
+        budget, prices = self.options.engine_budget(), self.options.engine_prices()
+        if prices is not None:
+            params["prices"] = prices
+        if budget is not None:
+            params["budget"] = budget
         if self.tools:
             params["external_tools"] = [t.spec() for t in self.tools.values()]
         if self._hooks is not None:
@@ -379,7 +389,7 @@ class Session:
         if self._hooks is not None and hooks is None:
             log.warning("the engine reports no hook support in `initialize`: hooks will not be called")
         if self._hooks is not None and isinstance(amendable, list):
-            self._hooks.amendable = frozenset(str(e) for e in amendable)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            self._hooks.amendable = frozenset(str(e) for e in amendable)
         info = as_object(raw.get("session"))
         if info is not None:
             sid = info.get("id")
@@ -430,28 +440,55 @@ class Session:
         """Stop the running turn (the Claude Agent SDK's name for `cancel`)."""
         await self.cancel()
 
-    async def set_model(self, model: str) -> None:
-        """Switch the model between turns. Wire has no method for it, so the engine is
-        restarted on the same session (history, plan mode and approvals for the session are
-        kept) with `model`: this works with any Wire engine and costs one engine start. Call
-        it from the task that started the session; raises TurnInProgressError during a turn."""
-        self._connection()
+    async def set_model(self, model: str | None = None, *, thinking: bool | None = None) -> None:
+        """Switch the model and/or thinking between turns (only what is given changes); raises
+        TurnInProgressError during a turn. An engine that negotiated `supports_model_switch`
+        (Soulwire, also through `serve`) switches at once (Wire `set_model`): an unknown model or
+        thinking the model lacks raises InvalidParamsError, and every other client of the
+        session is told. Any other engine (the Kimi CLI) is restarted on the same session with
+        `--model` / `--thinking` (history, plan mode and approvals for the session are kept;
+        one engine start; an unknown model is reported by the next prompt). Call it from the
+        task that started the session."""
+        conn = self._connection()
         if self.busy:
             raise TurnInProgressError("cannot switch the model while a turn is running")
-        if not model:
-            raise ConfigurationError("set_model needs a model name")
+        if model == "" or (model is None and thinking is None):
+            raise ConfigurationError("set_model needs a model name and/or thinking")
+        if self._live_model_switch:
+            params = {k: v for k, v in (("model", model), ("thinking", thinking)) if v is not None}
+            answer = as_object(await conn.call("set_model", params)) or {}
+            switched = answer.get("model")
+            self.options = replace(
+                self.options,
+                model=switched if isinstance(switched, str) else model or self.options.model,
+                thinking=answer.get("thinking") if isinstance(answer.get("thinking"), bool) else thinking,
+            )
+            return
         session_id = self.info.id
         if session_id is None:
             raise SDKError("the engine did not report its session id: it cannot be restarted on it")
-        self.options = replace(self.options, model=model, session_id=session_id, continue_session=False)
+        self.options = replace(
+            self.options,
+            model=model or self.options.model,
+            thinking=self.options.thinking if thinking is None else thinking,
+            session_id=session_id,
+            continue_session=False,
+        )
         self.launch = self.options.launch()
-        await self._stop_engine(SessionClosedError(f"the engine was restarted to switch to {model}"))
+        target = model or ("thinking" if thinking else "no thinking")
+        await self._stop_engine(SessionClosedError(f"the engine was restarted to switch to {target}"))
         self._conn = None
         try:
             await self._launch_engine()
         except BaseException:
             await self.close()
             raise
+
+    @property
+    def _live_model_switch(self) -> bool:
+        """The engine switches models in place (it negotiated `supports_model_switch`)."""
+        capabilities = as_object((self.initialize_result or {}).get("capabilities")) or {}
+        return capabilities.get("supports_model_switch") is True
 
     def get_server_info(self) -> EngineInfo:
         """What the engine reported when the session started (its `initialize` result)."""
@@ -640,6 +677,23 @@ class Session:
         answer = as_object(result) or {}
         return bool(answer.get("plan_mode", enabled))
 
+    async def set_budget(self, budget: Any = None, /, **fields: Any) -> BudgetReport:
+        """Set or raise the session's budget (Wire `set_budget`): a `Budget`, a dict of its
+        shape, or its fields as keywords (`set_budget(tree={"usd": 10})`); only what is given
+        changes. Returns the budget with what each scope has spent and has left. A turn that
+        stopped with `budget_exceeded` continues with the next prompt."""
+        from soulwire.wire.budget import Budget, BudgetReport
+
+        if isinstance(budget, Budget):
+            budget = budget.model_dump(mode="json", exclude_unset=True)
+        params = {**(budget or {}), **fields}
+        try:
+            Budget.model_validate(params)
+        except ValidationError as exc:
+            raise ConfigurationError(f"budget: {exc.errors()[0]['msg']}") from None
+        result = await self._connection().call("set_budget", params)
+        return BudgetReport.model_validate(as_object(result) or {})
+
     # -- watching and rules ------------------------------------------------------------
     async def watch(self) -> AsyncIterator[WireModel]:
         """Every event of the session as it comes (an observer's view, also of turns other
@@ -648,15 +702,17 @@ class Session:
 
         send, receive = anyio.create_memory_object_stream[WireModel](math.inf)
         self._watchers.append(send)
-        if self._closed:
-            return
         try:
+            if self._closed:
+                return
             async with receive:
                 async for event in receive:
                     yield event
         finally:
             if send in self._watchers:
                 self._watchers.remove(send)
+            send.close()
+            receive.close()
 
     async def rules(self) -> list[str]:
         """The session's approval rules (`approvals/rules/list`; on a server, or an engine

@@ -97,7 +97,7 @@ def parse_history(records: Iterable[dict[str, Any]]) -> list[HistoryTurn]:
                 if folder is not None:  # the previous turn never ended
                     close(False)
                 folder, messages = MessageFolder(), []
-                user_input = payload.get("user_input") if isinstance(payload, dict) else None  # pyright: ignore[reportUnknownMemberType]
+                user_input = payload.get("user_input") if isinstance(payload, dict) else None
                 continue
         elif kind == "TurnEnd":
             depth = max(depth - 1, 0)
@@ -217,11 +217,17 @@ class ServerSessions:
         model: str | None = None,
         yolo: bool = False,
         plan_mode: bool = False,
+        sandbox: str | None = None,
+        checkpoints: bool | None = None,
+        overlay: str | None = None,
     ) -> StoredSession:
         """A new session on the server; `model` is an alias of its `GET /api/models`, `yolo`
-        and `plan_mode` the state it starts in."""
-        given = {"work_dir": work_dir, "title": title, "model": model}
+        and `plan_mode` the state it starts in; `sandbox`, `checkpoints` and `overlay` as the
+        engine's flags (an overlay the server cannot run is refused: SessionStoreError)."""
+        given = {"work_dir": work_dir, "title": title, "model": model, "sandbox": sandbox, "overlay": overlay}
         body: dict[str, Any] = {k: v for k, v in given.items() if v}
+        if checkpoints is not None:
+            body["checkpoints"] = checkpoints
         body.update({k: True for k, v in {"yolo": yolo, "plan_mode": plan_mode}.items() if v})
         return StoredSession.from_json(await self._request("POST", "/api/sessions", json=body))
 
@@ -255,7 +261,7 @@ def _detail(response: Any) -> str:
         body = response.json()
     except ValueError:
         return response.text[:200]
-    return str(body.get("detail", body)) if isinstance(body, dict) else str(body)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    return str(body.get("detail", body)) if isinstance(body, dict) else str(body)
 
 
 __all__ = [

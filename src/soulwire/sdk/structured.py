@@ -34,11 +34,11 @@ class OutputSpec:
             from jsonschema.validators import validator_for
 
             try:
-                validator_for(output_format).check_schema(output_format)  # pyright: ignore[reportUnknownArgumentType]
+                validator_for(output_format).check_schema(output_format)
             except SchemaError as exc:
                 raise ConfigurationError(f"output_format is not a valid JSON Schema: {exc.message}") from None
             self.model = None
-            self.schema = dict(output_format)  # pyright: ignore[reportUnknownArgumentType]
+            self.schema = dict(output_format)
         else:
             raise ConfigurationError(
                 f"output_format must be a pydantic model class or a JSON Schema dict, not {output_format!r}"

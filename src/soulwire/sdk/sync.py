@@ -183,6 +183,18 @@ class SyncSession:
     def set_plan_mode(self, enabled: bool) -> bool:
         return self._run().run(self.session.set_plan_mode, enabled)
 
+    def checkpoints(self) -> list[dict[str, Any]]:
+        return self._run().run(self.session.checkpoints)
+
+    def changes(self, turn: int, *, diffs: bool = True) -> Any:
+        return self._run().run(functools.partial(self.session.changes, turn, diffs=diffs))
+
+    def rewind(self, turn: int | None = None, **flags: bool) -> Any:
+        return self._run().run(functools.partial(self.session.rewind, turn, **flags))
+
+    def fork(self, turn: int | None = None, **options: Any) -> Any:
+        return self._run().run(functools.partial(self.session.fork, turn, **options))
+
     def cancel(self) -> None:
         self._run().run(self.session.cancel)
 
@@ -202,9 +214,9 @@ class SyncSession:
     def interrupt(self) -> None:
         self._run().run(self.session.interrupt)
 
-    def set_model(self, model: str) -> None:
-        """Switch the model between turns (the engine restarts on the same session)."""
-        self._run().run(self.session.set_model, model)
+    def set_model(self, model: str | None = None, *, thinking: bool | None = None) -> None:
+        """Switch the model and/or thinking between turns (`Session.set_model`)."""
+        self._run().run(functools.partial(self.session.set_model, model, thinking=thinking))
 
     def get_server_info(self) -> EngineInfo:
         return self.session.get_server_info()

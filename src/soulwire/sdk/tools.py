@@ -94,8 +94,8 @@ def _as_return_value(value: Any) -> ToolReturnValue:
         return tool_ok(value)
     if isinstance(value, CONTENT_PART_TYPES):
         return tool_ok([value])
-    if isinstance(value, list) and value and all(isinstance(v, CONTENT_PART_TYPES) for v in value):  # pyright: ignore[reportUnknownVariableType]
-        return tool_ok(list(value))  # pyright: ignore[reportUnknownArgumentType]
+    if isinstance(value, list) and value and all(isinstance(v, CONTENT_PART_TYPES) for v in value):
+        return tool_ok(list(value))
     if isinstance(value, BaseModel):
         return tool_ok(value.model_dump_json())
     return tool_ok(json.dumps(value, ensure_ascii=False, default=str))

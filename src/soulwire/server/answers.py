@@ -18,6 +18,17 @@ from soulwire.engine.rules import RuleError, check_rule
 from soulwire.runtime.builder import Runtime
 from soulwire.server.blobs import BlobStore, preview
 from soulwire.server.messages import DEADLINE_EXPIRED, BlobReadParams, Pending, RuleParams, line_of, validated
+from soulwire.server.protocol import (
+    BlobChunk,
+    BlobRef,
+    PendingRequest,
+    RequestMembers,
+    RequestResolved,
+    ResolvedBy,
+    Rules,
+    members_of,
+    params_of,
+)
 from soulwire.server.ring import insert_members
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, encode
@@ -27,25 +38,26 @@ def request_line(pending: Pending, extended: bool) -> bytes:
     """The request again; for an extended client with the time left until its deadline."""
     if not extended:
         return pending.line
-    left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
-    members = (
-        f'"seq":{pending.seq},"deadline_ms":{left},'
-        f'"on_timeout":{json.dumps(pending.on_timeout)},"resent":true,'
+    members = RequestMembers(
+        seq=pending.seq, deadline_ms=_left_ms(pending), on_timeout=pending.on_timeout, resent=True
     )
-    return insert_members(pending.line, members.encode())
+    return insert_members(pending.line, members_of(members))
 
 
-def describe(pending: Pending) -> dict[str, Any]:
+def _left_ms(pending: Pending) -> int:
+    return max(0, round((pending.deadline - anyio.current_time()) * 1000))
+
+
+def describe(pending: Pending) -> PendingRequest:
     """One entry of `requests/pending`."""
-    left = max(0, round((pending.deadline - anyio.current_time()) * 1000))
-    return {
-        "id": pending.id,
-        "seq": pending.seq,
-        "type": pending.type,
-        "payload": pending.payload,
-        "deadline_ms": left,
-        "on_timeout": pending.on_timeout,
-    }
+    return PendingRequest(
+        id=pending.id,
+        seq=pending.seq,
+        type=pending.type,
+        payload=pending.payload,
+        deadline_ms=_left_ms(pending),
+        on_timeout=pending.on_timeout,
+    )
 
 
 def expired_answer(pending: Pending) -> bytes:
@@ -61,26 +73,24 @@ def expired_answer(pending: Pending) -> bytes:
 
 
 def resolved_notice(
-    pending: Pending, *, by: str, client: int | None = None, response: Any = None
-) -> dict[str, Any]:
+    pending: Pending, *, by: ResolvedBy, client: int | None = None, response: Any = None
+) -> RequestResolved:
     """The params of `request/resolved`: who answered (or the deadline, or the turn's end)."""
-    notice: dict[str, Any] = {"id": pending.id, "type": pending.type, "by": by}
+    notice = RequestResolved(id=pending.id, type=pending.type, by=by)
     if client is not None:
-        notice["client"] = client
+        notice.client = client
     if response is not None:
-        notice["response"] = response
+        notice.response = response
     return notice
 
 
-def rules_answer(
-    runtime: Runtime, method: str, params: Any, *, controller: bool
-) -> tuple[dict[str, Any], bool]:
+def rules_answer(runtime: Runtime, method: str, params: Any, *, controller: bool) -> tuple[Rules, bool]:
     """The session's approval rules as data: what "approve for session" granted, listed,
     added and revoked (persisted in state.json with the session). Returns the answer and
     whether the rules changed."""
     rules = runtime.broker.rules
     if method == "approvals/rules/list":
-        return {"rules": sorted(rules)}, False
+        return Rules(rules=sorted(rules)), False
     if not controller:
         raise RPCError(INVALID_STATE, f"{method} needs the controller role", {"reason": "observer"})
     rule = validated(method, RuleParams, params).rule
@@ -94,7 +104,7 @@ def rules_answer(
     else:
         raise RPCError(jsonrpc.METHOD_NOT_FOUND, f"Unexpected method received: {method}")
     runtime.save_state()
-    return {"rules": sorted(rules)}, True
+    return Rules(rules=sorted(rules)), True
 
 
 def read_blob(blobs: BlobStore | None, params: BlobReadParams) -> dict[str, Any]:
@@ -105,12 +115,8 @@ def read_blob(blobs: BlobStore | None, params: BlobReadParams) -> dict[str, Any]
         raise RPCError(jsonrpc.INVALID_PARAMS, f"no blob {params.blob_id!r}", reason)
     data, size = found
     end = params.offset + len(data)
-    return {
-        "data": base64.b64encode(data).decode(),
-        "offset": params.offset,
-        "size": size,
-        "eof": end >= size,
-    }
+    chunk = BlobChunk(data=base64.b64encode(data).decode(), offset=params.offset, size=size, eof=end >= size)
+    return params_of(chunk)
 
 
 def by_reference(blobs: BlobStore | None, line: bytes) -> bytes | None:
@@ -120,7 +126,7 @@ def by_reference(blobs: BlobStore | None, line: bytes) -> bytes | None:
     if blobs is None or not isinstance(params, dict) or "payload" not in params:
         return None
     data = encode(params.pop("payload")).encode()
-    params["blob"] = {"blob_id": blobs.put(data), "size": len(data), "preview": preview(data)}
+    params["blob"] = params_of(BlobRef(blob_id=blobs.put(data), size=len(data), preview=preview(data)))
     return line_of(body)
 
 

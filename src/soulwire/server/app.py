@@ -13,28 +13,35 @@ session was 0.2 s sooner to that page than building it before serving, bench/RES
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import logging
 import re
+import secrets
 import threading
 import traceback
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
+from soulwire.server.access import refusal, user_of
 from soulwire.server.client import Client
 from soulwire.server.hub import LiveSession
 from soulwire.server.messages import AttachParams
 from soulwire.server.models_info import price_of
-from soulwire.server.registry import Located, ServeSettings, SessionError, SessionRegistry
-from soulwire.server.security import ASGIApp, Guard, GuardMiddleware, Receive, Scope, Send
+from soulwire.server.registry import Located, ServeSettings, SessionError, SessionRegistry, error_answer
+from soulwire.server.security import ASGIApp, Guard, GuardMiddleware, Receive, Scope, Send, refuse
 from soulwire.server.web import WebMiddleware
 from soulwire.wire.jsonrpc import RPCError, encode
+from soulwire.wire.session_settings import OVERLAY_MODES, SANDBOX_MODES, SessionSettings
+
+if TYPE_CHECKING:
+    from soulwire.server.follow import FollowedSession
 
 log = logging.getLogger("soulwire.server")
 
@@ -42,6 +49,8 @@ SUBPROTOCOL = "soulwire"
 SESSION_CONFLICT = 4409
 """WebSocket close code: the attach was refused (the controller role is taken)."""
 NEW_SESSION_PATH = "/ws/sessions/new"
+ACP_PATH = "/acp"
+"""The Agent Client Protocol over WebSocket (`acp_socket.py`)."""
 _SESSION_PATH = re.compile(r"/ws/sessions/([^/]+)")
 
 
@@ -93,8 +102,16 @@ class ServerApp:
         if kind == "lifespan":
             await self._lifespan(receive, send)
             return
+        if kind in ("http", "websocket") and user_of(scope) is not None:
+            reason = await refusal(scope, _route_path(scope), self.registry())
+            if reason is not None:
+                await refuse(scope, receive, send, 403, reason)
+                return
         if kind == "websocket":
             path = _route_path(scope)
+            if path == ACP_PATH:
+                await self._acp_socket(WebSocket(scope, receive, send))
+                return
             if path == NEW_SESSION_PATH:
                 await self._new_session_socket(WebSocket(scope, receive, send))
                 return
@@ -135,12 +152,14 @@ class ServerApp:
 
         SHARED_CLIENTS.enable()  # every session runs on this one loop: they may share pools
         async with anyio.create_task_group() as group:
-            self._registry = SessionRegistry(self.settings, group)
+            registry = self._registry = SessionRegistry(self.settings, group)
+            self.guard.draining = lambda: registry.draining
             if self.build_api_at_start:
                 group.start_soon(self._build_api_now)
                 group.start_soon(_warm_prices)
             yield
             self.wound_down = await self._registry.aclose()
+            await SHARED_CLIENTS.aclose()  # the sessions' shared provider connections
             group.cancel_scope.cancel()
 
     async def _build_api_now(self) -> None:
@@ -152,14 +171,31 @@ class ServerApp:
             log.exception("soulwire serve: the HTTP API could not be built")
 
     async def _new_session_socket(self, websocket: WebSocket) -> None:
-        """Create a session (`work_dir`, `title`, `model` in the query, as `POST /api/sessions`
-        takes them) and attach to it on this connection: one round trip instead of two, for
-        clients that open many sessions (fleets). The `attached` notice names it."""
+        """Create a session (`work_dir`, `title`, `model`, `checkpoints`, `sandbox`, `overlay` in
+        the query, as `POST /api/sessions` takes them) and attach to it on this connection: one
+        round trip instead of two, for clients that open many sessions (fleets). The `attached`
+        notice names it."""
         query = websocket.query_params
         registry = self.registry()
 
+        user = user_of(websocket.scope)
+        flag = query.get("checkpoints")
+        sandbox, overlay = query.get("sandbox"), query.get("overlay")
+        if sandbox not in (None, *SANDBOX_MODES) or overlay not in (None, *OVERLAY_MODES):
+            wrong = f"sandbox={sandbox}" if sandbox not in (None, *SANDBOX_MODES) else f"overlay={overlay}"
+            await _deny(websocket, SessionError(422, f"unknown {wrong}"))
+            return
+        settings = SessionSettings(
+            model=query.get("model"),
+            checkpoints=None if flag is None else flag in ("1", "true"),
+            sandbox=sandbox,
+            overlay=overlay,
+        )
+
         def create() -> Located:
-            return registry.create(query.get("work_dir"), query.get("title"), model=query.get("model"))
+            return registry.create(
+                query.get("work_dir"), query.get("title"), settings, owner=user.name if user else None
+            )
 
         try:
             created = await anyio.to_thread.run_sync(create, limiter=registry.disk_limiter)
@@ -169,15 +205,26 @@ class ServerApp:
             return
         await self._accept(websocket, live)
 
+    async def _acp_socket(self, websocket: WebSocket) -> None:
+        """ACP over WebSocket. The handshake is answered at once; the ACP SDK (a second of
+        imports on a busy machine) loads meanwhile, off the loop, and only when asked for."""
+        await websocket.accept(headers=[(b"acp-connection-id", secrets.token_hex(16).encode())])
+        module = await anyio.to_thread.run_sync(importlib.import_module, "soulwire.server.acp_socket")
+        await module.serve_acp_socket(websocket, self.registry(), self._numbers, self.settings)
+
     async def _wire_socket(self, websocket: WebSocket, session_id: str) -> None:
+        registry = self.registry()
         try:
-            live = await self.registry().open(session_id)
+            if _observing(websocket):
+                live = await registry.observe(session_id)
+            else:
+                live = await registry.open(session_id)
         except SessionError as exc:
             await _deny(websocket, exc)
             return
         await self._accept(websocket, live)
 
-    async def _accept(self, websocket: WebSocket, live: LiveSession) -> None:
+    async def _accept(self, websocket: WebSocket, live: LiveSession | FollowedSession) -> None:
         offered = websocket.scope.get("subprotocols") or []
         await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
         read_only = websocket.scope.get("state", {}).get("role") != "full"
@@ -187,6 +234,8 @@ class ServerApp:
             max_message_bytes=self.settings.hub.max_message_bytes,
             read_only=read_only,
         )
+        user = user_of(websocket.scope)
+        client.user = user.name if user else None
         await _serve_socket(websocket, live, client)
 
 
@@ -196,8 +245,10 @@ def create_app(settings: ServeSettings, guard: Guard, *, build_api_at_start: boo
 
 
 async def _deny(websocket: WebSocket, exc: SessionError) -> None:
-    """Refuse the connection with an HTTP answer before the handshake (404, 409, 422, …)."""
-    await websocket.send_denial_response(JSONResponse({"detail": exc.message}, status_code=exc.status))
+    """Refuse the connection with an HTTP answer before the handshake (404, 409, 422, …; a
+    307 to the replica that runs the session)."""
+    body, headers = error_answer(exc, websocket.url.path, websocket.url.query, websocket=True)
+    await websocket.send_denial_response(JSONResponse(body, status_code=exc.status, headers=headers))
 
 
 def _route_path(scope: Scope) -> str:
@@ -235,7 +286,15 @@ def _attach_from_query(websocket: WebSocket) -> AttachParams | None:
     return AttachParams.model_validate(raw)
 
 
-async def _serve_socket(websocket: WebSocket, live: LiveSession, client: Client) -> None:
+def _observing(websocket: WebSocket) -> bool:
+    """The connection only watches: `mode=observer` on its URL, or a token that may only watch."""
+    return (
+        websocket.query_params.get("mode") == "observer"
+        or websocket.scope.get("state", {}).get("role") != "full"
+    )
+
+
+async def _serve_socket(websocket: WebSocket, live: LiveSession | FollowedSession, client: Client) -> None:
     try:
         attach = _attach_from_query(websocket)
         if client.read_only:

@@ -36,6 +36,8 @@ class Client:
         self.extended = False
         """Negotiated the extensions: events carry `seq`, requests deadlines, notices arrive."""
         self.read_only = read_only
+        self.user: str | None = None
+        """The named user this connection speaks for (server/users.py; None: the single token)."""
         self.max_message_bytes = max_message_bytes
         self.batch = False
         """Negotiated `batch`: the writer joins what it takes into frames of up to

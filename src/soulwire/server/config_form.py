@@ -16,6 +16,8 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
+from soulwire.errors import SoulwireError
+
 SECRET = "<secret: unchanged>"
 """Stands for a stored secret in what the page sees; saving it keeps the stored value."""
 
@@ -36,7 +38,7 @@ _ROOT_PROBLEMS = (
 """Problems the model reports for the whole configuration, and the field each is about."""
 
 
-class FormError(Exception):
+class FormError(SoulwireError):
     """A save that cannot be done: `errors` are `{field, message}` (field: a dotted path)."""
 
     def __init__(self, message: str, errors: list[dict[str, str]]) -> None:
@@ -52,25 +54,25 @@ def _secret_paths(data: Any) -> Iterator[tuple[str, ...]]:
         tables = data.get(section) if isinstance(data, dict) else None
         if not isinstance(tables, dict):
             continue
-        for name, table in tables.items():  # pyright: ignore[reportUnknownVariableType]
+        for name, table in tables.items():
             if not isinstance(table, dict):
                 continue
             if isinstance(table.get("api_key"), str) and table["api_key"]:
-                yield (section, str(name), "api_key")  # pyright: ignore[reportUnknownArgumentType]
+                yield (section, str(name), "api_key")
             for key in ("custom_headers", "env"):
-                values = table.get(key)  # pyright: ignore[reportUnknownMemberType]
+                values = table.get(key)
                 if isinstance(values, dict):
-                    for inner, value in values.items():  # pyright: ignore[reportUnknownVariableType]
+                    for inner, value in values.items():
                         if isinstance(value, str) and value:
-                            yield (section, str(name), key, str(inner))  # pyright: ignore[reportUnknownArgumentType]
+                            yield (section, str(name), key, str(inner))
 
 
 def _get(data: Any, path: tuple[str, ...]) -> Any:
     for key in path:
         if not isinstance(data, dict) or key not in data:
             return None
-        data = data[key]  # pyright: ignore[reportUnknownVariableType]
-    return data  # pyright: ignore[reportUnknownVariableType]
+        data = data[key]
+    return data
 
 
 def masked(data: Any) -> Any:
@@ -85,8 +87,8 @@ def masked(data: Any) -> Any:
 def _restore(data: Any, stored: dict[str, Any], prefix: tuple[str, ...] = ()) -> None:
     """Put the stored value back wherever SECRET came back; an unknown one is an error."""
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
-    for key, value in list(items):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        path = (*prefix, str(key))  # pyright: ignore[reportUnknownArgumentType]
+    for key, value in list(items):
+        path = (*prefix, str(key))
         if value == SECRET:
             old = _get(stored, path)
             if not isinstance(old, str):
@@ -273,10 +275,10 @@ def apply_form(document: Any, values: dict[str, Any]) -> Any:
         section = _table(document, section_name)
         for name in [n for n in section if n not in wanted]:
             del section[name]
-        for name, entry in wanted.items():  # pyright: ignore[reportUnknownVariableType]
+        for name, entry in wanted.items():
             if not isinstance(entry, dict):
                 raise FormError(f"{section_name}.{name} must be a table", [])
-            table = _table(section, str(name))  # pyright: ignore[reportUnknownArgumentType]
+            table = _table(section, str(name))
             for key in fields:
                 if key in entry:
                     _set(table, key, entry[key], defaults.get(key))

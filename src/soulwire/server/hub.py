@@ -11,20 +11,20 @@ attaches gets them again."""
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import secrets
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
 import anyio.abc
+from pydantic import BaseModel
 
-from soulwire.runtime.builder import Runtime
+from soulwire.runtime.builder import NOT_RECORDED, Runtime
 from soulwire.server.answers import (
-    by_reference,
     describe,
     expired_answer,
     read_blob,
@@ -32,6 +32,8 @@ from soulwire.server.answers import (
     resolved_notice,
     rules_answer,
 )
+from soulwire.server.audit import Action, prompt_detail
+from soulwire.server.audit import entry as audit_entry
 from soulwire.server.client import Client
 from soulwire.server.messages import (
     AttachParams,
@@ -45,7 +47,20 @@ from soulwire.server.messages import (
     validated,
 )
 from soulwire.server.negotiate import initialize_reply, negotiate, serve_info
-from soulwire.server.ring import EVENT_HEAD, Ring
+from soulwire.server.protocol import (
+    AttachResult,
+    Loaded,
+    RequestMembers,
+    RequestsPendingResult,
+    ResolvedBy,
+    RoleChanged,
+    members_of,
+    params_of,
+)
+from soulwire.server.record_stream import STORE_EPOCH, backlog, new_ring, recorded_line, renumbered
+from soulwire.server.ring import EVENT_HEAD, insert_members
+from soulwire.sessions.store import StoreUnavailable
+from soulwire.ui.wire.errors import store_unavailable
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, error_line, response_line
 from soulwire.wire.serde import event_line, numbered_part_line
@@ -58,7 +73,14 @@ SLOW_CHECK_EVENTS = 256
 
 
 class LiveSession:
-    """The message stream of one session's WireServer, shared by its attached clients."""
+    """The message stream of one session's WireServer, shared by its attached clients.
+
+    On a shared store (`serve --store`) the numbered messages are the session's record: each
+    one as it is committed, under the store's `seq`, so that a client may re-attach to any
+    replica from its last `seq` (server/follow.py serves the same numbering to observers on
+    the replicas that do not run the session). Streamed parts are recorded at least every
+    `SHARED_RECORD_WINDOW_S` while they grow. What is not recorded — the raw stream, approval
+    requests, notices — reaches the connected clients unnumbered."""
 
     def __init__(
         self, runtime: Runtime, settings: HubSettings, on_empty: Callable[[LiveSession], None]
@@ -70,13 +92,11 @@ class LiveSession:
         self.settings = settings
         self.deadline_ms = settings.deadline_ms
         self.on_timeout: OnTimeout = settings.on_timeout
-        self.epoch = secrets.token_hex(8)
-        self.ring = Ring(
-            settings.ring_events,
-            settings.ring_bytes,
-            large=min(settings.max_message_bytes, 1 << 16),  # the least a client may negotiate
-            referencer=functools.partial(by_reference, settings.blobs),
-        )
+        stores = runtime.options.stores
+        self.by_store = stores is not None and stores.shared
+        """Numbered by the shared store's `seq` (see the class docstring)."""
+        self.epoch = STORE_EPOCH if self.by_store else secrets.token_hex(8)
+        self.ring = new_ring(settings)
         self.clients: dict[int, Client] = {}
         self._plain: tuple[Client, ...] = ()
         """The clients of today's Wire (they get copies of events and requests; the others
@@ -106,6 +126,56 @@ class LiveSession:
         self._direct = False
         """Streamed parts go straight into the ring (no replay under way, loop known)."""
         self._flush_due = False
+        self.refusal: RPCError | None = None
+        """Why the session takes no more requests for its engine (its store became
+        unreachable): each is answered with this error; it is closed once the store is back."""
+        self.close_code: tuple[int, str] = (1001, "the session was closed")
+        """How its clients' connections are closed when it ends (a handover says re-attach)."""
+        self.opened_at = 0
+        """The store's last seq when the session was opened here (see `backlog`)."""
+        self._loop_thread = 0
+        """The event loop's thread, and its threadsafe `call_soon` (records written elsewhere)."""
+        self._call_soon_threadsafe: Callable[[Callable[[], None]], object] = _unset
+        self._committed: deque[tuple[int, str]] = deque()
+        """Messages the store committed, not yet numbered into the ring (`_recorded`)."""
+        if self.by_store:
+            from soulwire.sessions.postgres import PostgresSessionStore
+
+            store = runtime.session.store
+            assert isinstance(store, PostgresSessionStore)  # (the one shared store there is)
+            store.on_recorded = self._recorded
+
+    def preload(self, rows: list[tuple[int, str]], last_seq: int) -> None:
+        """Start the ring with the newest stored messages (a shared store: what a client
+        re-attaching from another replica's `seq` missed is here)."""
+        self.ring.start_after(rows[0][0] - 1 if rows else last_seq)
+        for seq, text in rows:
+            self.ring.add(recorded_line(seq, text))
+        self.opened_at = last_seq
+
+    def _recorded(self, seq: int, text: str) -> None:
+        """A wire message committed to the shared store (called from the store's writer
+        thread, or the loop's): queued in order, numbered into the ring on the loop."""
+        self._committed.append((seq, text))
+        if self._loop_thread and threading.get_ident() != self._loop_thread:
+            self._call_soon_threadsafe(self._number_committed)
+        else:
+            self._number_committed()
+
+    def _number_committed(self) -> None:
+        """Number the committed messages queued so far, in order. Also run before the hub
+        delivers anything unnumbered (an answer, an unrecorded event): a prompt's answer must
+        not overtake the TurnEnd committed before it."""
+        if not self._committed:
+            return
+        while self._committed:
+            seq, text = self._committed.popleft()
+            self.ring = renumbered(self.ring, seq, self.settings, self.clients.values())
+            line = recorded_line(seq, text)
+            self.ring.add(line)
+            if self.pending and line.find(b'"type": "TurnEnd"', 0, 80) >= 0:
+                self._drop_pending("turn_end")  # (the raw stream does not pass `send` then)
+        self.flush()
 
     @property
     def seq(self) -> int:
@@ -129,6 +199,8 @@ class LiveSession:
                     self._flush_due = True
                     self._call_soon(self._flush_pass)  # type: ignore[misc]  (set with _direct)
                 return
+        elif self.by_store and not self._plain and not isinstance(message, NOT_RECORDED):
+            return  # every client reads the record (`_recorded`)
         self._send_event(message)
 
     def _flush_pass(self) -> None:
@@ -136,7 +208,7 @@ class LiveSession:
         self.flush()
 
     def _update_direct(self) -> None:
-        self._direct = self._call_soon is not None and self._replaying_for is None
+        self._direct = self._call_soon is not None and self._replaying_for is None and not self.by_store
 
     async def receive(self) -> bytes:
         while not self._inbox:
@@ -180,11 +252,17 @@ class LiveSession:
 
     def send(self, message: bytes) -> None:
         """A message from the engine: numbered and fanned out, or routed to its requester."""
+        self._number_committed()
         if message.startswith(EVENT_HEAD):
             if self._replaying_for is not None:
                 self._replaying_for.deliver(message)
                 return
-            self.ring.publish(message)  # the readers' writers are woken by `flush`
+            if not self.by_store:
+                self.ring.publish(message)  # the readers' writers are woken by `flush`
+            elif any(message.find(head, 0, 80) >= 0 for head in _UNRECORDED_HEADS):
+                for client in self.clients.values():
+                    if client.ring is not None:
+                        client.deliver(message)
             for client in self._plain:
                 client.deliver(message)
             if self.pending and message.find(b'"type":"TurnEnd"', 0, 80) >= 0:
@@ -203,6 +281,8 @@ class LiveSession:
         """Serve the session until `close`, then wind the runtime down."""
         try:
             self._call_soon = _call_soon()
+            self._call_soon_threadsafe = _call_soon(threadsafe=True)
+            self._loop_thread = threading.get_ident()
             self._update_direct()
             async with anyio.create_task_group() as group:
                 self._group = group
@@ -212,7 +292,7 @@ class LiveSession:
             self._group = None
             self.closed = True
             for client in list(self.clients.values()):
-                client.close(1001, "the session was closed")
+                client.close(*self.close_code)
             try:
                 self.runtime.close()
             finally:
@@ -243,36 +323,24 @@ class LiveSession:
             self._adopt(client, params.client_key)
         self.clients[client.number] = client
         client.extended = True
-        complete = True
-        sent = 0
-        start = client.last_sent
-        if params.since_seq is not None:
-            if params.epoch is not None and params.epoch != self.epoch:
-                complete = False  # another run of the session numbered those events
-            if is_new:
-                start = params.since_seq  # (on a live connection nothing sent is resent)
-            if params.since_seq > self.seq or (start + 1 < self.ring.oldest and start < self.seq):
-                complete = False  # the gap left the ring (or never was): reload the history
-            if complete:
-                sent = self.seq - start
-            else:
-                start = self.seq
-        if client.ring is None or start != client.last_sent:
-            client.read_ring(self.ring, start)  # a backlog is read at the connection's pace
+        start, complete, sent = backlog(
+            self.ring, self.epoch, params, client, is_new=is_new, opened_at=self.opened_at
+        )
         self.regroup()
         for line in self._orphans.pop(client.key, []) if client.key else []:
             client.deliver(line)  # after the backlog: answers to requests in it
         resent = self._resend_pending(client, up_to=start) if client.mode == "controller" else []
-        return {
-            "session_id": self.id,
-            "epoch": self.epoch,
-            "mode": client.mode,
-            "last_seq": self.seq,
-            "complete": complete,
-            "sent": sent,
-            "pending": resent,
-            "loaded": self.loaded,
-        }
+        result = AttachResult(
+            session_id=self.id,
+            epoch=self.epoch,
+            mode=client.mode,
+            last_seq=self.seq,
+            complete=complete,
+            sent=sent,
+            pending=resent,
+            loaded=Loaded.model_validate(self.loaded),
+        )
+        return params_of(result)
 
     def _adopt(self, client: Client, key: str) -> None:
         """The connection speaks for a client key: requests sent by an earlier connection
@@ -308,7 +376,7 @@ class LiveSession:
         self.regroup()
         if self.controller is client:
             self.controller = None
-            self._notice("role/changed", {"controller": None, "reason": "disconnected"})
+            self._notice("role/changed", RoleChanged(controller=None, reason="disconnected"))
         if not self.clients:
             self._on_empty(self)
 
@@ -316,10 +384,12 @@ class LiveSession:
         if mode == "observer":
             if self.controller is client:
                 self.controller = None
-                self._notice("role/changed", {"controller": None, "reason": "released"})
+                self._notice("role/changed", RoleChanged(controller=None, reason="released"))
             client.mode = "observer"
             return
         if client.read_only:
+            if client.user is not None:
+                raise forbidden(client.user, "controlling the session")
             raise RPCError(
                 INVALID_STATE, "an observer token cannot control the session", {"reason": "read_only"}
             )
@@ -335,9 +405,8 @@ class LiveSession:
         client.mode = "controller"
         self.controller = client
         if current is not client:
-            self._notice(
-                "role/changed", {"controller": client.number, "reason": "taken" if current else "free"}
-            )
+            reason = "taken" if current else "free"
+            self._notice("role/changed", RoleChanged(controller=client.number, reason=reason))
 
     def _resend_pending(self, client: Client, *, up_to: int | None = None) -> list[str]:
         """Open requests the controller may not have, sent again in their order (when it
@@ -374,11 +443,17 @@ class LiveSession:
             result = self.attach(client, validated(method, AttachParams, params))
             client.deliver_first(response_line(request_id, result))  # before the backlog
             return
+        if client.read_only and client.user is not None and method not in _WATCHING:
+            raise forbidden(client.user, method)
         if method.startswith("approvals/rules/"):
             answer, changed = rules_answer(self.runtime, method, params, controller=client is self.controller)
             if changed:
+                action = "rule_add" if method.endswith("/add") else "rule_remove"
+                self._audit(
+                    client, action, {"rule": params.get("rule") if isinstance(params, dict) else None}
+                )
                 self._notice("approvals/rules/changed", answer)
-            client.deliver(response_line(request_id, answer))
+            client.deliver(response_line(request_id, params_of(answer)))
             return
         if method == "blob/read":
             client.deliver(
@@ -389,8 +464,10 @@ class LiveSession:
             return
         if method == "requests/pending":
             resent = self._resend_pending(client) if client is self.controller else []
-            listing = [describe(p) for p in self.pending.values()]
-            client.deliver(response_line(request_id, {"requests": listing, "resent": resent}))
+            listing = RequestsPendingResult(
+                requests=[describe(p) for p in self.pending.values()], resent=resent
+            )
+            client.deliver(response_line(request_id, params_of(listing)))
             return
         if method == "initialize":
             params = negotiate(self, client, params)
@@ -403,6 +480,10 @@ class LiveSession:
                 f"{method} needs the controller role; this connection observes",
                 {"reason": "observer"},
             )
+        if self.refusal is not None and method not in ("initialize", "cancel"):
+            raise self.refusal
+        if method in _AUDITED:
+            self._audit(client, method, prompt_detail(params) if method in ("prompt", "steer") else {})
         self._counter += 1
         forwarded_id = f"c{client.number}:{self._counter}"
         self._forwarded[forwarded_id] = Forwarded(client, request_id, method)
@@ -420,12 +501,17 @@ class LiveSession:
         pending = self.pending.get(request_id) if isinstance(request_id, str) else None
         if pending is None or client is not self.controller:
             return  # an observer's answer, or one to a request already resolved: not the engine's
+        result = raw.get("result")
+        response = result.get("response") if isinstance(result, dict) else None
+        try:  # recorded before it counts: an answer nobody can attribute is not taken
+            self._audit(client, "approval", {"request": pending.type, "response": response, "id": pending.id})
+        except RPCError as error:
+            log.warning("an answer to %s was not taken: %s", pending.id, error.message)
+            return  # still pending: asked again when the session reopens with its store
         del self.pending[pending.id]
         pending.scope.cancel()
         self._to_engine(line_of(raw))
-        result = raw.get("result")
-        response = result.get("response") if isinstance(result, dict) else None
-        self._resolved(pending, by="client", client=client.number, response=response)
+        self._resolved(pending, by="client", client=client.number, response=response, user=client.user)
 
     # -- outbound: requests, responses, notices ------------------------------------------
     def _open_request(self, body: dict[str, Any], line: bytes) -> None:
@@ -434,8 +520,8 @@ class LiveSession:
         raw_payload = params.get("payload")
         payload: dict[str, Any] = raw_payload if isinstance(raw_payload, dict) else {}
         deadline = anyio.current_time() + self.deadline_ms / 1000
-        extra = f'"deadline_ms":{self.deadline_ms},"on_timeout":{json.dumps(self.on_timeout)},'.encode()
-        seq = self._publish("request", line, extra)
+        members = RequestMembers(seq=0, deadline_ms=self.deadline_ms, on_timeout=self.on_timeout)
+        seq = self._publish("request", line, members_of(members, exclude={"seq"}))  # (`seq` goes first)
         pending = Pending(request_id, str(params.get("type")), payload, seq, line, deadline, self.on_timeout)
         self.pending[request_id] = pending
         if self._group is not None:
@@ -448,13 +534,24 @@ class LiveSession:
                 return
             self._to_engine(expired_answer(pending))
             if pending.on_timeout == "cancel":
-                self._counter += 1
-                cancel_id = f"hub:{self._counter}"
-                self._forwarded[cancel_id] = Forwarded(None, None, "cancel")
-                self._to_engine(line_of({"jsonrpc": "2.0", "id": cancel_id, "method": "cancel"}))
+                self.cancel_turn()
             self._resolved(pending, by="deadline", response=pending.on_timeout)
 
-    def _drop_pending(self, reason: str) -> None:
+    def cancel_turn(self) -> None:
+        """Cancel the running turn on the hub's own behalf (its answer goes to nobody)."""
+        self._counter += 1
+        cancel_id = f"hub:{self._counter}"
+        self._forwarded[cancel_id] = Forwarded(None, None, "cancel")
+        self._to_engine(line_of({"jsonrpc": "2.0", "id": cancel_id, "method": "cancel"}))
+
+    def refuse(self, error: RPCError) -> None:
+        """Take no more requests for the engine (each is answered with `error`), and stop
+        the running turn."""
+        self.refusal = error
+        if self.busy:
+            self.cancel_turn()
+
+    def _drop_pending(self, reason: ResolvedBy) -> None:
         """The turn ended: whatever it asked is moot."""
         for pending in list(self.pending.values()):
             del self.pending[pending.id]
@@ -462,9 +559,26 @@ class LiveSession:
             self._resolved(pending, by=reason)
 
     def _resolved(
-        self, pending: Pending, *, by: str, client: int | None = None, response: Any = None
+        self,
+        pending: Pending,
+        *,
+        by: ResolvedBy,
+        client: int | None = None,
+        response: Any = None,
+        user: str | None = None,
     ) -> None:
-        self._notice("request/resolved", resolved_notice(pending, by=by, client=client, response=response))
+        notice = resolved_notice(pending, by=by, client=client, response=response)
+        if user is not None:
+            notice.user = user
+        self._notice("request/resolved", notice)
+
+    def _audit(self, client: Client, action: Action, detail: dict[str, Any]) -> None:
+        """Record who did it, where the server has named users (and so an audit log)."""
+        if client.user is not None and self.settings.audit is not None:
+            try:
+                self.settings.audit.append(audit_entry(client.user, action, self.id, detail))
+            except StoreUnavailable as exc:  # the action is refused: who did it could not be kept
+                raise store_unavailable(str(exc)) from None
 
     def _route_response(self, body: dict[str, Any]) -> None:
         request_id = body.get("id")
@@ -477,7 +591,7 @@ class LiveSession:
             self._update_direct()
         result = body.get("result")
         if forwarded.method == "initialize" and isinstance(result, dict):
-            self.initialize_result = {k: v for k, v in result.items() if k != "serve"}  # pyright: ignore[reportUnknownVariableType]
+            self.initialize_result = {k: v for k, v in result.items() if k != "serve"}
             if client.extended:
                 body["result"] = {**result, "serve": serve_info(self, client)}
         body["id"] = forwarded.original_id
@@ -488,12 +602,23 @@ class LiveSession:
             return
         client.deliver(line_of(body))
 
-    def _notice(self, method: str, params: dict[str, Any]) -> None:
+    def _notice(self, method: str, params: BaseModel) -> None:
         """A notification of the extensions (numbered; only extended clients get it)."""
-        self._publish("notice", line_of({"jsonrpc": "2.0", "method": method, "params": params}))
+        self._publish("notice", line_of({"jsonrpc": "2.0", "method": method, "params": params_of(params)}))
 
     def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> int:
-        """Number a message the hub itself sends; returns its seq."""
+        """Number a message the hub itself sends; returns its seq (0: sent unnumbered, on a
+        shared store, where only the record is numbered)."""
+        if self.by_store:
+            self._number_committed()
+            extended = insert_members(line, extra)
+            for client in self.clients.values():
+                if client.ring is not None:
+                    client.deliver(extended)
+            if kind != "notice":
+                for client in self._plain:
+                    client.deliver(line)
+            return 0
         self.ring.publish(line, extra)
         if kind != "notice":  # notices are of the extensions
             for client in self._plain:
@@ -502,14 +627,33 @@ class LiveSession:
         return self.ring.seq
 
 
-def _call_soon() -> Callable[[Callable[[], None]], object] | None:
-    """The running asyncio loop's `call_soon` (None on another backend)."""
-    try:
-        import asyncio
+_UNRECORDED_HEADS = tuple(b'"type":"%b"' % cls.__name__.encode() for cls in NOT_RECORDED)
+"""How the events a shared store does not record begin: they reach every client unnumbered."""
+_AUDITED: frozenset[Action] = frozenset({"prompt", "steer", "cancel", "rewind", "fork"})
+"""Wire methods recorded with who sent them (`fork` here is the checkpoints' Wire method)."""
+_WATCHING = frozenset(
+    {"attach", "initialize", "requests/pending", "blob/read", "approvals/rules/list", "replay"}
+)
+"""What an observer user may ask: everything that only reads."""
 
-        return asyncio.get_running_loop().call_soon
-    except RuntimeError:
-        return None
+
+def forbidden(user: str, action: str) -> RPCError:
+    """The refusal of what an observer user may not do."""
+    message = f"{user} is an observer on this server: {action} is refused"
+    return RPCError(INVALID_STATE, message, {"reason": "forbidden", "user": user})
 
 
-__all__ = ["LiveSession"]
+def _unset(callback: Callable[[], None]) -> object:
+    raise RuntimeError("the session is not running")
+
+
+def _call_soon(*, threadsafe: bool = False) -> Callable[[Callable[[], None]], object]:
+    """The running loop's `call_soon`: `serve` runs on asyncio only (uvicorn's loop, and
+    `anyio.run`'s default for `--stdio`), so there is no other backend to fall back for."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    return loop.call_soon_threadsafe if threadsafe else loop.call_soon
+
+
+__all__ = ["LiveSession", "forbidden"]

@@ -14,17 +14,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from soulwire.hosts import is_loopback
+from soulwire.server.security import TOKEN_ENV, Guard, load_or_create_token
+from soulwire.session_flags import (
+    add_config_flags,
+    add_max_steps_flag,
+    add_sandbox_flags,
+    add_thinking_flags,
+    add_work_dir_flag,
+    add_yolo_flag,
+)
 from soulwire.usage import CommandParser
 
 if TYPE_CHECKING:
     import uvicorn
 
     from soulwire.server.app import ServerApp
+    from soulwire.server.audit import AuditLog
     from soulwire.server.prefork import Copies
     from soulwire.server.runner import Server
+    from soulwire.server.users import Directory
+    from soulwire.sessions.backend import SessionStores
 
 DEFAULT_LISTEN = "127.0.0.1:7437"
-TOKEN_ENV = "SOULWIRE_SERVER_TOKEN"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,26 +46,27 @@ def _parser() -> argparse.ArgumentParser:
             "soulwire serve                              # 127.0.0.1:7437, prints the URL with its token",
             "soulwire serve --listen 127.0.0.1:0         # any free port",
             "soulwire serve --work-dir ~/src/app --model claude",
+            "soulwire serve haproxy-config --replica HOST:PORT …   # HAProxy in front of replicas",
+            "soulwire serve users add alice --role admin  # named users instead of one token",
+            "soulwire serve drain --url http://HOST:PORT  # hand a replica's sessions to the others",
         ),
     )
     parser.add_argument(
         "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
         help=f"address to listen on (default {DEFAULT_LISTEN}; port 0 picks a free one)",
     )  # fmt: skip
-    parser.add_argument("--work-dir", "-w", metavar="PATH", help="work dir of new sessions (default: cwd)")
-    parser.add_argument("--config-file", metavar="PATH", help="configuration file (.json or TOML)")
-    parser.add_argument("--config", metavar="TEXT", help="whole configuration as JSON or TOML text")
-    parser.add_argument("--model", "-m", metavar="NAME", help="model alias from [models]")
-    parser.add_argument("--yolo", action="store_true", help="approve every tool call in every session")
-    # Per-session engine settings, so one server can host a fleet's sessions (docs/fleet.md).
+    # The sessions' settings, declared once for `soulwire` and `serve` (so one server can host
+    # a fleet's sessions, docs/fleet.md): here they are the defaults of every new session.
+    add_work_dir_flag(parser)
+    add_config_flags(parser)
+    add_yolo_flag(parser)
+    add_thinking_flags(parser)
+    add_max_steps_flag(parser)
+    add_sandbox_flags(parser)
     parser.add_argument(
-        "--thinking", action=argparse.BooleanOptionalAction, default=None, help="thinking mode"
-    )
-    parser.add_argument("--max-steps-per-turn", type=int, metavar="N", help="model steps per turn")
-    parser.add_argument(
-        "--sandbox", choices=("off", "read-only", "workspace-write"), help="Shell and file tools sandbox"
-    )
-    parser.add_argument("--sandbox-network", choices=("on", "off"), help="network inside the sandbox")
+        "--checkpoints", action=argparse.BooleanOptionalAction, default=None,
+        help="checkpoints of the work dir in every session (default: config [checkpoints])",
+    )  # fmt: skip
     parser.add_argument(
         "--exit-with-stdin", action="store_true", help="shut down when stdin ends (a parent process died)"
     )
@@ -65,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME",
-        help="another Host name clients use for this server (e.g. behind a proxy); repeatable",
+        help="another Host name clients use for this server, or NAME:PORT of a proxy in front; repeatable",
     )  # fmt: skip
     parser.add_argument(
         "--token-file", metavar="PATH",
@@ -90,6 +102,28 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-message-bytes", type=int, default=1 << 20, metavar="N",
         help="larger events reach clients that negotiated it as a blob reference (default 1 MiB)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--store", metavar="URL",
+        help="a PostgreSQL session store, postgresql://USER@HOST/DB (password from PGPASSWORD/PGPASSFILE)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--advertise", metavar="URL",
+        help="this replica's address that other replicas send a session's clients to "
+        "(default http://HOST:PORT of --listen)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--lease", type=float, default=10.0, metavar="SECONDS",
+        help="with --store: how long a replica that hangs keeps its sessions from the others (default 10)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--workspaces", metavar="DIR", type=Path,
+        help="with --store: a session's work dir under DIR that is missing on this replica is made "
+        "from the session's latest checkpoint when the replica takes the session over",
+    )  # fmt: skip
+    parser.add_argument(
+        "--migrate-only", action="store_true",
+        help="create or upgrade the --store's schema, then exit (for operators, one replica at a time)",
     )  # fmt: skip
     parser.add_argument(
         "--client-buffer", type=int, default=16 << 20, metavar="BYTES",
@@ -153,12 +187,30 @@ def run_serve(argv: list[str]) -> int:
 
 
 def _serve(argv: list[str]) -> int:
+    if argv[:1] == ["haproxy-config"]:
+        from soulwire.server import haproxy
+
+        return haproxy.run(argv[1:])
+    if argv[:1] == ["users"]:
+        from soulwire.server import users_cli
+
+        return users_cli.run(argv[1:])
+    if argv[:1] == ["drain"]:
+        from soulwire.server import drain_cli
+
+        return drain_cli.run(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.max_steps_per_turn is not None and args.max_steps_per_turn < 1:
         parser.error("--max-steps-per-turn must be at least 1")
     if args.processes < 1:
         parser.error("--processes must be at least 1")
+    if not 1 <= args.lease <= 3600:
+        parser.error("--lease must be between 1 and 3600 seconds")
+    if args.migrate_only and not args.store:
+        parser.error("--migrate-only needs --store URL")
+    if args.migrate_only:
+        return _store_only(args.store)
     from soulwire.config.loader import ConfigError, load_raw_config, share_dir
 
     try:
@@ -171,6 +223,12 @@ def _serve(argv: list[str]) -> int:
         token, created = _token(args.token_file, share, loopback=is_loopback(host))
     except (ValueError, ConfigError) as exc:
         sys.stderr.write(f"soulwire serve: error: {exc}\n")
+        return 2
+    stores = _open_store(args, raw)
+    if isinstance(stores, int):
+        return stores
+    if args.workspaces is not None and not stores.shared:
+        sys.stderr.write("soulwire serve: error: --workspaces needs a shared store (--store URL)\n")
         return 2
     if args.processes > 1 and port != 0:
         sys.stderr.write(
@@ -205,19 +263,21 @@ def _serve(argv: list[str]) -> int:
     from soulwire.server.blobs import BlobStore
     from soulwire.server.messages import HubSettings
     from soulwire.server.registry import ServeSettings
-    from soulwire.server.security import Guard
+    from soulwire.sessions.postgres import StoreError
 
     settings = ServeSettings(
         share=share,
         work_dir=work_dir,
         raw_config=raw,
         config_path=config_path,
-        model_alias=args.model,
+        model=args.model,
         yolo=args.yolo,
         thinking=args.thinking,
         max_steps_per_turn=args.max_steps_per_turn,
         sandbox=args.sandbox,
         sandbox_network=None if args.sandbox_network is None else args.sandbox_network == "on",
+        checkpoints=args.checkpoints,
+        overlay=args.overlay,
         idle_timeout_s=args.idle_timeout,
         hub=HubSettings(
             deadline_ms=max(1, round(args.request_timeout * 1000)),
@@ -227,8 +287,17 @@ def _serve(argv: list[str]) -> int:
             max_message_bytes=args.max_message_bytes,
             blobs=BlobStore(share / "blobs"),
         ),
+        stores=stores,
+        advertise=(args.advertise or base).rstrip("/"),
+        lease_s=args.lease,
+        workspaces=args.workspaces.expanduser().absolute() if args.workspaces else None,
     )
     guard = Guard.for_listen(token, host, ports, args.allow_host)
+    try:
+        guard.users, settings.hub.audit = _accounts(share, stores)
+    except StoreError as exc:
+        sys.stderr.write(f"soulwire serve: error: {exc}\n")
+        return 1
     # One process: its HTTP API (the web UI's first page needs it) is built in a worker thread
     # as the server starts, alongside the first requests (the page's static files, a first
     # session). Forked copies build it at their first request for it: fleets never make one.
@@ -255,6 +324,57 @@ def _serve(argv: list[str]) -> int:
     )
 
 
+def _open_store(args: argparse.Namespace, raw: dict[str, object]) -> SessionStores | int:
+    """The stores sessions are kept in: a PostgreSQL database from `--store` or the config's
+    `[store] url` (connected and migrated now; an exit code when that fails), else files."""
+    from soulwire.sessions.backend import FILE_STORES, store_url
+
+    url = store_url(raw, args.store)
+    if url is None:
+        return FILE_STORES
+    if args.processes > 1:
+        sys.stderr.write("soulwire serve: error: --store runs one process per replica (no --processes)\n")
+        return 2
+    from soulwire.sessions.pg_catalog import PostgresStores
+    from soulwire.sessions.postgres import StoreError, connect_from_argv
+
+    try:
+        backend = connect_from_argv(url)  # migrates, or refuses a newer schema
+    except StoreError as exc:
+        sys.stderr.write(f"soulwire serve: error: {exc}\n")
+        return 1
+    backend.pool.resize(min_size=2, max_size=20)  # every live session writes through it
+    return PostgresStores(backend)
+
+
+def _accounts(share: Path, stores: SessionStores) -> tuple[Directory, AuditLog]:
+    """Where the named users and the audit trail are: the store's database (its pool), else
+    the share dir."""
+    from soulwire.server.audit import FileAudit, PostgresAudit
+    from soulwire.server.users import Directory, FileUsers, PostgresUsers
+
+    if not stores.shared:
+        return Directory(FileUsers(share)), FileAudit(share)
+    from soulwire.sessions.pg_catalog import PostgresStores
+
+    assert isinstance(stores, PostgresStores)  # the one shared kind
+    return Directory(PostgresUsers(stores.backend)), PostgresAudit(stores.backend)
+
+
+def _store_only(url: str) -> int:
+    """`--store URL --migrate-only`: bring the schema to this version and exit."""
+    from soulwire.sessions.postgres import SCHEMA_VERSION, StoreError, connect_from_argv
+
+    try:
+        backend = connect_from_argv(url)  # migrates, or refuses a newer schema
+    except StoreError as exc:
+        sys.stderr.write(f"soulwire serve: error: {exc}\n")
+        return 1
+    backend.close()
+    sys.stderr.write(f"soulwire serve: the session store's schema is at version {SCHEMA_VERSION}\n")
+    return 0
+
+
 def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str, bool]:
     """The token (and whether it was just generated). Off loopback it must be given explicitly."""
     if token_file:
@@ -269,7 +389,6 @@ def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str,
         return env, False
     if not loopback:
         raise ValueError(f"listening beyond loopback needs an explicit token: --token-file or {TOKEN_ENV}")
-    from soulwire.server.security import load_or_create_token
 
     return load_or_create_token(share)
 
@@ -314,7 +433,7 @@ def _uvicorn_config(app: ServerApp) -> uvicorn.Config:
         lambda record: "returned without completing handshake" not in record.getMessage()
     )
     return uvicorn.Config(
-        app,  # pyright: ignore[reportArgumentType]
+        app,
         log_level="warning",
         access_log=False,
         lifespan="on",

@@ -4,7 +4,7 @@ of the methods the server itself answers."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -13,6 +13,9 @@ from soulwire.server.blobs import MAX_CHUNK, BlobStore
 from soulwire.server.client import Client
 from soulwire.wire.jsonrpc import encode
 from soulwire.wire.peer import validation_error
+
+if TYPE_CHECKING:
+    from soulwire.server.audit import AuditLog
 
 Mode = Literal["controller", "observer"]
 OnTimeout = Literal["reject", "cancel", "approve"]
@@ -41,6 +44,8 @@ class HubSettings:
     max_message_bytes: int = 1 << 20
     """Default for extended clients: a larger event reaches them as a blob reference."""
     blobs: BlobStore | None = None
+    audit: AuditLog | None = None
+    """Where a server with named users records who did what (server/audit.py)."""
 
 
 @dataclass

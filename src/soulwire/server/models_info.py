@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from soulwire.errors import SoulwireError
+
 if TYPE_CHECKING:
     from soulwire.server.registry import ServeSettings
 
 
-class UnknownModel(ValueError):
+class UnknownModel(SoulwireError, ValueError):
     """A session asked for a model the server does not offer."""
 
 
@@ -61,7 +63,7 @@ def _configured(settings: ServeSettings) -> dict[str, dict[str, Any]]:
     models = settings.raw_config.get("models")
     if not isinstance(models, dict):
         return {}
-    return {str(k): v for k, v in models.items() if isinstance(v, dict)}  # pyright: ignore[reportUnknownVariableType]
+    return {str(k): v for k, v in models.items() if isinstance(v, dict)}
 
 
 def _text(value: Any) -> str | None:
@@ -70,7 +72,7 @@ def _text(value: Any) -> str | None:
 
 def default_model(settings: ServeSettings) -> str | None:
     """The server's `--model`, else the configuration's `default_model`."""
-    chosen = settings.model_alias or settings.raw_config.get("default_model")
+    chosen = settings.model or settings.raw_config.get("default_model")
     return chosen if isinstance(chosen, str) and chosen else None
 
 
@@ -81,7 +83,7 @@ def list_models(settings: ServeSettings, *, priced: bool = True) -> ModelList:
         name = _text(entry.get("model")) or alias
         caps = entry.get("capabilities")
         if isinstance(caps, dict):
-            caps = [k for k, v in caps.items() if v]  # pyright: ignore[reportUnknownVariableType]
+            caps = [k for k, v in caps.items() if v]
         size = entry.get("max_context_size")
         infos.append(
             ModelInfo(
@@ -90,7 +92,7 @@ def list_models(settings: ServeSettings, *, priced: bool = True) -> ModelList:
                 provider=_text(entry.get("provider")),
                 display_name=_text(entry.get("display_name")),
                 max_context_size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-                capabilities=[str(c) for c in caps] if isinstance(caps, list) else [],  # pyright: ignore[reportUnknownVariableType]
+                capabilities=[str(c) for c in caps] if isinstance(caps, list) else [],
                 price=price_of(name) if priced else None,
             )
         )

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from soulwire.server.client import Client
 from soulwire.server.messages import HUB_METHODS, AttachParams, ServeOptions, validated
+from soulwire.server.protocol import Loaded, ServeInfo, params_of
+from soulwire.wire import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
     from soulwire.server.hub import LiveSession
@@ -16,7 +18,7 @@ def negotiate(live: LiveSession, client: Client, params: Any) -> Any:
     """Take the `serve` member out of initialize params (the engine does not know it)."""
     if not isinstance(params, dict) or "serve" not in params:
         return params
-    params = dict(params)  # pyright: ignore[reportUnknownArgumentType]
+    params = dict(params)
     options = validated("initialize", ServeOptions, params.pop("serve"))
     if options.seq and client.ring is None:
         client.extended = True
@@ -38,24 +40,25 @@ def negotiate(live: LiveSession, client: Client, params: Any) -> Any:
 
 def serve_info(live: LiveSession, client: Client) -> dict[str, Any]:
     """The `serve` member of the initialize answer: what this client negotiated."""
-    return {
-        "epoch": live.epoch,
-        "last_seq": live.seq,
-        "mode": client.mode,
-        "deadline_ms": live.deadline_ms,
-        "on_timeout": live.on_timeout,
-        "methods": sorted(HUB_METHODS),
-        "max_message_bytes": client.max_message_bytes,
-        "batch": client.batch,
-        "receipts": client.extended and client.receipts,
-        "loaded": live.loaded,
-    }
+    info = ServeInfo(
+        epoch=live.epoch,
+        last_seq=live.seq,
+        mode=client.mode,
+        deadline_ms=live.deadline_ms,
+        on_timeout=live.on_timeout,
+        methods=sorted(HUB_METHODS),
+        max_message_bytes=client.max_message_bytes,
+        batch=client.batch,
+        receipts=client.extended and client.receipts,
+        loaded=Loaded.model_validate(live.loaded),
+    )
+    return params_of(info)
 
 
 def initialize_reply(live: LiveSession, client: Client) -> dict[str, Any]:
     """The engine's initialize answer again, for a client that is not the controller."""
     base = dict(live.initialize_result or {})
-    base.setdefault("protocol_version", live.runtime.session.store.protocol_version)
+    base.setdefault("protocol_version", PROTOCOL_VERSION)  # the engine answered none yet
     base.setdefault("session", {"id": live.id, "work_dir": str(live.runtime.options.work_dir)})
     base["serve"] = serve_info(live, client)
     return base

@@ -64,9 +64,9 @@ def _provider_type(raw_config: dict[str, Any], model_alias: str | None) -> str |
     providers = raw_config.get("providers")
     if not isinstance(alias, str) or not isinstance(models, dict) or not isinstance(providers, dict):
         return None
-    model: Any = models.get(alias)  # pyright: ignore[reportUnknownMemberType]
-    provider: Any = providers.get(model.get("provider")) if isinstance(model, dict) else None  # pyright: ignore[reportUnknownMemberType]
-    kind = provider.get("type") if isinstance(provider, dict) else None  # pyright: ignore[reportUnknownMemberType]
+    model: Any = models.get(alias)
+    provider: Any = providers.get(model.get("provider")) if isinstance(model, dict) else None
+    kind = provider.get("type") if isinstance(provider, dict) else None
     return kind if isinstance(kind, str) else None
 
 

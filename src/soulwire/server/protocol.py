@@ -1,8 +1,11 @@
-"""The shapes of the extensions' results, notices and added members, as typed models for the
-exported JSON Schema (`soulwire schema`, under `serve/`) and the docs (docs/serve.md).
+"""The extensions' results, notices and added members: typed models that are the messages.
 
-The hub builds these messages directly (the hot paths splice bytes); these models are the
-contract they follow, checked against real messages in tests/server."""
+The hub builds each of these messages from its model (`params_of`, and `members_of` for the
+members spliced into a line the engine wrote); the same models give the exported JSON
+Schema (`soulwire schema`, under `serve/`) and the docs (docs/serve.md), and tests/server
+validates every message a real `soulwire serve` sends against them. The one exception is
+the `seq` of an event (`EventMembers`), spliced as bytes on the streaming hot path
+(server/ring.py)."""
 
 from __future__ import annotations
 
@@ -82,13 +85,18 @@ class RoleChanged(_Shape):
     reason: Literal["free", "taken", "released", "disconnected"]
 
 
+ResolvedBy = Literal["client", "deadline", "turn_end"]
+
+
 class RequestResolved(_Shape):
     """Notice `request/resolved`: who answered an open request, or that its deadline did."""
 
     id: str
     type: str
-    by: Literal["client", "deadline", "turn_end"]
+    by: ResolvedBy
     client: int | None = None
+    user: str | None = None
+    """The named user who answered (a server with users, server/users.py)."""
     response: Any = None
 
 
@@ -159,6 +167,16 @@ class CancelResult(_Shape):
     receipt: CancelReceipt | None = None
 
 
+def params_of(shape: BaseModel) -> dict[str, Any]:
+    """The JSON members of a message built from its model: the fields that were set."""
+    return shape.model_dump(mode="json", exclude_unset=True)
+
+
+def members_of(shape: BaseModel, *, exclude: set[str] | None = None) -> bytes:
+    """A model's members as the bytes spliced first inside a line's `params` (`"a":1,`)."""
+    return shape.model_dump_json(exclude_unset=True, exclude=exclude)[1:-1].encode() + b","
+
+
 SHAPES: tuple[type[BaseModel], ...] = (
     ServeInfo,
     AttachResult,
@@ -175,7 +193,22 @@ SHAPES: tuple[type[BaseModel], ...] = (
 )
 
 __all__ = [
-    "SHAPES", "AttachResult", "BlobChunk", "BlobRef", "CancelParams", "CancelReceipt", "CancelResult",
-    "EventMembers", "Loaded", "RequestMembers", "RequestResolved", "RequestsPendingResult", "RoleChanged",
-    "Rules", "ServeInfo",
+    "SHAPES",
+    "AttachResult",
+    "BlobChunk",
+    "BlobRef",
+    "CancelParams",
+    "CancelReceipt",
+    "CancelResult",
+    "EventMembers",
+    "Loaded",
+    "RequestMembers",
+    "RequestResolved",
+    "RequestsPendingResult",
+    "ResolvedBy",
+    "RoleChanged",
+    "Rules",
+    "ServeInfo",
+    "members_of",
+    "params_of",
 ]  # fmt: skip

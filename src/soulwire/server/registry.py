@@ -8,23 +8,27 @@ import hashlib
 import logging
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 
 from soulwire.config.loader import ConfigError
+from soulwire.errors import SoulwireError
+from soulwire.runtime.model_switch import MODEL_KEY, THINKING_KEY
 from soulwire.runtime.options import SessionOptions
+from soulwire.runtime.session import SessionHeldError
 from soulwire.server.hub import LiveSession
 from soulwire.server.messages import HubSettings
-from soulwire.sessions.fork import ForkError, fork_session
+from soulwire.sessions.backend import FILE_STORES, HostedStore, SessionStores
+from soulwire.sessions.fork import ForkError, fork_from_store, fork_session
 from soulwire.sessions.index import update_work_dir_index
 from soulwire.sessions.jsonl import iter_lines
-from soulwire.sessions.listing import summarise_session
+from soulwire.sessions.listing import SessionSummary, summarise_session
 from soulwire.sessions.lock import is_locked
 from soulwire.sessions.paths import (
     CONTEXT_FILE,
@@ -32,10 +36,17 @@ from soulwire.sessions.paths import (
     WIRE_FILE,
     is_valid_session_id,
     normalise_work_dir,
+    session_dir,
     work_dir_hash,
 )
-from soulwire.sessions.store import FileSessionStore, new_session_id, read_state
+from soulwire.sessions.store import StoreUnavailable, new_session_id, read_state
 from soulwire.wire import PROTOCOL_VERSION
+from soulwire.wire.session_settings import OVERLAY_MODES, SandboxMode, SessionSettings
+
+if TYPE_CHECKING:
+    from soulwire.server.follow import FollowedSession, Followers
+    from soulwire.server.replicas import Replica
+    from soulwire.sessions.pg_catalog import PostgresStores
 
 log = logging.getLogger("soulwire.server")
 
@@ -45,33 +56,63 @@ _DISK_THREADS = 2
 
 WORK_DIR_KEY = "work_dir"
 """Kept in state.json by the server: the work dir a session's directory hash stands for."""
-MODEL_KEY = "model"
-"""Kept in state.json by the server: the model alias the session was created with."""
+OWNER_KEY = "owner"
+"""Kept in state.json by a server with named users: the user who created the session."""
+SHARED_KEY = "shared_with"
+"""Kept in state.json by a server with named users: the users the session is shared with."""
+CHECKPOINTS_KEY = "checkpoints"
+"""Kept in state.json by the server: checkpoints asked for (or refused) at creation; it wins
+over the server's `--checkpoints` whenever the server opens the session."""
+OVERLAY_KEY = "overlay"
+"""Kept in state.json by the server: the overlay policy asked for at creation (`ask`, `commit`,
+`discard`); it wins over the server's `--overlay` whenever the server opens the session."""
 
 
-class SessionError(Exception):
-    """A request about a session that cannot be done; `status` is its HTTP status."""
+class SessionError(SoulwireError):
+    """A request about a session that cannot be done; `status` is its HTTP status, `owner`
+    the address of the replica that runs the session (a 307 there)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, owner: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.owner = owner
+
+
+def error_answer(
+    exc: SessionError, path: str, query: str, *, websocket: bool = False
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The JSON body and headers of an HTTP answer to a SessionError: a session another replica
+    runs is a 307 to the same path and query on that replica (`owner` in the body too; a
+    WebSocket upgrade is sent to its ws:// or wss:// address, which WebSocket clients follow)."""
+    if exc.owner is None:
+        return {"detail": exc.message}, {}
+    owner = exc.owner
+    if websocket:
+        owner = "ws" + owner.removeprefix("http") if owner.startswith("http") else owner
+    location = owner + path + (f"?{query}" if query else "")
+    return {"detail": exc.message, "owner": exc.owner}, {"location": location}
 
 
 @dataclass
-class ServeSettings:
+class ServeSettings(SessionSettings):
+    """The server's: its share and work dir, its configuration, and the settings of every
+    session it opens (`SessionSettings`; a session's own stored model and sandbox win)."""
+
     share: Path
     work_dir: Path
     raw_config: dict[str, Any] = field(default_factory=dict)
     config_path: Path | None = None
-    model_alias: str | None = None
-    yolo: bool = False
-    thinking: bool | None = None
-    max_steps_per_turn: int | None = None
-    sandbox: str | None = None
-    sandbox_network: bool | None = None
     idle_timeout_s: float = 300.0
     hub: HubSettings = field(default_factory=HubSettings)
+    stores: SessionStores = FILE_STORES
+    """Where sessions are kept (`serve --store`: PostgreSQL, shared with other replicas)."""
+    advertise: str = ""
+    """This replica's address for clients another replica sends here (`serve --advertise`)."""
+    lease_s: float = 10.0
+    workspaces: Path | None = None
+    """Work dirs under this directory that are missing here are made from their session's
+    latest checkpoint when this replica takes the session (`serve --workspaces DIR`)."""
 
 
 @dataclass
@@ -93,6 +134,18 @@ def content_digest(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), records
 
 
+Known = tuple[SessionSummary | None, dict[str, Any] | None, str | None]
+"""A session's summary, state and owning replica, read already (registry.describe)."""
+T = TypeVar("T")
+
+
+def _listed(infos: list[dict[str, Any]], archived: bool | None) -> list[dict[str, Any]]:
+    """Sessions newest first; `archived` True or False keeps only those."""
+    if archived is not None:
+        infos = [i for i in infos if i["archived"] is archived]
+    return sorted(infos, key=lambda i: i.get("updated", 0), reverse=True)
+
+
 class SessionRegistry:
     """Every session of the share dir, and the live ones of this process."""
 
@@ -108,6 +161,23 @@ class SessionRegistry:
         """Worker threads for session files (creating and opening sessions). Few on purpose:
         a burst of fifty creations on fifty threads spent more CPU handing the GIL between
         them than on the files (bench/RESULTS.md §11e)."""
+        self.shared: PostgresStores | None = None
+        self.replica: Replica | None = None
+        self.draining = False
+        """This replica hands its sessions over and takes none (server/handover.py)."""
+        self.followers: Followers | None = None
+        """Sessions run by other replicas that this one's observers watch (server/follow.py)."""
+        if settings.stores.shared:
+            from soulwire.server.follow import Followers
+            from soulwire.server.replicas import Replica
+            from soulwire.sessions.pg_catalog import PostgresStores
+
+            assert isinstance(settings.stores, PostgresStores)
+            self.shared = settings.stores
+            backend = self.shared.backend
+            self.replica = Replica(backend.url, settings.advertise, settings.lease_s, recheck=backend.recheck)
+            group.start_soon(self.replica.heartbeat, self.live.values, self._close_all)
+            self.followers = Followers(backend.url, settings.hub, group)
 
     # -- finding sessions ---------------------------------------------------------------
     def _work_dirs(self) -> dict[str, str]:
@@ -146,6 +216,11 @@ class SessionRegistry:
         if live is not None:
             store = live.runtime.session.store
             return Located(session_id, store.dir, store.work_dir)
+        if self.shared is not None:
+            work_dir = self.shared.work_dir_of(session_id) if is_valid_session_id(session_id) else None
+            if work_dir is None:
+                raise SessionError(404, f"no session {session_id!r}")
+            return Located(session_id, session_dir(self.settings.share, work_dir, session_id), work_dir)
         created = self._created.get(session_id)
         if created is not None and (created.dir / CONTEXT_FILE).exists():
             return created
@@ -162,10 +237,19 @@ class SessionRegistry:
                     return found
         raise SessionError(404, f"no session {session_id!r}")
 
-    def describe(self, found: Located, *, priced: bool = True) -> dict[str, Any]:
+    def describe(self, found: Located, *, priced: bool = True, known: Known | None = None) -> dict[str, Any]:
         """A session's facts; `priced` adds its model's price (the list leaves it out: the price
-        table's first import is not worth a page load)."""
-        summary = summarise_session(found.dir)
+        table's first import is not worth a page load); `known`: its summary, state and owner
+        read already (a listing reads every session's at once)."""
+        if known is not None:
+            summary, state, owner = known
+        elif self.shared is not None:
+            described = self.shared.described([found.id], lambda _: found.dir).get(found.id)
+            summary, state = described if described else (None, {})
+            owner = self._owner(found)
+        else:
+            summary, state = summarise_session(found.dir), None
+            owner = None
         info: dict[str, Any] = summary.to_json() if summary else {"id": found.id, "dir": str(found.dir)}
         live = self.live.get(found.id)
         info["work_dir"] = found.work_dir
@@ -173,8 +257,14 @@ class SessionRegistry:
         info["busy"] = live.busy if live else False
         info["clients"] = len(live.clients) if live else 0
         info["last_seq"] = live.seq if live else None
-        info["held_elsewhere"] = live is None and is_locked(self.settings.share, found.work_dir, found.id)
-        state = read_state(found.dir)
+        info["replica"] = owner if live is None else (self.settings.advertise or None)
+        info["held_elsewhere"] = live is None and (
+            info["replica"] is not None
+            if self.shared
+            else is_locked(self.settings.share, found.work_dir, found.id)
+        )
+        if state is None:
+            state = self._store(found.id, found.work_dir).load_state()
         stored = state.get("sandbox")
         if isinstance(stored, dict):
             info["sandbox"] = stored
@@ -188,6 +278,9 @@ class SessionRegistry:
             or (isinstance(approval, dict) and approval.get("yolo") is True)
         )
         info["plan_mode"] = state.get("plan_mode") is True
+        if OWNER_KEY in state:
+            info["owner"] = state[OWNER_KEY]
+            info["shared_with"] = state.get(SHARED_KEY) or []
         from soulwire.server.models_info import session_model
 
         model = session_model(self.settings, state, priced=priced)
@@ -201,37 +294,77 @@ class SessionRegistry:
     def list(self, work_dir: str | None = None, archived: bool | None = None) -> list[dict[str, Any]]:
         """Sessions, newest first; `archived` True or False keeps only those (None: all)."""
         wanted = normalise_work_dir(work_dir) if work_dir else None
-        found = [f for f in self._session_dirs() if wanted is None or f.work_dir == wanted]
-        infos = [
-            self.describe(f, priced=False)
-            for f in found
-            if (f.dir / CONTEXT_FILE).exists() or (f.dir / WIRE_FILE).exists()
-        ]
-        if archived is not None:
-            infos = [i for i in infos if i["archived"] is archived]
-        return sorted(infos, key=lambda i: i.get("updated", 0), reverse=True)
+        if self.shared is not None:
+            share = self.settings.share
+            found = [Located(i, session_dir(share, w, i), w) for i, w in self.shared.entries()]
+            found = [f for f in found if wanted is None or f.work_dir == wanted]
+            dirs = {f.id: f.dir for f in found}
+            described = self.shared.described(None, lambda i: dirs.get(i, share))
+            owners = self._owners()
+            infos = [
+                self.describe(f, priced=False, known=(*described[f.id], owners.get(f.id)))
+                for f in found
+                if f.id in described
+            ]
+            return _listed(infos, archived)
+        else:
+            found = [
+                f
+                for f in self._session_dirs()
+                if (wanted is None or f.work_dir == wanted)
+                and ((f.dir / CONTEXT_FILE).exists() or (f.dir / WIRE_FILE).exists())
+            ]
+        return _listed([self.describe(f, priced=False) for f in found], archived)
+
+    async def off_loop(self, call: Callable[[], T]) -> T:
+        """Run a reading `call` (the listing, a session's info, its history) on a worker thread
+        when the store is a database (its queries would stall every session this replica
+        streams); in place on the share dir's files, as before."""
+        if self.shared is None:
+            return call()
+        return await anyio.to_thread.run_sync(call, limiter=self.disk_limiter)
 
     # -- changing sessions --------------------------------------------------------------
-    def _store(self, session_id: str, work_dir: str) -> FileSessionStore:
-        return FileSessionStore(self.settings.share, work_dir, session_id, protocol_version=PROTOCOL_VERSION)
+    def _store(self, session_id: str, work_dir: str) -> HostedStore:
+        return self.settings.stores.open(
+            self.settings.share, work_dir, session_id, protocol_version=PROTOCOL_VERSION
+        )
+
+    def _owners(self) -> dict[str, str]:
+        """Every session another live replica runs, with its address (shared stores only)."""
+        if self.replica is None:
+            return {}
+        try:
+            return self.replica.ownership.owners()
+        except Exception:  # the store is down: nobody can be sent anywhere
+            return {}
+
+    def _owner(self, found: Located) -> str | None:
+        """The address of another live replica that runs the session (shared stores only)."""
+        if self.replica is None:
+            return None
+        try:
+            return self.replica.ownership.owner_of(found.id)
+        except Exception:  # the store is down: nobody can be sent anywhere
+            return None
 
     def create(
         self,
         work_dir: str | None,
         title: str | None,
-        sandbox: str | None = None,
-        sandbox_network: bool | None = None,
+        settings: SessionSettings | None = None,
         *,
-        model: str | None = None,
-        yolo: bool = False,
-        plan_mode: bool = False,
         create_dir: bool = False,
+        owner: str | None = None,
     ) -> Located:
-        """A new session; `sandbox`/`sandbox_network` are recorded in its state, where the
-        runtime finds them whenever the session is opened (here or by the CLI), as are
-        `yolo` and `plan_mode` (the state it starts in) and `model` (used whenever this
-        server opens it; 422 for a model the configuration does not offer). `create_dir`
-        makes a missing (absolute) work dir first."""
+        """A new session; the `settings` it keeps are recorded in its state, where the runtime
+        finds them whenever the session is opened (here or by the CLI): `sandbox` and
+        `sandbox_network`, `yolo` and `plan_mode` (the state it starts in), `checkpoints` and
+        `model` (used whenever this server opens it; 422 for a model the configuration does not
+        offer). `create_dir` makes a missing (absolute) work dir first; `owner` names the user
+        who created it (a server with named users)."""
+        asked = settings or SessionSettings()
+        model, sandbox, sandbox_network = asked.model, asked.sandbox, asked.sandbox_network
         path = Path(work_dir).expanduser() if work_dir else self.settings.work_dir
         if create_dir and path.is_absolute() and not path.exists():
             try:
@@ -253,6 +386,9 @@ class SessionRegistry:
             problem = bubblewrap_problem()
             if problem is not None:
                 raise SessionError(422, f"cannot sandbox the session: {problem}")
+        if asked.overlay not in (None, "off"):
+            configured = self.settings.raw_config.get("sandbox")
+            self._check_overlay(sandbox or self.settings.sandbox or configured)
         normal = normalise_work_dir(path)
         session_id = new_session_id()
         store = self._store(session_id, normal)
@@ -261,24 +397,48 @@ class SessionRegistry:
             state["custom_title"] = title
         if model is not None:
             state[MODEL_KEY] = model
-        if yolo:
+        if owner is not None:
+            state[OWNER_KEY] = owner
+        if asked.yolo:
             state["approval"] = {"yolo": True, "afk": False, "auto_approve_actions": []}
-        if plan_mode:
+        if asked.plan_mode:
             state["plan_mode"] = True
+        if asked.checkpoints is not None:
+            state[CHECKPOINTS_KEY] = asked.checkpoints
+        if asked.overlay is not None:
+            state[OVERLAY_KEY] = asked.overlay
         if sandbox is not None or sandbox_network is not None:
             from soulwire.runtime.sandbox import STATE_KEY
 
             state[STATE_KEY] = {"mode": sandbox or "off", "network": bool(sandbox_network)}
         store.save_state(state)
-        (store.dir / CONTEXT_FILE).touch(mode=0o600)
+        if not self.settings.stores.shared:  # the file that makes the directory a session
+            (store.dir / CONTEXT_FILE).touch(mode=0o600)
         update_work_dir_index(self.settings.share, normal, session_id)
         found = self._created[session_id] = Located(session_id, store.dir, normal)
         if len(self._created) > _REMEMBER_CREATED:
             del self._created[next(iter(self._created))]
         return found
 
+    @staticmethod
+    def _check_overlay(sandbox: str | None) -> None:
+        """An overlay asked for where it cannot run is refused at creation (a 422 naming why),
+        not left to a line on the server's stderr when the session opens."""
+        if sandbox != "workspace-write":
+            raise SessionError(422, "an overlay needs the sandbox: sandbox=workspace-write")
+        from soulwire.tools.overlay import overlay_problem
+
+        problem = overlay_problem()
+        if problem is not None:
+            raise SessionError(422, f"cannot run turns in an overlay here: {problem}")
+
     def _not_held_elsewhere(self, found: Located) -> None:
-        if found.id not in self.live and is_locked(self.settings.share, found.work_dir, found.id):
+        if found.id in self.live:
+            return
+        owner = self._owner(found)
+        if owner is not None:
+            raise SessionError(307, f"session {found.id} is run by the replica at {owner}", owner=owner)
+        if not self.settings.stores.shared and is_locked(self.settings.share, found.work_dir, found.id):
             raise SessionError(409, f"session {found.id} is in use by another process")
 
     def rename(self, session_id: str, title: str) -> Located:
@@ -295,6 +455,18 @@ class SessionRegistry:
         }
         return self._update_state(session_id, changes)
 
+    def state_of(self, session_id: str) -> dict[str, Any]:
+        """A session's state as it stands (its live keeper's when it runs here)."""
+        live = self.live.get(session_id)
+        if live is not None:
+            return live.runtime.state.state
+        found = self.locate(session_id)
+        return self._store(found.id, found.work_dir).load_state()
+
+    def update_state(self, session_id: str, changes: dict[str, Any]) -> Located:
+        """Change keys of a session's state (its owner, who it is shared with)."""
+        return self._update_state(session_id, changes)
+
     def _update_state(self, session_id: str, changes: dict[str, Any]) -> Located:
         """Change keys of a session's state.json: through its live keeper when it runs here
         (which would otherwise write its own copy over them), else on disk."""
@@ -305,14 +477,45 @@ class SessionRegistry:
             live.runtime.save_state()
             return found
         self._not_held_elsewhere(found)
-        state = read_state(found.dir)
+        store = self._store(found.id, found.work_dir)
+        state = store.load_state()
         state.update(changes)
         state.setdefault(WORK_DIR_KEY, found.work_dir)
-        self._store(found.id, found.work_dir).save_state(state)
+        store.save_state(state)
         return found
 
-    def fork(self, session_id: str, title: str | None, turn: int | None = None) -> Located:
-        """A new session with a copy of this one's history (up to the end of turn `turn`)."""
+    async def set_sandbox(self, session_id: str, mode: SandboxMode) -> None:
+        """Reopen the session under another sandbox mode (it is part of how the session's tools
+        are built; an ACP editor's `sandbox` option): refused while a turn runs, and when this
+        server sets every session's sandbox (`serve --sandbox`). Its clients are disconnected
+        (1001) and attach again, as after any restart of the session."""
+        from soulwire.runtime.sandbox import STATE_KEY
+        from soulwire.tools.sandbox import bubblewrap_problem
+
+        found = self.locate(session_id)
+        if self.settings.sandbox is not None:
+            raise SessionError(409, f"this server runs every session with --sandbox {self.settings.sandbox}")
+        problem = bubblewrap_problem() if mode != "off" else None
+        if problem is not None:
+            raise SessionError(422, f"cannot sandbox the session: {problem}")
+        live = self.live.get(session_id)
+        if live is not None and not live.closed:
+            if live.busy:
+                raise SessionError(409, f"session {session_id} is running a turn")
+            live.close()
+            await live.finished.wait()  # its keeper wrote its last state: ours goes over it
+        else:
+            self._not_held_elsewhere(found)
+        store = self._store(found.id, found.work_dir)
+        state = store.load_state()
+        stored = state.get(STATE_KEY)
+        network = isinstance(stored, dict) and stored.get("network") is True
+        state[STATE_KEY] = {"mode": mode, "network": network}
+        store.save_state(state)
+
+    async def fork(self, session_id: str, title: str | None, turn: int | None = None) -> Located:
+        """A new session with a copy of this one's history (up to the end of turn `turn`); on a
+        database store the copy runs off the event loop."""
         found = self.locate(session_id)
         live = self.live.get(session_id)
         if live is not None:
@@ -322,9 +525,17 @@ class SessionRegistry:
             live.runtime.session.store.sync()
             live.runtime.save_state()
         try:
-            new_id, target = fork_session(
-                self.settings.share, found.work_dir, found.dir, turns=turn, title=title
-            )
+            if self.shared is not None:  # the records are copied in the database
+                new_id = await self.off_loop(
+                    lambda: fork_from_store(
+                        self._store(found.id, found.work_dir), found.work_dir, turns=turn, title=title
+                    )
+                )
+                target = session_dir(self.settings.share, found.work_dir, new_id)
+            else:
+                new_id, target = fork_session(
+                    self.settings.share, found.work_dir, found.dir, turns=turn, title=title
+                )
         except ForkError as exc:
             raise SessionError(422, str(exc)) from None
         return Located(new_id, target, found.work_dir)
@@ -339,7 +550,8 @@ class SessionRegistry:
             await live.finished.wait()
         self._not_held_elsewhere(found)
         self._created.pop(session_id, None)
-        shutil.rmtree(found.dir, ignore_errors=True)
+        self._store(found.id, found.work_dir).delete()
+        shutil.rmtree(found.dir, ignore_errors=True)  # what a PostgreSQL session kept here
         update_work_dir_index(self.settings.share, found.work_dir, None, only_if=found.id)
 
     def history(self, session_id: str, since: int, limit: int) -> dict[str, Any]:
@@ -367,45 +579,110 @@ class SessionRegistry:
                 return live
             if live is not None:
                 await live.finished.wait()
-            found = self.locate(session_id)
-            digest, records = content_digest(found.dir / WIRE_FILE)
-            settings = self.settings
-            stored_model = read_state(found.dir).get(MODEL_KEY)
-            options = SessionOptions(
-                work_dir=Path(found.work_dir),
-                share_dir=settings.share,
-                raw_config=settings.raw_config,
-                config_path=settings.config_path,
-                model_alias=stored_model if isinstance(stored_model, str) else settings.model_alias,
-                yolo=settings.yolo,
-                thinking=settings.thinking,
-                max_steps_per_turn=settings.max_steps_per_turn,
-                sandbox=settings.sandbox,
-                sandbox_network=settings.sandbox_network,
-                session_id=session_id,
-                keep_empty_session=True,
-            )
-            from soulwire.runtime.builder import build_runtime
-
+            if self.draining:
+                raise SessionError(503, "this replica is draining: another one takes the session")
             try:
-                runtime = await anyio.to_thread.run_sync(build_runtime, options, limiter=self.disk_limiter)
-            except ConfigError as exc:
-                status = 409 if "in use by another process" in str(exc) else 500
-                raise SessionError(status, str(exc)) from None
-            live = LiveSession(runtime, settings.hub, self._on_empty)
-            live.loaded = {"session_id": session_id, "records": records, "content_hash": digest}
-            self.live[session_id] = live
-            self._group.start_soon(self._run, live)
-            return live
+                found = self.locate(session_id)
+                if self.replica is not None:
+                    await self.replica.own(found.id, found.work_dir, self._materialiser(found))
+                try:
+                    return await self._start(found)
+                except BaseException:
+                    await self._disown(found.id)
+                    raise
+            except StoreUnavailable as exc:
+                raise SessionError(503, str(exc)) from None
+
+    async def observe(self, session_id: str) -> LiveSession | FollowedSession:
+        """What an observer attaches to: on a shared store, a session another live replica runs
+        is followed through the store (an observer is not sent to the owner: it may watch
+        anywhere); any other is opened here as for every client."""
+        live = self.live.get(session_id)
+        if self.followers is None or (live is not None and not live.closed):
+            return await self.open(session_id)
+        found = self.locate(session_id)
+        owner = self._owner(found)
+        if owner is None:
+            return await self.open(session_id)
+        try:
+            return await self.followers.follow(found.id, found.work_dir, owner)
+        except Exception as exc:  # psycopg's, or no LISTEN connection in time: the store is down
+            raise SessionError(503, f"the session store is unreachable ({type(exc).__name__})") from None
+
+    def _materialiser(self, found: Located) -> Callable[[], object] | None:
+        """What makes the session's missing work dir here (`serve --workspaces`), if it may."""
+        root = self.settings.workspaces
+        if root is None or not Path(found.work_dir).is_relative_to(root):
+            return None
+        from soulwire.sessions.checkpoints.forking import materialise
+
+        return lambda: materialise(self._store(found.id, found.work_dir), found.work_dir)
+
+    async def _start(self, found: Located) -> LiveSession:
+        session_id = found.id
+        if self.shared is not None:  # the database's round trips off the event loop
+            digest, records = await anyio.to_thread.run_sync(self.shared.content_digest, session_id)
+        else:
+            digest, records = content_digest(found.dir / WIRE_FILE)
+        settings = self.settings
+        state = await self.off_loop(lambda: self._store(session_id, found.work_dir).load_state())
+        stored_model, stored_checkpoints = state.get(MODEL_KEY), state.get(CHECKPOINTS_KEY)
+        stored_overlay = state.get(OVERLAY_KEY)
+        session = settings.session_settings()
+        if isinstance(stored_model, str):
+            session.model = stored_model
+        if isinstance(state.get(THINKING_KEY), bool):  # as last switched (runtime/model_switch.py)
+            session.thinking = bool(state[THINKING_KEY])
+        if isinstance(stored_checkpoints, bool):
+            session.checkpoints = stored_checkpoints
+        if stored_overlay in OVERLAY_MODES:
+            session.overlay = stored_overlay
+        options = SessionOptions(
+            work_dir=Path(found.work_dir),
+            share_dir=settings.share,
+            raw_config=settings.raw_config,
+            config_path=settings.config_path,
+            session_id=session_id,
+            keep_empty_session=True,
+            stores=settings.stores,
+            **vars(session),
+        )
+        from soulwire.runtime.builder import build_runtime
+
+        try:
+            runtime = await anyio.to_thread.run_sync(build_runtime, options, limiter=self.disk_limiter)
+        except SessionHeldError as exc:
+            raise SessionError(409, str(exc)) from None
+        except ConfigError as exc:
+            raise SessionError(500, str(exc)) from None
+        live = LiveSession(runtime, settings.hub, self._on_empty)
+        live.loaded = {"session_id": session_id, "records": records, "content_hash": digest}
+        if live.by_store:  # numbered by the store: the newest records start the ring
+            from soulwire.sessions.postgres import PostgresSessionStore
+
+            store = runtime.session.store
+            assert isinstance(store, PostgresSessionStore)
+            rows, last = await anyio.to_thread.run_sync(store.recent_wire_rows, settings.hub.ring_events)
+            live.preload(rows, last)
+        self.live[session_id] = live
+        self._group.start_soon(self._run, live)
+        return live
 
     async def _run(self, live: LiveSession) -> None:
         try:
             await live.run()
+        except StoreUnavailable as exc:  # closed while the store was down: its record says so
+            log.warning("session %s closed: %s", live.id, exc)
         except Exception:  # one session's failure must not take the others down
             log.exception("session %s failed", live.id)
         finally:
             if self.live.get(live.id) is live:
                 del self.live[live.id]
+            await self._disown(live.id)
+
+    async def _disown(self, session_id: str) -> None:
+        if self.replica is not None:
+            await self.replica.disown(session_id)
 
     def _on_empty(self, live: LiveSession) -> None:
         if not live.closed:  # (a closed one is on its way out already)
@@ -421,17 +698,28 @@ class SessionRegistry:
                 live.close()
                 return
 
+    def _close_all(self) -> None:
+        for live in list(self.live.values()):
+            live.close()
+
     async def aclose(self) -> bool:
         """Close every live session (their turns are cancelled) and wait for them, 10 s at
         most; whether they all finished."""
         sessions = list(self.live.values())
         for live in sessions:
             live.close()
-        with anyio.move_on_after(10):
-            for live in sessions:
-                await live.finished.wait()
-            return True
-        return False
+        try:
+            with anyio.move_on_after(10):
+                for live in sessions:
+                    await live.finished.wait()
+                return True
+            return False
+        finally:
+            if self.replica is not None:
+                self.replica.ownership.close()
+            if self.followers is not None:
+                with anyio.move_on_after(2):
+                    await self.followers.aclose()
 
 
-__all__ = ["Located", "ServeSettings", "SessionError", "SessionRegistry", "content_digest"]
+__all__ = ["Located", "ServeSettings", "SessionError", "SessionRegistry", "content_digest", "error_answer"]

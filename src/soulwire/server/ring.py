@@ -100,6 +100,12 @@ class Ring:
         self._referenced: dict[int, Referenced] = {}
         """Kept messages larger than `large`, by seq (few: their payloads are blob-able)."""
 
+    def start_after(self, seq: int) -> None:
+        """Number the next message `seq + 1` (an empty ring continuing a stored sequence)."""
+        assert not self._buf, "only an empty ring continues another sequence"
+        self.seq = seq
+        self._first = seq + 1
+
     @property
     def oldest(self) -> int:
         """The number of the oldest kept message (`seq + 1` while none is kept)."""

@@ -3,22 +3,31 @@ web page elsewhere (cross-site, or through DNS rebinding) cannot drive a local s
 
 The token is generated at the first start and kept (0600) in the share dir. Browsers cannot
 set headers on a WebSocket, so there it may come as a `token` query parameter or as a
-`soulwire.token.<TOKEN>` subprotocol. Checks run as plain ASGI middleware, before routing."""
+`soulwire.token.<TOKEN>` subprotocol. Checks run as plain ASGI middleware, before routing.
+With named users defined (server/users.py) a token names its user instead, and the single
+token is refused: `scope["state"]["user"]` says who, server/access.py what they may do."""
 
 from __future__ import annotations
 
 import hmac
+import json
 import os
+import re
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from soulwire.sessions.jsonl import ensure_private_dir
 
+if TYPE_CHECKING:
+    from soulwire.server.users import Directory
+
 TOKEN_FILE = "server-token"
+TOKEN_ENV = "SOULWIRE_SERVER_TOKEN"
+"""Where a server (and `serve drain`) takes its token from when no --token-file is given."""
 TOKEN_SUBPROTOCOL_PREFIX = "soulwire.token."
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -53,22 +62,39 @@ class Guard:
     origins: set[str] = field(default_factory=set[str])
     observer_tokens: dict[str, str] = field(default_factory=dict[str, str])
     """Read-only tokens minted per session: token → session id."""
+    users: Directory | None = None
+    """The named users, where the server has a place for them (None: the single token only)."""
+    draining: Callable[[], bool] = lambda: False
+    """The replica hands its sessions over (server/handover.py): health checks fail."""
 
     @classmethod
     def for_listen(cls, token: str, host: str, port: int | list[int], extra_hosts: list[str]) -> Guard:
         """The guard of a server on `host`:`port` (or on each of several ports: forked copies
         that share one app)."""
         ports = port if isinstance(port, list) else [port]
-        names = {"127.0.0.1", "localhost", "[::1]", *(h.lower() for h in extra_hosts)}
+        extra = {h.lower() for h in extra_hosts}
+        # NAME:PORT names the address clients use as it is (a proxy in front, on its own port;
+        # on 80 or 443 clients send the bare NAME); a bare NAME goes with this server's ports.
+        given = {h for h in extra if re.fullmatch(r"(\[[^\]]+\]|[^:\[\]]+):\d+", h)}
+        given |= {h.rpartition(":")[0] for h in given if h.endswith((":80", ":443"))}
+        names = {"127.0.0.1", "localhost", "[::1]", *(extra - given)}
         if host not in ("0.0.0.0", "::"):  # a wildcard is no name: --allow-host gives them
             names.add(f"[{host}]" if ":" in host else host)
-        hosts = {f"{n}:{p}" for n in names for p in ports}
+        hosts = {f"{n}:{p}" for n in names for p in ports} | given
         hosts |= names if any(p in (80, 443) for p in ports) else set()
         origins = {f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")}
         return cls(token, hosts, origins)
 
     def token_matches(self, offered: str | None) -> bool:
         return offered is not None and hmac.compare_digest(offered.encode(), self.token.encode())
+
+    async def knows(self, offered: str | None) -> bool:
+        """A token that opens this server: a user's where users are defined, else the token."""
+        if self.users is not None:
+            await self.users.refresh()
+            if self.users.active:
+                return await self.users.authenticate(offered) is not None
+        return self.token_matches(offered)
 
     def observer_session(self, offered: str | None) -> str | None:
         if offered is None:
@@ -115,16 +141,33 @@ class GuardMiddleware:
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        if kind == "http" and scope.get("path") == HEALTH_PATH and scope.get("method") in ("GET", "HEAD"):
+            # A load balancer's health check carries no token; the answer tells nothing else.
+            if self.guard.draining():
+                await _answer(send, 503, b"draining\n", b"text/plain")
+            else:
+                await _answer(send, 200, b"ok\n", b"text/plain")
+            return
         host = header(scope, b"host")
         if host is None or host.lower() not in self.guard.hosts:
-            await _refuse(scope, receive, send, 403, "this server does not answer to that Host")
+            await refuse(scope, receive, send, 403, "this server does not answer to that Host")
             return
         origin = header(scope, b"origin")
         if origin is not None and origin.lower().rstrip("/") not in self.guard.origins:
-            await _refuse(scope, receive, send, 403, "cross-origin requests are refused")
+            await refuse(scope, receive, send, 403, "cross-origin requests are refused")
             return
         offered = offered_token(scope)
-        if self.guard.token_matches(offered):
+        users = self.guard.users
+        if users is not None:
+            await users.refresh()
+        if users is not None and users.active:
+            user = await users.authenticate(offered)
+            if user is not None:
+                state = scope.setdefault("state", {})
+                state["role"], state["user"] = ("full" if user.drives else "observer"), user
+                await self.app(scope, receive, send)
+                return
+        elif self.guard.token_matches(offered):
             scope.setdefault("state", {})["role"] = "full"
             await self.app(scope, receive, send)
             return
@@ -133,7 +176,10 @@ class GuardMiddleware:
             scope.setdefault("state", {})["role"] = "observer"
             await self.app(scope, receive, send)
             return
-        await _refuse(scope, receive, send, 401, "a valid bearer token is required")
+        needed = (
+            "a user's token is required (this server has named users)" if users and users.active else None
+        )
+        await refuse(scope, receive, send, 401, needed or "a valid bearer token is required")
 
 
 def _observer_may(scope: Scope, session_id: str) -> bool:
@@ -143,8 +189,19 @@ def _observer_may(scope: Scope, session_id: str) -> bool:
     return scope.get("method") == "GET" and path.startswith(f"/api/sessions/{session_id}")
 
 
-async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, reason: str) -> None:
-    body = ('{"detail":"' + reason + '"}').encode()
+HEALTH_PATH = "/healthz"
+"""Answered 200 without a token (HAProxy's checks, server/haproxy.py)."""
+
+
+async def _answer(send: Send, status: int, body: bytes, content_type: bytes) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, status: int, reason: str) -> None:
+    """Answer `status` with `{"detail": reason}` (before the handshake, for a WebSocket)."""
+    body = json.dumps({"detail": reason}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="soulwire"'))
@@ -160,4 +217,12 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, reaso
         await send({"type": "websocket.close", "code": 1008, "reason": reason})
 
 
-__all__ = ["TOKEN_FILE", "Guard", "GuardMiddleware", "load_or_create_token", "offered_token"]
+__all__ = [
+    "TOKEN_ENV",
+    "TOKEN_FILE",
+    "Guard",
+    "GuardMiddleware",
+    "load_or_create_token",
+    "offered_token",
+    "refuse",
+]

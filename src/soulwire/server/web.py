@@ -147,7 +147,7 @@ class WebMiddleware:
             headers.append((b"location", quote(target, safe="/#?&=:").encode("latin-1")))
             await _respond(send, 303, headers, b"")
             return
-        if not self.guard.token_matches(token):
+        if not await self.guard.knows(token):
             body = b"<!doctype html><title>Soulwire</title><p>This link's token is missing or wrong."
             headers.append((b"content-type", b"text/html; charset=utf-8"))
             await _respond(send, 401, headers, body)

@@ -19,6 +19,7 @@ import anyio.to_thread
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from soulwire.server.access import user_of, visible
 from soulwire.server.blobs import BlobStore, preview
 from soulwire.server.registry import ServeSettings, SessionRegistry
 from soulwire.sessions.jsonl import iter_lines
@@ -108,7 +109,7 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
     router = APIRouter()
 
     @router.get("/api/sessions/{session_id}/records", response_model=Records)
-    async def records(  # pyright: ignore[reportUnusedFunction]
+    async def records(
         session_id: str,
         since: int = Query(0, ge=0),
         limit: int = Query(1_000_000, ge=1, le=10_000_000),
@@ -123,11 +124,17 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
         stored lines are sent as they are (a 10,000-event session is one quick read)."""
         found = registry().locate(session_id)
         blobs = settings.hub.blobs
+        shared = registry().shared
 
         def read() -> bytes:
             chosen: list[bytes] = []
             total = 0
-            for _, line in iter_lines(found.dir / WIRE_FILE):
+            lines = (
+                enumerate(shared.record_lines(found.id))
+                if shared is not None
+                else iter_lines(found.dir / WIRE_FILE)
+            )
+            for _, line in lines:
                 if not line.startswith(RECORD_HEAD):
                     continue
                 if total >= since and len(chosen) < limit:
@@ -144,35 +151,43 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
         return Response(await anyio.to_thread.run_sync(read), media_type="application/json")
 
     @router.get("/api/web/work-dirs", response_model=WorkDirs)
-    async def work_dirs() -> WorkDirs:  # pyright: ignore[reportUnusedFunction]
-        """The server's default work dir and the recent ones of the share dir (newest first)."""
+    async def work_dirs(request: Request) -> WorkDirs:
+        """The server's default work dir and the recent ones of the share dir (newest first);
+        a named user who is not an admin sees only those of sessions they may see."""
+        user = user_of(request.scope)
+        allowed: set[str] | None = None
+        if user is not None and user.role != "admin":
+            listed = await anyio.to_thread.run_sync(registry().list)
+            allowed = {str(i.get("work_dir")) for i in visible(user, listed)}
         recent: list[str] = []
         try:
             index = json.loads((settings.share / INDEX_FILE).read_text(encoding="utf-8"))
             for entry in reversed(index.get("work_dirs") or []):
                 if isinstance(entry, dict) and isinstance(entry.get("path"), str):
                     path = entry["path"]
-                    if path not in recent and Path(path).is_dir():
+                    if path not in recent and (allowed is None or path in allowed) and Path(path).is_dir():
                         recent.append(path)
         except (OSError, ValueError, AttributeError):
             pass
         return WorkDirs(default=str(settings.work_dir), recent=recent)
 
     @router.get("/api/web/search", response_model=list[SearchHit])
-    async def search(  # pyright: ignore[reportUnusedFunction]
+    async def search(
+        request: Request,
         q: str = Query(min_length=1, max_length=200),
         work_dir: str | None = None,
         archived: bool | None = Query(None, description="true: only archived; false: only the others"),
     ) -> list[SearchHit]:
         """Sessions whose title or recorded text contains `q` (case-insensitive)."""
-        sessions = registry().list(work_dir, archived)
+        listed = await registry().off_loop(lambda: registry().list(work_dir, archived))
+        sessions = visible(user_of(request.scope), listed)
         return await anyio.to_thread.run_sync(_search, sessions, q)
 
     def config_path() -> Path:
         return settings.config_path or settings.share / "config.toml"
 
     @router.get("/api/web/config", response_model=ConfigFile)
-    async def read_config() -> ConfigFile:  # pyright: ignore[reportUnusedFunction]
+    async def read_config() -> ConfigFile:
         """The configuration file's text, secrets replaced by `<secret: unchanged>`."""
         from soulwire.server.config_form import masked_text
 
@@ -182,7 +197,7 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
         return ConfigFile(path=str(path), exists=path.is_file(), text=shown, format=_format(path))
 
     @router.put("/api/web/config", response_model=ConfigFile)
-    async def write_config(body: ConfigWrite) -> ConfigFile:  # pyright: ignore[reportUnusedFunction]
+    async def write_config(body: ConfigWrite) -> ConfigFile:
         """Validate and save the configuration file (a `<secret: unchanged>` keeps the stored
         value); sessions opened from now on use it."""
         from soulwire.config.loader import ConfigError, parse_config_text
@@ -204,7 +219,7 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
         return ConfigFile(path=str(path), exists=True, text=masked_text(text, path), format=_format(path))
 
     @router.get("/api/web/config/form", response_model=ConfigForm)
-    async def read_config_form() -> ConfigForm:  # pyright: ignore[reportUnusedFunction]
+    async def read_config_form() -> ConfigForm:
         """The settings of the form (defaults filled in), secrets as `secret`."""
         from soulwire.server.config_form import SECRET, FormError, form_values, load, plain
 
@@ -218,7 +233,7 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
         return ConfigForm(path=str(path), exists=exists, format=_format(path), secret=SECRET, values=values)
 
     @router.put("/api/web/config/form", response_model=ConfigForm)
-    async def write_config_form(body: ConfigFormWrite) -> ConfigForm:  # pyright: ignore[reportUnusedFunction]
+    async def write_config_form(body: ConfigFormWrite) -> ConfigForm:
         """Write the form's values into the file (comments and keys the form does not know are
         kept), validated by the engine's model: 422 `{message, errors: [{field, message}]}`."""
         from soulwire.server.config_form import (
@@ -255,7 +270,7 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
         settings.config_path = path
 
     @router.post("/api/sessions/{session_id}/uploads", response_model=Upload, status_code=201)
-    async def upload(  # pyright: ignore[reportUnusedFunction]
+    async def upload(
         request: Request, session_id: str, name: str = Query(min_length=1, max_length=200)
     ) -> Upload:
         """The request body saved as `<session dir>/uploads/<name>`; a prompt names the path."""
@@ -277,13 +292,13 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
         return Upload(path=str(target), name=target.name, size=len(data))
 
     @router.get("/api/sessions/{session_id}/git-diff", response_model=GitDiff)
-    async def git_diff(session_id: str) -> GitDiff:  # pyright: ignore[reportUnusedFunction]
+    async def git_diff(session_id: str) -> GitDiff:
         """`git status --short` and `git diff HEAD` of the session's work dir."""
         found = registry().locate(session_id)
         return await anyio.to_thread.run_sync(_git_diff, Path(found.work_dir))
 
     @router.post("/api/sessions/{session_id}/open", status_code=204)
-    async def open_in_editor(session_id: str, body: OpenFile) -> None:  # pyright: ignore[reportUnusedFunction]
+    async def open_in_editor(session_id: str, body: OpenFile) -> None:
         """Open a file of the session's work dir in the local editor (`$SOULWIRE_OPEN_COMMAND`,
         e.g. `code -g {path}:{line}`, else VS Code or the desktop's opener)."""
         found = registry().locate(session_id)
@@ -294,7 +309,7 @@ def web_router(settings: ServeSettings, registry: Callable[[], SessionRegistry])
         argv = _open_command(target, body.line)
         if argv is None:
             raise HTTPException(501, f"no editor found: set {OPEN_COMMAND_ENV}")
-        subprocess.Popen(
+        subprocess.Popen(  # noqa: ASYNC220  (a detached editor: fork + exec, never waited for)
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, cwd=root,
         )  # fmt: skip
@@ -310,11 +325,11 @@ def _stub(value: Any, depth: int = 0) -> Any:
     the large ones (outputs, file contents), which stay in the blob."""
     if isinstance(value, dict):
         kept: dict[str, Any] = {}
-        for key, member in value.items():  # pyright: ignore[reportUnknownVariableType]
+        for key, member in value.items():
             if len(json.dumps(member)) <= STUB_MEMBER_BYTES:
-                kept[str(key)] = member  # pyright: ignore[reportUnknownArgumentType]
+                kept[str(key)] = member
             elif isinstance(member, dict) and depth < 2:
-                kept[str(key)] = _stub(member, depth + 1)  # pyright: ignore[reportUnknownArgumentType]
+                kept[str(key)] = _stub(member, depth + 1)
         return kept
     return None
 
@@ -398,22 +413,40 @@ def _text_match(wire: Path, needle: str) -> str | None:
     return None
 
 
+# What the work dir's own git config may not run here (the agent may have written that config).
+_GIT_SAFE = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+
+
 def _git_diff(work_dir: Path) -> GitDiff:
+    """The work dir's git state, read by a git that cannot act for the agent. The repository's
+    config is the agent's to write (`.git/` is in the workspace), and git runs commands it
+    names (an fsmonitor, filters, textconv drivers): so git runs in a read-only sandbox
+    without network where bubblewrap can (a sandboxed session cannot run elsewhere), with
+    those settings off."""
+    from soulwire.tools.sandbox import SandboxPolicy, bubblewrap_problem
+
     git = shutil.which("git")
     if git is None:
         return GitDiff(repo=False)
+    policy = None if bubblewrap_problem() else SandboxPolicy.create("read-only", work_dir=work_dir)
 
     def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            [git, "-C", str(work_dir), *args], capture_output=True, timeout=20, stdin=subprocess.DEVNULL
-        )
+        argv = [git, *_GIT_SAFE, "-C", str(work_dir), *args]
+        if policy is not None:
+            argv = policy.command_argv(argv, cwd=work_dir)
+        env = policy.command_env(None) if policy is not None else None
+        return subprocess.run(argv, capture_output=True, timeout=20, stdin=subprocess.DEVNULL, env=env)
 
-    if run("rev-parse", "--is-inside-work-tree").returncode != 0:
-        return GitDiff(repo=False)
-    status = run("status", "--short").stdout.decode("utf-8", "replace")
-    diff = run("diff", "HEAD", "--no-color", "--no-ext-diff")
-    if diff.returncode != 0:  # no commit yet: the index against the empty tree
-        diff = run("diff", "--no-color", "--no-ext-diff")
+    try:
+        if run("rev-parse", "--is-inside-work-tree").returncode != 0:
+            return GitDiff(repo=False)
+        status = run("status", "--short").stdout.decode("utf-8", "replace")
+        diff = run("diff", "HEAD", "--no-color", "--no-ext-diff", "--no-textconv")
+        if diff.returncode != 0:  # no commit yet: the index against the empty tree
+            diff = run("diff", "--no-color", "--no-ext-diff", "--no-textconv")
+    finally:
+        if policy is not None:
+            policy.close()
     text = diff.stdout[:MAX_DIFF].decode("utf-8", "replace")
     return GitDiff(repo=True, status=status, diff=text, truncated=len(diff.stdout) > MAX_DIFF)
 

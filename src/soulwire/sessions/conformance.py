@@ -150,6 +150,42 @@ def check_delete(open_store: OpenStore) -> None:
     _expect("state after delete", again.load_state(), {})
 
 
+def check_objects_and_checkpoint_log(open_store: OpenStore) -> None:
+    store = open_store("objects")
+    _expect("has_object() of a new session", store.has_object("d1"), False)
+    _expect("get_object() of a new session", store.get_object("d1"), None)
+    _expect("checkpoint log of a new session", list(store.checkpoint_records()), [])
+    store.put_objects({"d1": b"\x00bytes\xff", "d2": b""})
+    store.put_objects({"d1": b"ignored: d1 is kept already", "d3": b"three"})
+    store.append_checkpoint({"type": "checkpoint", "id": "c1", "changed": {"a": ["f", 420]}})
+    store.append_checkpoint({"type": "rewind", "id": "r2"})
+    store.close()
+    again = open_store("objects")
+    _expect("an object after reopening", again.get_object("d1"), b"\x00bytes\xff")
+    _expect("an empty object", again.get_object("d2"), b"")
+    _expect("has_object() after reopening", (again.has_object("d3"), again.has_object("d4")), (True, False))
+    _expect("checkpoint log after reopening", [r["id"] for r in again.checkpoint_records()], ["c1", "r2"])
+    _expect("a checkpoint record", next(iter(again.checkpoint_records()))["changed"], {"a": ["f", 420]})
+    _expect("the checkpoint log of another session", list(open_store("other").checkpoint_records()), [])
+    # (objects are content-addressed: a store may share them between sessions)
+
+
+def check_truncate_history(open_store: OpenStore) -> None:
+    store = open_store("cut")
+    store.append_context([USER, ASSISTANT, USER])
+    for kind in ("TurnBegin", "TurnEnd", "TurnBegin"):
+        store.record_wire({"type": kind, "payload": {}})
+    store.truncate_history(2, 2)
+    _expect("context after truncate", list(store.load_context()), [USER, ASSISTANT])
+    _expect("wire after truncate", [m["type"] for m in store.wire_records()], ["TurnBegin", "TurnEnd"])
+    store.append_context([ASSISTANT])
+    store.record_wire({"type": "TurnBegin", "payload": {"user_input": "again"}})
+    again = open_store("cut")
+    _expect("context appended after truncate", list(again.load_context())[-1], ASSISTANT)
+    _expect("wire appended after truncate", len(list(again.wire_records())), 3)
+    _expect("archives after truncate", again.archived_contexts(), 0)
+
+
 CHECKS: tuple[Callable[[OpenStore], None], ...] = (
     check_new_session_is_empty,
     check_context_round_trip_and_reopen,
@@ -160,6 +196,8 @@ CHECKS: tuple[Callable[[OpenStore], None], ...] = (
     check_state_round_trip,
     check_sessions_are_separate,
     check_delete,
+    check_objects_and_checkpoint_log,
+    check_truncate_history,
 )
 
 

@@ -23,7 +23,7 @@ def _fence(text: str, info: str = "") -> str:
 
 
 def _media(kind: str, value: Any) -> str:
-    url = str(value.get("url", "")) if isinstance(value, dict) else ""  # pyright: ignore[reportUnknownMemberType]
+    url = str(value.get("url", "")) if isinstance(value, dict) else ""
     if url.startswith("data:"):
         return f"*[{kind}: embedded data, {len(url)} characters]*"
     return f"*[{kind}: {url[:MAX_MEDIA_URL]}]*"
@@ -36,23 +36,23 @@ def _parts(content: Any, *, as_code: bool) -> list[str]:
         return []
     blocks: list[str] = []
     texts: list[str] = []
-    for part in content:  # pyright: ignore[reportUnknownVariableType]
+    for part in content:
         if not isinstance(part, dict):
             continue
-        kind = part.get("type")  # pyright: ignore[reportUnknownMemberType]
+        kind = part.get("type")
         if kind == "text":
-            texts.append(str(part.get("text", "")))  # pyright: ignore[reportUnknownMemberType]
+            texts.append(str(part.get("text", "")))
             continue
         if texts:
             joined = "".join(texts)
             blocks.append(_fence(joined) if as_code else joined)
             texts = []
         if kind == "think":
-            thought = str(part.get("think", "")).strip()  # pyright: ignore[reportUnknownMemberType]
+            thought = str(part.get("think", "")).strip()
             if thought:
                 blocks.append("<details><summary>Thinking</summary>\n\n" + thought + "\n\n</details>")
         elif kind in ("image_url", "audio_url", "video_url"):
-            blocks.append(_media(str(kind).removesuffix("_url"), part.get(kind)))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            blocks.append(_media(str(kind).removesuffix("_url"), part.get(kind)))
     if texts:
         joined = "".join(texts)
         blocks.append(_fence(joined) if as_code else joined)
@@ -61,17 +61,17 @@ def _parts(content: Any, *, as_code: bool) -> list[str]:
 
 def _tool_calls(calls: Any) -> list[str]:
     blocks: list[str] = []
-    for call in calls if isinstance(calls, list) else []:  # pyright: ignore[reportUnknownVariableType]
+    for call in calls if isinstance(calls, list) else []:
         if not isinstance(call, dict):
             continue
-        function: Any = call.get("function") or {}  # pyright: ignore[reportUnknownMemberType]
-        name = function.get("name", "?") if isinstance(function, dict) else "?"  # pyright: ignore[reportUnknownMemberType]
-        arguments = function.get("arguments") if isinstance(function, dict) else None  # pyright: ignore[reportUnknownMemberType]
+        function: Any = call.get("function") or {}
+        name = function.get("name", "?") if isinstance(function, dict) else "?"
+        arguments = function.get("arguments") if isinstance(function, dict) else None
         try:
             pretty = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False) if arguments else "{}"
         except (TypeError, ValueError):
             pretty = str(arguments)
-        blocks.append(f"**Tool call** `{name}` (`{call.get('id', '')}`)\n\n" + _fence(pretty, "json"))  # pyright: ignore[reportUnknownMemberType]
+        blocks.append(f"**Tool call** `{name}` (`{call.get('id', '')}`)\n\n" + _fence(pretty, "json"))
     return blocks
 
 

@@ -42,7 +42,7 @@ def _read_with_text(share: Path) -> tuple[dict[str, Any], str | None]:
         return {}, None
     if not isinstance(data, dict):
         return {}, None
-    return data, text  # pyright: ignore[reportUnknownVariableType]
+    return data, text
 
 
 def _read(share: Path) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def _read(share: Path) -> dict[str, Any]:
 
 def _entries(data: dict[str, Any]) -> list[Any]:
     entries = data.get("work_dirs")
-    return entries if isinstance(entries, list) else []  # pyright: ignore[reportUnknownVariableType]
+    return entries if isinstance(entries, list) else []
 
 
 def _write(share: Path, text: str) -> None:

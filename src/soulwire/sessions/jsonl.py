@@ -16,16 +16,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from soulwire.logtags import FILE_ONLY
+
 _encoder = json.JSONEncoder(ensure_ascii=False)  # ", " and ": " separators, as the reference writes
 encode_record = _encoder.encode
 READ_CHUNK = 1 << 20
 
 Decoder = Callable[[bytes], Any]
 Warn = Callable[[str], None]
-
-
-FILE_ONLY = "soulwire_file_only"
-"""A log record with this attribute set (`extra={FILE_ONLY: True}`) goes to the log file only."""
 
 
 _EARLY_WARNINGS: list[str] = []
@@ -179,7 +177,7 @@ def read_jsonl(
             warn(f"skipping malformed line {number} of {path}")
             continue
         if isinstance(record, dict):
-            yield record  # pyright: ignore[reportUnknownVariableType]
+            yield record
         else:
             warn(f"skipping line {number} of {path}: not a JSON object")
 

@@ -8,8 +8,9 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from soulwire.errors import SoulwireError
 from soulwire.sessions.index import last_session_id, update_work_dir_index
 from soulwire.sessions.jsonl import iter_lines
 from soulwire.sessions.paths import (
@@ -25,7 +26,7 @@ TITLE_LENGTH = 50
 _TURN_RECORD = b'"message": {"type": "TurnBegin"'
 
 
-class SessionNotFound(LookupError):
+class SessionNotFound(SoulwireError, LookupError):
     """No session (or more than one) matches what the user typed."""
 
 
@@ -72,13 +73,18 @@ def _first_prompt_and_turns(wire: Path) -> tuple[str | None, float | None, int]:
                 user_input = json.loads(line)["message"]["payload"]["user_input"]
             except (ValueError, KeyError, TypeError):
                 continue
-            if isinstance(user_input, list):
-                texts = [
-                    p.get("text", "") for p in user_input if isinstance(p, dict) and p.get("type") == "text"
-                ]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-                user_input = " ".join(texts)  # pyright: ignore[reportUnknownArgumentType]
-            first = " ".join(str(user_input).split())[:TITLE_LENGTH] or None
+            first = prompt_title(user_input)
     return first, created, turns
+
+
+def prompt_title(user_input: Any) -> str | None:
+    """The listing's title of a session from its first prompt (a TurnBegin's `user_input`)."""
+    if isinstance(user_input, list):
+        parts = cast(list[Any], user_input)
+        user_input = " ".join(
+            p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return " ".join(str(user_input).split())[:TITLE_LENGTH] or None
 
 
 def summarise_session(directory: Path, *, is_last: bool = False) -> SessionSummary | None:

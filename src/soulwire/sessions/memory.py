@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,8 @@ class MemorySession:
     archives: list[list[str]] = field(default_factory=list)
     wire: list[str] = field(default_factory=list)
     state: str | None = None
+    objects: dict[str, bytes] = field(default_factory=dict)
+    checkpoints: list[str] = field(default_factory=list)
 
 
 class MemoryBackend:
@@ -95,6 +97,28 @@ class MemorySessionStore:
 
     def save_state(self, state: dict[str, Any], *, wait: bool = True) -> None:  # always at once
         self._data.state = json.dumps(copy.deepcopy(state), ensure_ascii=False)
+
+    def put_objects(self, objects: Mapping[str, bytes]) -> None:
+        kept = self._data.objects
+        for digest, data in objects.items():
+            kept.setdefault(digest, bytes(data))
+
+    def get_object(self, digest: str) -> bytes | None:
+        return self._data.objects.get(digest)
+
+    def has_object(self, digest: str) -> bool:
+        return digest in self._data.objects
+
+    def append_checkpoint(self, record: dict[str, Any]) -> None:
+        self._data.checkpoints.append(json.dumps(record, ensure_ascii=False))
+
+    def checkpoint_records(self) -> Iterator[dict[str, Any]]:
+        return (json.loads(r) for r in list(self._data.checkpoints))
+
+    def truncate_history(self, context_records: int, wire_messages: int) -> None:
+        data = self._data
+        data.context = data.context[:context_records]
+        data.wire = data.wire[:wire_messages]
 
     def wait_for_state(self) -> None:
         pass

@@ -11,12 +11,14 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from soulwire.errors import SoulwireError
 from soulwire.ids import uuid4
+from soulwire.sessions.checkpoints.files import CheckpointFiles, truncate_jsonl
 from soulwire.sessions.jsonl import (
     Decoder,
     JsonlAppender,
@@ -42,6 +44,11 @@ WIRE_METADATA_TYPE = "metadata"
 LEGACY_WIRE_VERSION = "1.1"
 """The version of a wire.jsonl written before the metadata header existed."""
 _TURN_MARKERS = (b'"TurnBegin"', b'"TurnEnd"')
+
+
+class StoreUnavailable(SoulwireError):
+    """The store cannot be reached now (a database that is down): the call wrote nothing, and
+    the message is one line for a person. A server refuses prompts until the store is back."""
 
 
 class SessionStore(Protocol):
@@ -103,6 +110,30 @@ class SessionStore(Protocol):
         """Return once a state write started with `wait=False` is on disk."""
         ...
 
+    # checkpoints of the workspace (sessions/checkpoints)
+    def put_objects(self, objects: Mapping[str, bytes]) -> None:
+        """Keep each value under its key (the digest of its content): all of them once the call
+        returns, none half-written; a key already kept is left as it is."""
+        ...
+
+    def get_object(self, digest: str) -> bytes | None: ...
+
+    def has_object(self, digest: str) -> bool: ...
+
+    def append_checkpoint(self, record: dict[str, Any]) -> None:
+        """Append one record (a JSON object) to the checkpoint log, durably."""
+        ...
+
+    def checkpoint_records(self) -> Iterator[dict[str, Any]]:
+        """The checkpoint log in order (a torn last record skipped)."""
+        ...
+
+    def truncate_history(self, context_records: int, wire_messages: int) -> None:
+        """Keep the first `context_records` context records and `wire_messages` wire messages
+        (a rewind of the conversation), each atomically; no archive is made (the caller
+        keeps what it cut)."""
+        ...
+
     def sync(self) -> None: ...
 
     def close(self) -> None: ...
@@ -120,9 +151,9 @@ def _message_of(record: dict[str, Any]) -> dict[str, Any] | None:
     message = record.get("message")
     if record.get("type") == WIRE_METADATA_TYPE or not isinstance(message, dict):
         return None
-    if not isinstance(message.get("type"), str):  # pyright: ignore[reportUnknownMemberType]
+    if not isinstance(message.get("type"), str):
         return None
-    return message  # pyright: ignore[reportUnknownVariableType]
+    return message
 
 
 _RECORD_HEAD = b'{"timestamp": '
@@ -164,6 +195,7 @@ class FileSessionStore:
         self._wire = JsonlAppender(directory / WIRE_FILE)
         self._wire_has_header: bool | None = None
         self._state_write: Future[None] | None = None
+        self._checkpoints = CheckpointFiles(directory)
 
     @classmethod
     def new_id(cls) -> str:
@@ -307,6 +339,46 @@ class FileSessionStore:
         if pending is not None:
             pending.result()
 
+    # checkpoints -------------------------------------------------------
+    def put_objects(self, objects: Mapping[str, bytes]) -> None:
+        self._checkpoints.put_objects(objects)
+
+    def get_object(self, digest: str) -> bytes | None:
+        return self._checkpoints.get_object(digest)
+
+    def has_object(self, digest: str) -> bool:
+        return self._checkpoints.has_object(digest)
+
+    def append_checkpoint(self, record: dict[str, Any]) -> None:
+        self._checkpoints.append_checkpoint(record)
+
+    def checkpoint_records(self) -> Iterator[dict[str, Any]]:
+        return self._checkpoints.checkpoint_records()
+
+    def truncate_history(self, context_records: int, wire_messages: int) -> None:
+        self._context.close()  # the next append must open the new file
+        self._wire.close()
+        decode = fast_decoder()
+
+        def is_record(line: bytes) -> bool:
+            try:
+                return isinstance(decode(line), dict)
+            except ValueError:
+                return False
+
+        def is_message(line: bytes) -> bool:
+            try:
+                record = decode(line)
+            except ValueError:
+                return False
+            return isinstance(record, dict) and _message_of(record) is not None
+
+        if (self.dir / CONTEXT_FILE).exists():
+            truncate_jsonl(self.dir / CONTEXT_FILE, context_records, is_record)
+        if (self.dir / WIRE_FILE).exists():
+            truncate_jsonl(self.dir / WIRE_FILE, wire_messages, is_message)
+        _fsync_dir(self.dir)
+
     # lifecycle ---------------------------------------------------------
     def sync(self) -> None:
         self._context.sync()
@@ -316,6 +388,7 @@ class FileSessionStore:
         self.wait_for_state()
         self._context.close()
         self._wire.close()
+        self._checkpoints.close()
 
     def delete(self) -> None:
         self.close()
@@ -353,7 +426,7 @@ def _read_json_object(path: Path) -> dict[str, Any]:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    return value if isinstance(value, dict) else {}
 
 
 def _fsync_dir(path: Path) -> None:
@@ -374,6 +447,7 @@ __all__ = [
     "WIRE_METADATA_TYPE",
     "FileSessionStore",
     "SessionStore",
+    "StoreUnavailable",
     "new_session_id",
     "read_state",
     "warn_stderr",

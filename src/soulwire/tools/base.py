@@ -42,25 +42,34 @@ class ApprovalOutcome(NamedTuple):
     message for the model."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActionRequest:
+    """What a tool asks before it acts: may `sender` do `action` (what the user sees:
+    `description` and `display`) for call `tool_call_id`? The one shape of the question from the
+    tool, through a sub-agent's tagging, to the approvals broker."""
+
+    tool_call_id: str
+    sender: str
+    action: str
+    description: str
+    display: Sequence[Any] = ()
+    scope_key: str | None = None
+    """What an `approve_for_session` rule covers beside the action (the exact command, file …)."""
+    confined: bool = False
+    """The action stays inside the session's sandbox (approved without asking under
+    `approval = "on-escape"`)."""
+    crossing: str | None = None
+    """The sandbox boundary the action would cross (network, writes outside the workspace …):
+    only a person can approve it."""
+    agent_id: str | None = None
+    """The sub-agent asking, if any (set by the engine, never by a tool; spec §4.11)."""
+    subagent_type: str | None = None
+
+
 class Approver(Protocol):
     """Asks the user (or a policy) whether a tool may act. Implemented by the engine's broker."""
 
-    async def request(
-        self,
-        *,
-        tool_call_id: str,
-        sender: str,
-        action: str,
-        description: str,
-        display: Sequence[Any] = (),
-        scope_key: str | None = None,
-        confined: bool = False,
-        crossing: str | None = None,
-    ) -> ApprovalOutcome:
-        """`confined`: the action stays inside the session's sandbox (approved without asking
-        under `approval = "on-escape"`). `crossing`: the sandbox boundary the action would
-        cross (network, writes outside the workspace …): only a person can approve it."""
-        ...
+    async def request(self, request: ActionRequest, /) -> ApprovalOutcome: ...
 
 
 class Notice(Protocol):
@@ -174,29 +183,9 @@ def rejection_result(ctx: ToolContext, feedback: str) -> ToolReturnValue:
     return tool_error(REJECTED_MESSAGE, brief="Rejected by user")
 
 
-async def refused(
-    ctx: ToolContext,
-    *,
-    sender: str,
-    action: str,
-    description: str,
-    display: Sequence[Any] = (),
-    scope_key: str | None = None,
-    confined: bool = False,
-    crossing: str | None = None,
-) -> ToolReturnValue | None:
-    """Ask the user whether a tool may act: None when approved, else the result to return.
-    `confined` and `crossing` tell the approver about the sandbox (see `Approver.request`)."""
-    outcome = await ctx.approver.request(
-        tool_call_id=ctx.tool_call_id,
-        sender=sender,
-        action=action,
-        description=description,
-        display=display,
-        scope_key=scope_key,
-        confined=confined,
-        crossing=crossing,
-    )
+async def refused(ctx: ToolContext, request: ActionRequest) -> ToolReturnValue | None:
+    """Ask the user whether a tool may act: None when approved, else the result to return."""
+    outcome = await ctx.approver.request(request)
     if outcome.approved:
         return None
     if outcome.refusal:
@@ -252,21 +241,33 @@ def invalid_arguments(kind: str, detail: str) -> ToolReturnValue:
     return tool_error(f"Error {kind} JSON arguments: {detail}", brief="Invalid arguments")
 
 
-async def approved_object_arguments(
-    arguments: str | None, ctx: ToolContext, *, action: str, description: str
-) -> dict[str, Any] | ToolReturnValue:
-    """What a tool that runs something outside the engine (a plugin command, an MCP server)
-    does first: its arguments decoded as a JSON object, then the user's approval asked. The
-    object, or the error or refusal to return as the tool's result."""
+def object_arguments(arguments: str | None) -> dict[str, Any] | ToolReturnValue:
+    """The model's arguments decoded as a JSON object, or the error result to return."""
     try:
         value = parse_arguments(arguments)
     except ValueError as exc:
         return invalid_arguments("parsing", str(exc))
     if not isinstance(value, dict):
         return invalid_arguments("validating", "the arguments must be a JSON object")
+    return value
+
+
+async def approved_object_arguments(
+    arguments: str | None, ctx: ToolContext, *, action: str, description: str, confined: bool = False
+) -> dict[str, Any] | ToolReturnValue:
+    """What a tool that runs something outside the engine (a plugin command, an MCP server)
+    does first: its arguments decoded as a JSON object, then the user's approval asked
+    (`confined`: it runs in the session's sandbox). The object, or the error or refusal to
+    return as the tool's result."""
+    value = object_arguments(arguments)
+    if isinstance(value, ToolReturnValue):
+        return value
     name = action.split(":", 1)[-1]
-    refusal = await refused(ctx, sender=name, action=action, description=description)
-    return value if refusal is None else refusal  # pyright: ignore[reportUnknownVariableType]
+    request = ActionRequest(
+        tool_call_id=ctx.tool_call_id, sender=name, action=action, description=description, confined=confined
+    )
+    refusal = await refused(ctx, request)
+    return value if refusal is None else refusal
 
 
 class ToolParams(BaseModel):
@@ -317,17 +318,17 @@ def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
 def _drop_titles(node: Any) -> Any:
     if isinstance(node, dict):
         cleaned: dict[str, Any] = {}
-        for key, value in node.items():  # pyright: ignore[reportUnknownVariableType]
+        for key, value in node.items():
             if key == "title" and isinstance(value, str):
                 continue
             if key in ("properties", "$defs") and isinstance(value, dict):
                 # Keys here are names (a property may be called `title`), not keywords.
-                cleaned[key] = {name: _drop_titles(sub) for name, sub in value.items()}  # pyright: ignore[reportUnknownVariableType]
+                cleaned[key] = {name: _drop_titles(sub) for name, sub in value.items()}
             else:
                 cleaned[key] = _drop_titles(value)
         return cleaned
     if isinstance(node, list):
-        return [_drop_titles(item) for item in node]  # pyright: ignore[reportUnknownVariableType]
+        return [_drop_titles(item) for item in node]
     return node
 
 
@@ -338,6 +339,25 @@ def _validation_text(exc: ValidationError) -> str:
         text = err["msg"].removeprefix("Value error, ")
         parts.append(f"{where}: {text}" if where else text)
     return "; ".join(parts)
+
+
+def tool_failed(name: str, exc: BaseException) -> ToolReturnValue:
+    """The result of a tool that raised: a plain sentence for the model (an exception's text
+    and type are Python's internals, not something it can act on); the details, traceback
+    included, go to the log file."""
+    import logging
+
+    from soulwire.logtags import FILE_ONLY
+
+    logging.getLogger("soulwire.tools").error(
+        "tool %s failed: %s: %s", name, type(exc).__name__, exc, exc_info=exc, extra={FILE_ONLY: True}
+    )
+    message = (
+        f"Error running tool: `{name}` stopped on an internal error before it could finish "
+        "(the engine's log has the details). Its effects, if any, are unknown: check before "
+        "trying again, or try another way."
+    )
+    return tool_error(message, brief="Tool runtime error")
 
 
 class Toolset:
@@ -372,4 +392,4 @@ class Toolset:
         try:
             return await tool.run(call.function.arguments, ctx)
         except Exception as exc:  # a broken tool must not end the turn
-            return tool_error(f"Error running tool: {exc}", brief="Tool runtime error")
+            return tool_failed(tool.name, exc)

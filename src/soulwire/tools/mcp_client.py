@@ -15,17 +15,14 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from soulwire.tools.base import (
-    DescribedTool,
-    ToolContext,
-    Toolset,
-    approved_object_arguments,
-)
+from soulwire.tools.base import ActionRequest, DescribedTool, ToolContext, Toolset, object_arguments, refused
 from soulwire.tools.external import ExternalTool
 from soulwire.tools.lifetime import tie_new_children
 from soulwire.tools.mcp_config import MCPServerConfig
+from soulwire.tools.sandbox import ESCAPE_BOUNDARIES, Escape, SandboxPolicy, leaving_action
 from soulwire.wire.messages import MCPLoadingBegin, MCPLoadingEnd, StatusUpdate
 from soulwire.wire.types import (
+    BriefDisplayBlock,
     ImageURLPart,
     MCPServerStatus,
     MCPStatusSnapshot,
@@ -237,12 +234,42 @@ class MCPTool(DescribedTool):
         self._server = server
 
     async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
-        value = await approved_object_arguments(
-            arguments, ctx, action=f"mcp:{self._name}", description=f"Call MCP tool `{self._name}`."
-        )
+        value = object_arguments(arguments)
         if isinstance(value, ToolReturnValue):
             return value
-        return await self._manager.call(self._server, self._name, value)  # pyright: ignore[reportUnknownArgumentType]
+        action, description = f"mcp:{self._name}", f"Call MCP tool `{self._name}`."
+        sandboxed = ctx.sandbox is not None and ctx.sandbox.active
+        escape = _escape(ctx.sandbox, self._server.config)
+        crossing = ESCAPE_BOUNDARIES[escape] if escape is not None else None
+        display: list[BriefDisplayBlock] = []
+        if escape is not None and crossing is not None:
+            action = leaving_action(action, escape)
+            description = f"Call MCP tool `{self._name}` — it leaves the sandbox: {crossing}"
+            display.append(BriefDisplayBlock(text=f"Leaves the sandbox: {crossing}"))
+        request = ActionRequest(
+            tool_call_id=ctx.tool_call_id,
+            sender=self._name,
+            action=action,
+            description=description,
+            display=display,
+            confined=sandboxed and crossing is None,
+            crossing=crossing,
+        )
+        refusal = await refused(ctx, request)
+        if refusal is not None:
+            return refusal
+        return await self._manager.call(self._server, self._name, value)
+
+
+def _escape(sandbox: SandboxPolicy | None, config: MCPServerConfig) -> Escape | None:
+    """How a call to the server's tool leaves the session's sandbox: a stdio server is a
+    process the engine started outside it (it sees and may change everything the user can);
+    a remote one is reached over the network."""
+    if sandbox is None or not sandbox.active:
+        return None
+    if config.command is not None:
+        return "full"
+    return None if sandbox.network else "network"
 
 
 def convert_result(result: Any) -> ToolReturnValue:
@@ -330,7 +357,7 @@ async def _list_tools(session: Any) -> list[Any]:
 
 def _http_transport(config: MCPServerConfig, stack: AsyncExitStack, share: Path | None, auth: Any) -> Any:
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client  # pyright: ignore[reportPrivateImportUsage]
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     assert config.url is not None
     if auth is None and config.auth == "oauth" and share is not None:
@@ -347,8 +374,8 @@ def _http_transport(config: MCPServerConfig, stack: AsyncExitStack, share: Path 
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # pyright: ignore[reportUnknownMemberType]
-        return _describe(exc.exceptions[0])  # pyright: ignore[reportUnknownMemberType]
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
     if isinstance(exc, TimeoutError):
         return "timed out"
     return str(exc) or type(exc).__name__

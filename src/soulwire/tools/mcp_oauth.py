@@ -18,12 +18,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from soulwire.errors import SoulwireError
+
 REFRESH_MARGIN_S = 60.0
 """A stored token with less than this left counts as expired: it is refreshed before use."""
 CLIENT_NAME = "soulwire"
 
 
-class AuthorizationRequired(Exception):
+class AuthorizationRequired(SoulwireError):
     """The server needs the browser flow; a session cannot run it."""
 
     def __init__(self) -> None:
@@ -64,20 +66,30 @@ class FileTokenStorage:
     def has_tokens(self) -> bool:
         return bool(self._read().get("tokens"))
 
-    def expires_at(self) -> float | None:
-        value = self._read().get("expires_at")
-        return float(value) if isinstance(value, int | float) else None
-
     def clear(self) -> bool:
         existed = self.path.exists()
         self.path.unlink(missing_ok=True)
         return existed
 
     async def get_tokens(self) -> Any:
+        """The stored tokens; with the access token left out once it has (nearly) expired.
+
+        The SDK's token model carries no expiry of its own (only `expires_in`, relative to
+        when it was issued), and its provider takes any stored access token as valid. An
+        expired one is therefore not handed over: the provider then refreshes it with the
+        refresh token before the first request, through its public flow, rather than sending
+        a token the server would refuse."""
         from mcp.shared.auth import OAuthToken
 
-        raw = self._read().get("tokens")
-        return OAuthToken.model_validate(raw) if raw else None
+        data = self._read()
+        raw = data.get("tokens")
+        if not raw:
+            return None
+        tokens = OAuthToken.model_validate(raw)
+        expires_at = data.get("expires_at")
+        if isinstance(expires_at, int | float) and time.time() >= expires_at - REFRESH_MARGIN_S:
+            tokens.access_token = ""
+        return tokens
 
     async def set_tokens(self, tokens: Any) -> None:
         data = self._read()
@@ -127,14 +139,6 @@ def oauth_provider(
         quiet.propagate = False
 
     storage = FileTokenStorage(share, server_url)
-
-    class _Provider(OAuthClientProvider):
-        async def _initialize(self) -> None:
-            await super()._initialize()
-            expires_at = storage.expires_at()
-            if expires_at is not None:  # stored tokens carry no expiry of their own
-                self.context.token_expiry_time = expires_at - REFRESH_MARGIN_S
-
     metadata = OAuthClientMetadata.model_validate(
         {
             "client_name": CLIENT_NAME,
@@ -144,7 +148,7 @@ def oauth_provider(
             "token_endpoint_auth_method": "none",
         }
     )
-    return _Provider(
+    return OAuthClientProvider(
         server_url=server_url,
         client_metadata=metadata,
         storage=storage,

@@ -4,33 +4,45 @@ written into the plugin's JSON config at install time and passed as environment 
 each call), and `tools` (`name`, `description`, `command` argv, `parameters` JSON Schema).
 
 A plugin tool runs its command in the plugin's directory after the user's approval
-(`plugin:<name>`), with the arguments as JSON on stdin; its stdout is the result, a non-zero
-exit an error. Host values are `api_key` and `base_url` of the default model's provider."""
+(`plugin:<name>`), with the arguments as JSON on stdin; its stdout is the result (capped as
+Shell's output is), a non-zero exit an error. Host values are `api_key` and `base_url` of the
+default model's provider.
+
+A plugin is confined like a Shell command: it gets the values it declares in `inject` and
+never the engine's other credentials (variables that look like secrets are removed), it is
+killed with everything it started at its timeout, and in a sandboxed session it runs in the
+session's sandbox (its own directory visible, read-only), so `approval = "on-escape"` and
+`--yolo` may approve it there as they approve a confined command."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from soulwire.config.model import Config
+from soulwire.config.process_env import child_environ
+from soulwire.errors import SoulwireError
 from soulwire.tools.base import (
     DescribedTool,
     ToolContext,
     approved_object_arguments,
 )
+from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_lines, clip_output
+from soulwire.tools.builtin.process import Capture, run_captured
+from soulwire.tools.sandbox import without_secrets
 from soulwire.wire.types import ToolReturnValue, tool_error, tool_ok
 
 PLUGIN_JSON = "plugin.json"
 CALL_TIMEOUT_S = 120.0
+_CAPTURE_BYTES = 4 * MAX_OUTPUT_CHARS  # per end, as Shell's
+_ERROR_BYTES = 4_000
 
 
-class PluginError(Exception):
+class PluginError(SoulwireError):
     """plugin.json is invalid, or an operation on a plugin failed (one line)."""
 
 
@@ -106,34 +118,48 @@ class PluginTool(DescribedTool):
         self._env = {target: host[source] for target, source in inject.items() if source in host}
 
     async def run(self, arguments: str | None, ctx: ToolContext) -> ToolReturnValue:
+        sandbox = ctx.sandbox if ctx.sandbox is not None and ctx.sandbox.active else None
         value = await approved_object_arguments(
-            arguments, ctx, action=f"plugin:{self.name}", description=f"Run plugin tool `{self.name}`."
+            arguments,
+            ctx,
+            action=f"plugin:{self.name}",
+            description=f"Run plugin tool `{self.name}`.",
+            confined=sandbox is not None,  # it runs in the session's sandbox, like Shell
         )
         if isinstance(value, ToolReturnValue):
             return value
-        env = {**os.environ, **self._env}
-        try:
-            with anyio.fail_after(CALL_TIMEOUT_S):
-                done = await anyio.run_process(
-                    self._command,
-                    input=json.dumps(value, ensure_ascii=False).encode(),
+        argv, env = self._command, without_secrets(child_environ())
+        if sandbox is not None:
+            argv = sandbox.command_argv(self._command, cwd=self._dir, readable=[self._dir])
+            env = sandbox.command_env(env) or env
+        out = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
+        err = Capture(head=_ERROR_BYTES, tail=_ERROR_BYTES)
+        with tempfile.TemporaryFile() as stdin:
+            stdin.write(json.dumps(value).encode())  # ASCII: a lone surrogate cannot break it
+            stdin.seek(0)
+            try:
+                done = await run_captured(
+                    argv,
                     cwd=self._dir,
-                    env=env,
-                    check=False,
-                    stderr=subprocess.PIPE,
+                    timeout=CALL_TIMEOUT_S,
+                    out=out,
+                    err=err,
+                    env={**env, **self._env},
+                    stdin=stdin,
                 )
-        except TimeoutError:
+            except OSError as exc:
+                why = exc.strerror or type(exc).__name__
+                return tool_error(f"Plugin tool '{self.name}' could not start: {why}", brief="Plugin failed")
+        if done.timed_out:
             return tool_error(
                 f"Plugin tool '{self.name}' timed out after {CALL_TIMEOUT_S:g}s.", brief="Timeout"
             )
-        except OSError as exc:
-            return tool_error(f"Plugin tool '{self.name}' could not start: {exc}", brief="Plugin failed")
-        output = done.stdout.decode("utf-8", "replace").strip()
-        errors = done.stderr.decode("utf-8", "replace").strip()
+        output, notes = clip_output(out.text().strip(), bool(out.dropped), out.total)
         if done.returncode != 0:
+            errors = cap_lines(err.text().strip())[0]
             why = errors or output or f"Exit code {done.returncode}"
             return tool_error(f"Plugin tool '{self.name}' failed: {why}", brief=f"Exit {done.returncode}")
-        return tool_ok(output=output)
+        return tool_ok(output=output, message=" ".join(notes))
 
 
 def host_values(config: Config) -> dict[str, str]:

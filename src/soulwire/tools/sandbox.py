@@ -33,10 +33,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Literal, NamedTuple, get_args
+from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
-SandboxMode = Literal["off", "read-only", "workspace-write"]
-SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
+from soulwire.wire.session_settings import SandboxMode
+
+if TYPE_CHECKING:
+    from soulwire.tools.overlay import Overlay
+
 Escape = Literal["network", "write", "full"]
 """How a command may leave the sandbox, with a person's approval: `network` keeps the sandbox
 but shares the network; `write` keeps the secrets hidden and the network off but makes the
@@ -86,6 +89,12 @@ def leaving_action(action: str, escape: Escape) -> str:
     return f"{action} (leaves the sandbox: {escape})"
 
 
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the agent sockets and the variables that look like credentials."""
+    secret_name = re.compile(SECRET_ENV_NAME, re.IGNORECASE)
+    return {k: v for k, v in env.items() if k not in SECRET_ENV and not secret_name.search(k)}
+
+
 def _real(path: Path | str) -> Path:
     return Path(os.path.realpath(path))
 
@@ -116,6 +125,9 @@ class SandboxPolicy:
     private_tmp: Path | None = None
     """The session's own temp dir, writable in the sandbox and its `$TMPDIR`."""
     bwrap: str = "bwrap"
+    overlay: Overlay | None = None
+    """The turn's overlay while one is mounted: commands run in it, the file tools read and
+    write through it (`view`)."""
     _owns_tmp: bool = field(default=False, repr=False)
 
     @classmethod
@@ -206,6 +218,11 @@ class SandboxPolicy:
 
         return hides
 
+    def view(self, real: Path) -> Path:
+        """The path through which the file tools read and write `real` (a resolved path):
+        inside the turn's overlay when one is mounted, else `real` itself."""
+        return real if self.overlay is None else self.overlay.view(real)
+
     def write_boundary(self, real: Path) -> str | None:
         """None when the sandbox lets a command write `real`; else the boundary a write
         would cross."""
@@ -217,23 +234,34 @@ class SandboxPolicy:
 
     # -- the process side (Shell) ---------------------------------------------------
     def command_argv(
-        self, argv: Sequence[str], *, cwd: Path, escape: Escape | None = None, outlive_engine: bool = False
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        escape: Escape | None = None,
+        outlive_engine: bool = False,
+        readable: Sequence[Path] = (),
     ) -> list[str]:
         """`argv` as it runs in this sandbox (unchanged when the sandbox is off or the
         command was approved to leave it entirely). `outlive_engine`: a background command
-        `keep_alive_on_exit` leaves running, still confined, when the engine exits."""
+        `keep_alive_on_exit` leaves running, still confined, when the engine exits.
+        `readable`: dirs the command must see even inside a hidden one (a plugin's own
+        directory in the share dir), read-only."""
+        overlay = self.overlay
+        enter = overlay.enter_argv(cwd) if overlay is not None and overlay.mounted else []
         if not self.active or escape == "full":
-            return list(argv)
+            return [*enter, *argv]
         # Namespaces that confine: user (when unprivileged), PID (everything dies with the
         # call), IPC, and network unless allowed. UTS and cgroup ones would only cost time.
-        out = [self.bwrap, "--unshare-user-try", "--unshare-pid", "--unshare-ipc"]
+        out = [*enter, self.bwrap, "--unshare-user-try", "--unshare-pid", "--unshare-ipc"]
         if not outlive_engine:
             out.append("--die-with-parent")
         if not (self.network or escape == "network"):
             out.append("--unshare-net")
         out += ["--ro-bind", "/", "/"] if escape != "write" else ["--bind", "/", "/"]
         out += ["--dev", "/dev", "--proc", "/proc"]
-        for mount in sorted(self._path_mounts(escape), key=lambda m: len(m.target.parts)):
+        shown = [_Mount(r, ("--ro-bind", str(r), str(r))) for r in map(_real, readable) if r.is_dir()]
+        for mount in sorted([*self._path_mounts(escape), *shown], key=lambda m: len(m.target.parts)):
             out += mount.args
         out += ["--chdir", str(cwd), "--", *argv]
         return out
@@ -247,9 +275,7 @@ class SandboxPolicy:
         readable in `/proc/1/environ` (bwrap's own process inside the sandbox)."""
         if not self.active or escape == "full":
             return None if env is None else dict(env)
-        source = os.environ if env is None else env
-        secret_name = re.compile(SECRET_ENV_NAME, re.IGNORECASE)
-        clean = {k: v for k, v in source.items() if k not in SECRET_ENV and not secret_name.search(k)}
+        clean = without_secrets(os.environ if env is None else env)
         if self.private_tmp is not None:
             clean["TMPDIR"] = str(self.private_tmp)
         return clean

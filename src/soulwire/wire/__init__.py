@@ -12,15 +12,28 @@ PROTOCOL_VERSION = "1.10"
 """The Wire protocol version this engine implements in full (see `INTRODUCED_IN`)."""
 
 if TYPE_CHECKING:
+    from soulwire.wire.budget import *  # noqa: F403
     from soulwire.wire.messages import *  # noqa: F403
     from soulwire.wire.methods import *  # noqa: F403
     from soulwire.wire.types import *  # noqa: F403
 
-_HOMES = ("soulwire.wire.types", "soulwire.wire.messages", "soulwire.wire.methods")
+_HOMES = ("soulwire.wire.types", "soulwire.wire.messages", "soulwire.wire.methods", "soulwire.wire.budget")
 
 
 _SUBMODULES = frozenset(
-    {"jsonrpc", "lines", "fold", "peer", "streams", "serde", "messages", "methods", "types"}
+    {
+        "jsonrpc",
+        "lines",
+        "fold",
+        "peer",
+        "streams",
+        "serde",
+        "messages",
+        "methods",
+        "types",
+        "budget",
+        "pricing",
+    }
 )
 
 

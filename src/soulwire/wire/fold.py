@@ -12,6 +12,7 @@ message, the SDK's steps, the print and terminal front ends — folds them with 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -53,6 +54,8 @@ class Chunks:
 
 
 MERGEABLE = (TextPart, ThinkPart, ToolCall, ToolCallPart)
+_WINDOWED = (TextPart, ThinkPart)
+"""Runs a time window may cut (a tool call's arguments are recorded whole)."""
 
 
 class Run:
@@ -122,19 +125,29 @@ class Merger:
     """Folds a live stream: `push` every raw message; merged ones reach `deliver` as soon as
     they cannot grow (the next message does not continue them, or `flush` is called)."""
 
-    __slots__ = ("_deliver", "_run")
+    __slots__ = ("_deliver", "_opened", "_run", "_window")
 
-    def __init__(self, deliver: Deliver) -> None:
+    def __init__(self, deliver: Deliver, *, window_s: float | None = None) -> None:
         self._deliver = deliver
         self._run: Run | None = None
+        self._window = window_s
+        """Text and thinking runs older than this are delivered as they stand and a new run
+        opened (a live record others read as it grows; None: runs end only by themselves)."""
+        self._opened = 0.0
 
     def push(self, message: WireModel) -> None:
         run = self._run
         if run is not None and run.absorb(message):
+            if self._window is not None and run.head_type in _WINDOWED:
+                now = time.monotonic()
+                if now - self._opened >= self._window:
+                    self.flush()
             return
         self.flush()
         if isinstance(message, MERGEABLE):
             self._run = Run(message)
+            if self._window is not None:
+                self._opened = time.monotonic()
         else:
             self._deliver(message)
 

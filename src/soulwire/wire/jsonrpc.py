@@ -6,6 +6,7 @@ Deliberately free of pydantic and asyncio: the lean start-up path uses it to ans
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
@@ -27,7 +28,11 @@ out of stack."""
 
 BUSY = "busy"
 IDLE = "idle"
-"""`data.reason` of an INVALID_STATE error: a turn is running, or none is."""
+SESSION_HELD = "session_held"
+STORE_UNAVAILABLE = "store_unavailable"
+"""`data.reason` of an INVALID_STATE error: a turn is running, or none is; the session is held
+by another process (`data.holder`: its `pid`, `host`, `since`); the session store (a shared
+database) cannot be reached, so nothing can be recorded until it is back."""
 
 
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -51,6 +56,22 @@ class RPCError(WireError):
 
     def to_json(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "data": self.data}
+
+
+def internal_error(exc: BaseException) -> RPCError:
+    """-32603 for an exception nobody expected: logged with its traceback under an incident
+    id, which is all the client is told (`data.incident`); never the exception's text, which
+    may hold paths, internals or secrets."""
+    import logging  # only when something went wrong: not on the start-up path
+
+    incident = os.urandom(4).hex()
+    logging.getLogger("soulwire.wire").error(
+        "internal error %s: %s", incident, type(exc).__name__, exc_info=exc
+    )
+    message = (
+        f"Internal error: the engine failed unexpectedly (incident {incident}; the details are in its log)"
+    )
+    return RPCError(INTERNAL_ERROR, message, {"incident": incident})
 
 
 def invalid_params(method: str, detail: str = "", field: str | None = None) -> RPCError:
@@ -132,9 +153,9 @@ def _replace_lone_surrogates(value: Any) -> Any:
     if isinstance(value, str):
         return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     if isinstance(value, list):
-        return [_replace_lone_surrogates(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return [_replace_lone_surrogates(v) for v in value]
     if isinstance(value, dict):
-        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}
     return value
 
 
@@ -142,7 +163,9 @@ def parse(line: bytes | str) -> Any:
     """Decode one line; raises RPCError (-32700 not JSON or not UTF-8, -32600 nested deeper
     than MAX_DEPTH) instead of anything else."""
     try:
-        message = json.loads(line)
+        # Strict UTF-8: `json.loads` on bytes would let the UTF-8 form of a surrogate
+        # (ED A0 80 …) through, a string nothing can write back out.
+        message = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
     except RecursionError:
         raise RPCError(INVALID_REQUEST, f"Invalid request: nested deeper than {MAX_DEPTH} levels") from None
     except UnicodeDecodeError:

@@ -7,6 +7,9 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, ValidationError
 
+from soulwire.wire.budget import BUDGET_EVENTS
+from soulwire.wire.checkpoints import CheckpointTaken, OverlayApplied, OverlayPending
+from soulwire.wire.model_switch import ModelChanged
 from soulwire.wire.types import (
     CONTENT_PART_TYPES,
     DisplayBlock,
@@ -248,7 +251,8 @@ EVENT_TYPES: dict[str, type[WireModel]] = {
         TurnBegin, TurnEnd, StepBegin, StepInterrupted, StepRetry, CompactionBegin, CompactionEnd,
         StatusUpdate, ToolCall, ToolCallPart, ToolResult, ApprovalResponse, SubagentEvent,
         SteerInput, PlanDisplay, HookTriggered, HookResolved, BtwBegin, BtwEnd, MCPLoadingBegin,
-        MCPLoadingEnd, Notification,
+        MCPLoadingEnd, Notification, CheckpointTaken, OverlayPending, OverlayApplied, *BUDGET_EVENTS,
+        ModelChanged,
     )
 }  # fmt: skip
 REQUEST_TYPES: dict[str, type[WireModel]] = {

@@ -33,6 +33,7 @@ from soulwire.wire.jsonrpc import (
     classify,
     encode,
     error_line,
+    internal_error,
     invalid_params,
     response_line,
 )
@@ -87,10 +88,6 @@ def validation_error(method: str, exc: ValidationError) -> RPCError:
     return invalid_params(method, detail, field)
 
 
-def _internal(exc: BaseException) -> RPCError:
-    return RPCError(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-
-
 class Peer:
     """Both sides of one JSON-RPC connection over a message stream."""
 
@@ -101,7 +98,7 @@ class Peer:
         methods: Mapping[str, Method] | None = None,
         notifications: Mapping[str, Callable[[Any], None]] | None = None,
         fast_lane: Callable[[bytes], bool] | None = None,
-        error_for: Callable[[Exception], RPCError] = _internal,
+        error_for: Callable[[Exception], RPCError] = internal_error,
         id_prefix: str = "",
         skip_blank_lines: bool = False,
     ) -> None:
@@ -226,8 +223,7 @@ class Peer:
             self.respond_error(request_id, error)
             return
         except Exception as exc:  # a bug must not take the peer down
-            log.exception("handler of %s failed", name)
-            self.respond_error(request_id, self._error_for(exc))
+            self.respond_error(request_id, self._failed(exc, name))
             return
         if result is DEFERRED:
             return
@@ -242,11 +238,22 @@ class Peer:
         except RPCError as error:
             self.respond_error(request_id, error)
         except Exception as exc:
-            log.exception("handler failed")
-            self.respond_error(request_id, self._error_for(exc))
+            self.respond_error(request_id, self._failed(exc, "a deferred request"))
         else:
             if result is not DEFERRED:
                 self.respond(request_id, result)
+
+    def _failed(self, exc: Exception, what: str) -> RPCError:
+        """The error a handler's exception is answered with. Only an unexpected one (mapped to
+        an internal error) is logged with its traceback; an expected one, such as a provider
+        error ending a turn, is the client's answer and a debug line (a person reading the
+        engine's stderr must not see a traceback for a 500 from the provider)."""
+        error = self._error_for(exc)
+        if error.code == INTERNAL_ERROR:
+            log.exception("handler of %s failed", what)
+        else:
+            log.debug("handler of %s answered %d", what, error.code, exc_info=exc)
+        return error
 
     def _on_response(self, request_id: Any, raw: dict[str, Any]) -> None:
         answer = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
@@ -373,7 +380,7 @@ class Peer:
 def remote_error(error: Any) -> RPCError:
     """The RPCError for an `error` member the other side sent (tolerating malformed ones)."""
     if isinstance(error, dict):
-        raw: dict[str, Any] = error  # pyright: ignore[reportUnknownVariableType]
+        raw: dict[str, Any] = error
         code = raw.get("code")
         message = raw.get("message")
         return RPCError(

@@ -3,7 +3,7 @@ is framed by hand around one C-level string escape instead of a full model dump.
 
 from __future__ import annotations
 
-from json.encoder import encode_basestring  # pyright: ignore[reportUnknownVariableType]
+from json.encoder import encode_basestring
 from typing import Any
 
 from soulwire.wire.jsonrpc import encode

@@ -171,7 +171,7 @@ class UnknownDisplayBlock(WireModel):
     @classmethod
     def _gather_data(cls, value: Any) -> Any:
         if isinstance(value, dict) and "data" not in value:
-            raw: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+            raw: dict[str, Any] = value
             return {"type": raw.get("type", ""), "data": {k: v for k, v in raw.items() if k != "type"}}
         return value
 

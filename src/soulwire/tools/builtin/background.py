@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import anyio
 import anyio.abc
 
+from soulwire.errors import SoulwireError
 from soulwire.tools.builtin.process import group_alive, signal_group
 from soulwire.tools.lifetime import ready_to_tie, tie_to_engine
 from soulwire.wire.messages import Notification
@@ -160,7 +161,7 @@ class TaskNotice(NamedTuple):
     event: Notification
 
 
-class TooManyTasks(Exception):
+class TooManyTasks(SoulwireError):
     """`max_running_tasks` tasks are already running."""
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 import anyio.to_thread
 from pydantic import Field
 
-from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
+from soulwire.tools.base import ActionRequest, ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.diff import diff_blocks
 from soulwire.tools.builtin.paths import (
     EDIT_INSIDE,
@@ -48,13 +48,13 @@ async def _text_now(ctx: ToolContext, target: Target) -> str | None:
     access through an editor, else the disk. None when it does not exist."""
     if ctx.files is not None:
         return await ctx.files.read_text(target.real)
-    return _read_text(target.real)
+    return _read_text(target.io)
 
 
 async def _current_text(ctx: ToolContext, target: Target, shown: str) -> ToolReturnValue | str | None:
     """The file's text (None when it does not exist), or the error result for a directory or a
     file that cannot be read."""
-    if target.real.is_dir():
+    if target.io.is_dir():
         return tool_error(f"`{shown}` is a directory.", brief="Not a file")
     try:
         return await _text_now(ctx, target)
@@ -96,13 +96,16 @@ async def _approve_and_write(
             description = f"{description} — it leaves the sandbox: {crossing}"
         refusal = await refused(
             ctx,
-            sender=sender,
-            action=action,
-            description=description,
-            display=blocks,
-            scope_key=str(target.real),
-            confined=in_sandbox(ctx) and crossing is None,
-            crossing=crossing,
+            ActionRequest(
+                tool_call_id=ctx.tool_call_id,
+                sender=sender,
+                action=action,
+                description=description,
+                display=blocks,
+                scope_key=str(target.real),
+                confined=in_sandbox(ctx) and crossing is None,
+                crossing=crossing,
+            ),
         )
         if refusal is not None:
             return refusal
@@ -115,7 +118,7 @@ async def _approve_and_write(
         if ctx.files is not None:
             await ctx.files.write_text(target.real, new)
         else:
-            target.real.write_bytes(new.encode(_ENCODING, _ERRORS))
+            target.io.write_bytes(new.encode(_ENCODING, _ERRORS))
     except OSError as exc:
         return tool_error(f"Could not write `{target.path}`: {exc.strerror or exc}", brief="Write failed")
     return blocks
@@ -143,7 +146,7 @@ class WriteFile(TypedTool[WriteFileParams]):
         target = resolve(params.path, ctx)
         if hidden_by_sandbox(ctx, target):
             return hidden_refusal(params.path)
-        if not target.real.parent.is_dir():
+        if not target.io.parent.is_dir():
             return tool_error(
                 f"The parent directory of `{params.path}` does not exist; create it first.",
                 brief="Parent directory not found",

@@ -17,10 +17,10 @@ import anyio
 from pydantic import Field
 
 from soulwire import __version__
-from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
+from soulwire.tools.base import ToolContext, ToolParams, TypedTool
+from soulwire.tools.builtin.network import network_refusal
 from soulwire.tools.builtin.output import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, cap_lines, clip_head
-from soulwire.tools.sandbox import BOUNDARY_NETWORK, leaving_action
-from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error, tool_ok
+from soulwire.wire.types import ToolReturnValue, tool_error, tool_ok
 
 if TYPE_CHECKING:
     from soulwire.config.model import ServiceConfig
@@ -140,19 +140,11 @@ class FetchURL(TypedTool[FetchURLParams]):
                 f"`{params.url}` is not an http or https URL; FetchURL fetches web pages only.",
                 brief="Invalid URL",
             )
-        sandbox = ctx.sandbox
-        if sandbox is not None and sandbox.active and not sandbox.network:
-            refusal = await refused(
-                ctx,
-                sender=self.name,
-                action=leaving_action("fetch URL", "network"),
-                description=f"Fetch `{url}` — it leaves the sandbox: {BOUNDARY_NETWORK}",
-                display=[BriefDisplayBlock(text=f"Leaves the sandbox: {BOUNDARY_NETWORK}")],
-                scope_key=url,
-                crossing=BOUNDARY_NETWORK,
-            )
-            if refusal is not None:
-                return refusal
+        refusal = await network_refusal(
+            ctx, sender=self.name, action="fetch URL", what=f"Fetch `{url}`", scope_key=url
+        )
+        if refusal is not None:
+            return refusal
         if self._service is not None:
             from soulwire.tools.builtin.web_service import fetch_via_service
 

@@ -96,7 +96,7 @@ class ReadMediaFile(TypedTool[ReadMediaFileParams]):
         if not isinstance(target, Target):
             return target
         try:
-            size = target.real.stat().st_size
+            size = target.io.stat().st_size
             if size == 0:
                 return tool_error(f"`{target.path}` is empty.", brief="Empty file")
             if size > MAX_MEDIA_BYTES:
@@ -105,7 +105,7 @@ class ReadMediaFile(TypedTool[ReadMediaFileParams]):
                     "media files may have.",
                     brief="File too large",
                 )
-            head = await anyio.to_thread.run_sync(_head, target.real)
+            head = await anyio.to_thread.run_sync(_head, target.io)
             media = _media_type(head, target.path.name)
             if media is None:
                 return _not_media(params.path, head)
@@ -115,7 +115,7 @@ class ReadMediaFile(TypedTool[ReadMediaFileParams]):
                     f"Tell the user to use a model with {media.kind} input capability.",
                     brief="Unsupported media type",
                 )
-            loaded = await anyio.to_thread.run_sync(_load, target.real, media, head, abandon_on_cancel=True)
+            loaded = await anyio.to_thread.run_sync(_load, target.io, media, head, abandon_on_cancel=True)
         except OSError as exc:
             return tool_error(f"Could not read `{params.path}`: {exc.strerror or exc}", brief="Read failed")
         return _result(target.path, loaded)

@@ -50,3 +50,17 @@ def clip_head(text: str, limit: int = MAX_OUTPUT_CHARS) -> tuple[str, bool]:
     if newline > limit // 2:
         head = head[: newline + 1]
     return head, True
+
+
+def clip_output(text: str, dropped_already: bool, total: int) -> tuple[str, list[str]]:
+    """A command's output for the model: long lines cut, the middle of a long output dropped;
+    with the notes that say so. `dropped_already`: the capture kept only the ends of `total`
+    bytes."""
+    notes: list[str] = []
+    text, cut_lines = cap_lines(text)
+    text, dropped = clip_middle(text)
+    if dropped_already or dropped:
+        notes.append(f"Output was too long ({total} bytes); only its beginning and end are shown.")
+    if cut_lines:
+        notes.append(f"{cut_lines} overlong line(s) were truncated.")
+    return text, notes

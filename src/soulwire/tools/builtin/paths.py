@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePath
 from typing import NamedTuple
 
-from soulwire.tools.base import PLAN_FILE_KEY, ToolContext, refused
+from soulwire.tools.base import PLAN_FILE_KEY, ActionRequest, ToolContext, refused
 from soulwire.wire.types import BriefDisplayBlock, ToolReturnValue, tool_error
 
 """Set in the session state (`ctx.state`) by the engine while plan mode is on: the plan file's
@@ -82,6 +82,14 @@ class Target(NamedTuple):
     real: Path
     """Symlinks resolved: what is actually read or written."""
     inside: bool
+    at: Path | None = None
+    """Where this process reads and writes it, when not `real` itself: inside the turn's
+    overlay (see `SandboxPolicy.view`)."""
+
+    @property
+    def io(self) -> Path:
+        """The path to read and write (`real`, or its place in the turn's overlay)."""
+        return self.real if self.at is None else self.at
 
     @property
     def quoted(self) -> str:
@@ -107,7 +115,8 @@ def resolve(raw: str, ctx: ToolContext) -> Target:
         candidate = ctx.work_dir / candidate
     path = Path(os.path.normpath(candidate))
     real = Path(os.path.realpath(path))
-    return Target(path, real, is_inside(real, workspace_roots(ctx)))
+    at = ctx.sandbox.view(real) if ctx.sandbox is not None else real
+    return Target(path, real, is_inside(real, workspace_roots(ctx)), None if at == real else at)
 
 
 def in_sandbox(ctx: ToolContext) -> bool:
@@ -163,12 +172,15 @@ async def approve_outside(
         return None
     return await refused(
         ctx,
-        sender=sender,
-        action=action,
-        description=description,
-        display=[BriefDisplayBlock(text=f"{description} (outside the workspace)")],
-        scope_key=str(target.real),
-        confined=in_sandbox(ctx),  # the sandbox lets commands read there too
+        ActionRequest(
+            tool_call_id=ctx.tool_call_id,
+            sender=sender,
+            action=action,
+            description=description,
+            display=[BriefDisplayBlock(text=f"{description} (outside the workspace)")],
+            scope_key=str(target.real),
+            confined=in_sandbox(ctx),  # the sandbox lets commands read there too
+        ),
     )
 
 
@@ -183,9 +195,9 @@ async def file_to_read(
         return sensitive_refusal(raw)
     if hidden_by_sandbox(ctx, target):
         return hidden_refusal(raw)
-    if not target.real.exists():
+    if not target.io.exists():
         return tool_error(f"`{raw}` does not exist.", brief="File not found")
-    if not target.real.is_file():
+    if not target.io.is_file():
         return tool_error(not_a_file[0], brief=not_a_file[1])
     refused = await approve_outside(
         ctx, target, sender=sender, action=READ_OUTSIDE, description=f"Read file {target.quoted}"

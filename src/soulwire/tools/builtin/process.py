@@ -175,7 +175,7 @@ async def run_captured(
     Plain `Popen` (vfork + exec) with the pipes and a pidfd watched by the event loop: no
     watcher thread and no transport objects per command, which keeps tool steps cheap."""
     ready_to_tie()
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # noqa: ASYNC220  (on purpose: vfork + exec, see above)
         list(argv),
         stdin=stdin if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,

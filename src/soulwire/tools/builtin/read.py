@@ -123,7 +123,7 @@ class ReadFile(TypedTool[ReadFileParams]):
                 piece = _slice(handle, params.line_offset, count)
             else:
                 piece = await anyio.to_thread.run_sync(
-                    _read_slice, target.real, params.line_offset, count, abandon_on_cancel=True
+                    _read_slice, target.io, params.line_offset, count, abandon_on_cancel=True
                 )
         except OSError as exc:
             return tool_error(f"Could not read `{params.path}`: {exc.strerror or exc}", brief="Read failed")

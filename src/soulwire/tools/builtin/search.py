@@ -91,7 +91,7 @@ class Glob(TypedTool[GlobParams]):
         target = resolve(params.directory or ".", ctx)
         if hidden_by_sandbox(ctx, target):
             return hidden_refusal(params.directory or ".")
-        if not target.real.is_dir():
+        if not target.io.is_dir():
             return tool_error(f"`{params.directory}` is not a directory.", brief="Not a directory")
         pattern = params.pattern
         if pattern.startswith("**"):
@@ -100,7 +100,7 @@ class Glob(TypedTool[GlobParams]):
                 "(dependencies and build output included). Start from a directory, e.g. `src/**/*.py`. "
                 "The top level of the directory is listed below.",
                 brief="Pattern too broad",
-                output=_top_level(target.real),
+                output=_top_level(target.io),
             )
         if PurePath(pattern).is_absolute() or ".." in PurePath(pattern).parts:
             return tool_error(
@@ -114,7 +114,7 @@ class Glob(TypedTool[GlobParams]):
         if refused is not None:
             return refused
         found, stopped = await anyio.to_thread.run_sync(
-            _glob, target.real, pattern, params.include_dirs, abandon_on_cancel=True
+            _glob, target.io, pattern, params.include_dirs, abandon_on_cancel=True
         )
         if ctx.sandbox is not None and ctx.sandbox.active:  # what the sandbox hides is not there
             hides = ctx.sandbox.hidden_check()
@@ -281,9 +281,9 @@ class Grep(TypedTool[GrepParams]):
         target = resolve(params.path, ctx)
         if hidden_by_sandbox(ctx, target):
             return hidden_refusal(params.path)
-        if not target.real.exists():
+        if not target.io.exists():
             return tool_error(f"`{params.path}` does not exist.", brief="Path not found")
-        if target.real.is_file() and target.sensitive():
+        if target.io.is_file() and target.sensitive():
             return sensitive_refusal(params.path)
         refused = await approve_outside(
             ctx, target, sender=self.name, action=SEARCH_OUTSIDE, description=f"Search {target.quoted}"

@@ -10,9 +10,9 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from soulwire.config.process_env import child_environ
-from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
+from soulwire.tools.base import ActionRequest, ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.background import BackgroundTasks, TooManyTasks
-from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, cap_lines, clip_middle
+from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, cap_line, clip_output
 from soulwire.tools.builtin.process import Capture, run_captured
 from soulwire.tools.sandbox import ESCAPE_BOUNDARIES, Escape, SandboxPolicy, leaving_action
 from soulwire.wire.types import BriefDisplayBlock, ShellDisplayBlock, ToolReturnValue, tool_error, tool_ok
@@ -167,13 +167,16 @@ async def _approve(
     display.append(ShellDisplayBlock(language="bash", command=command))
     return await refused(
         ctx,
-        sender=Shell.name,
-        action=action,
-        description=description,
-        display=display,
-        scope_key=command,
-        confined=sandboxed and crossing is None,
-        crossing=crossing,
+        ActionRequest(
+            tool_call_id=ctx.tool_call_id,
+            sender=Shell.name,
+            action=action,
+            description=description,
+            display=display,
+            scope_key=command,
+            confined=sandboxed and crossing is None,
+            crossing=crossing,
+        ),
     )
 
 
@@ -210,7 +213,7 @@ class Shell(TypedTool[ShellParams]):
                 timeout=params.timeout,
                 tool_call_id=ctx.tool_call_id,
             )
-            output, notes = _clipped(ran.output, ran.truncated, len(ran.output.encode()))
+            output, notes = clip_output(ran.output, ran.truncated, len(ran.output.encode()))
             timed_out, returncode = ran.timed_out, ran.returncode
         else:
             capture = Capture(head=_CAPTURE_BYTES, tail=_CAPTURE_BYTES)
@@ -291,18 +294,7 @@ def _escape(params: ShellParams, ctx: ToolContext) -> Escape | None:
 
 
 def _model_output(capture: Capture) -> tuple[str, list[str]]:
-    return _clipped(capture.text(), bool(capture.dropped), capture.total)
-
-
-def _clipped(text: str, dropped_already: bool, total: int) -> tuple[str, list[str]]:
-    notes: list[str] = []
-    text, cut_lines = cap_lines(text)
-    text, dropped = clip_middle(text)
-    if dropped_already or dropped:
-        notes.append(f"Output was too long ({total} bytes); only its beginning and end are shown.")
-    if cut_lines:
-        notes.append(f"{cut_lines} overlong line(s) were truncated.")
-    return text, notes
+    return clip_output(capture.text(), bool(capture.dropped), capture.total)
 
 
 def _failure(message: str, headline: str, output: str, notes: list[str]) -> ToolReturnValue:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 from pydantic import Field
 
-from soulwire.tools.base import ToolContext, ToolParams, TypedTool, refused
+from soulwire.tools.base import ActionRequest, ToolContext, ToolParams, TypedTool, refused
 from soulwire.tools.builtin.background import BackgroundTask, BackgroundTasks
 from soulwire.wire.types import ToolReturnValue, tool_error, tool_ok
 
@@ -145,12 +145,15 @@ class TaskStop(TypedTool[TaskStopParams]):
             return _not_found(params.task_id)
         refusal = await refused(
             ctx,
-            sender=self.name,
-            action=STOP_TASK,
-            description=f"Stop background task `{task.id}`",
-            display=[task.display()],
-            scope_key=task.id,
-            confined=ctx.sandbox is not None and ctx.sandbox.active,  # stopping harms nothing
+            ActionRequest(
+                tool_call_id=ctx.tool_call_id,
+                sender=self.name,
+                action=STOP_TASK,
+                description=f"Stop background task `{task.id}`",
+                display=[task.display()],
+                scope_key=task.id,
+                confined=ctx.sandbox is not None and ctx.sandbox.active,  # stopping harms nothing
+            ),
         )
         if refusal is not None:
             return refusal

@@ -27,7 +27,7 @@ class SetTodoListParams(ToolParams):
 
 def current_todos(state: dict[str, Any]) -> list[dict[str, str]]:
     stored = state.get(TODOS_KEY)
-    return stored if isinstance(stored, list) else []  # pyright: ignore[reportUnknownVariableType]
+    return stored if isinstance(stored, list) else []
 
 
 class SetTodoList(TypedTool[SetTodoListParams]):

@@ -10,6 +10,7 @@ sends `{url}` with `Accept: text/markdown` and returns the body as the page's ma
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio.to_thread
 from pydantic import BaseModel, Field, ValidationError
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from soulwire import __version__
 from soulwire.config.model import ServiceConfig
 from soulwire.tools.base import ToolContext, ToolParams, TypedTool
+from soulwire.tools.builtin.network import network_refusal
 from soulwire.tools.builtin.output import MAX_OUTPUT_CHARS, clip_head
 from soulwire.wire.types import ToolReturnValue, tool_error, tool_ok
 
@@ -90,7 +92,8 @@ async def _post(url: str, headers: dict[str, str], body: dict[str, Any], timeout
 
 
 class SearchWeb(TypedTool[SearchWebParams]):
-    """Offered only when `[services.moonshot_search]` is configured."""
+    """Offered only when `[services.moonshot_search]` is configured. In a sandbox without
+    network each search leaves it (the query goes to the service): a person approves it."""
 
     name = "SearchWeb"
     description = (
@@ -106,6 +109,16 @@ class SearchWeb(TypedTool[SearchWebParams]):
     async def execute(self, params: SearchWebParams, ctx: ToolContext) -> ToolReturnValue:
         import httpx2
 
+        service = urlsplit(self._service.base_url).netloc or self._service.base_url
+        refusal = await network_refusal(
+            ctx,
+            sender=self.name,
+            action="search web",
+            what=f"Search the web for `{params.query}` (sent to {service})",
+            scope_key=params.query,
+        )
+        if refusal is not None:
+            return refusal
         key = await _service_key(self._service)
         if not key:
             return tool_error(

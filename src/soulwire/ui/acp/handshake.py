@@ -9,16 +9,44 @@ from dataclasses import dataclass
 from typing import Any
 
 from soulwire import __version__
+from soulwire.errors import SoulwireError
 from soulwire.runtime.options import SessionOptions
+from soulwire.ui.acp import v2
 from soulwire.ui.acp.stdio import error_message, result_message
 
 PROTOCOL_VERSION = 1
-"""The ACP protocol version this agent speaks (the only stable one)."""
+"""The ACP protocol version this agent speaks (the only stable one; v2 alpha: ui/acp/v2.py)."""
 
 _CAPABILITY_ENV = ("SOULWIRE_MODEL_CAPABILITIES", "KIMI_MODEL_CAPABILITIES")
 
 
-class HandshakeError(ValueError):
+KIMI_CODE = "kimi-code"
+TERMINAL_LOGIN = "terminal-login"
+
+
+def auth_methods(*, terminal: bool) -> list[dict[str, Any]]:
+    """`authMethods` of the `initialize` result (camelCase, as on the wire)."""
+    methods: list[dict[str, Any]] = [
+        {
+            "id": KIMI_CODE,
+            "name": "Kimi Code",
+            "description": "Log in with your Kimi Code account (the browser opens to confirm)",
+        }
+    ]
+    if terminal:
+        methods.append(
+            {
+                "id": TERMINAL_LOGIN,
+                "name": "Log in in a terminal",
+                "description": "Kimi Code, or an API key of another provider (checked before it is saved)",
+                "type": "terminal",
+                "args": ["login"],
+            }
+        )
+    return methods
+
+
+class HandshakeError(SoulwireError, ValueError):
     """The `initialize` params are unusable (answered with -32602)."""
 
 
@@ -29,25 +57,44 @@ class ClientCapabilities:
     read_text_file: bool = False
     write_text_file: bool = False
     terminal: bool = False
+    auth_terminal: bool = False
+    """The editor can run `soulwire acp login` in a terminal (`auth.terminal`)."""
+    redraw: bool = False
+    """Soulwire's extension (`_meta.soulwire.redraw`): the editor clears a session's view on
+    the `_soulwire/redraw` notification and draws the replay that follows (after a rewind)."""
     name: str = ""
+    protocol_version: int = PROTOCOL_VERSION
+    """The version of the connection (2 only with the v2 alpha on and asked for: ui/acp/v2.py)."""
+
+    @property
+    def v2(self) -> bool:
+        return self.protocol_version >= v2.VERSION
 
     @classmethod
     def parse(cls, params: Any) -> ClientCapabilities:
         """Read `clientCapabilities` / `clientInfo` from `initialize` params."""
         if not isinstance(params, dict):
             raise HandshakeError("initialize params must be an object")
-        version = params.get("protocolVersion")  # pyright: ignore[reportUnknownMemberType]
+        version = params.get("protocolVersion")
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
             raise HandshakeError("protocolVersion must be a non-negative integer")
-        caps: Any = params.get("clientCapabilities") or {}  # pyright: ignore[reportUnknownMemberType]
-        fs: Any = caps.get("fs") if isinstance(caps, dict) else None  # pyright: ignore[reportUnknownMemberType]
+        caps: Any = params.get("clientCapabilities") or {}
+        fs: Any = caps.get("fs") if isinstance(caps, dict) else None
         fs = fs if isinstance(fs, dict) else {}
-        info: Any = params.get("clientInfo")  # pyright: ignore[reportUnknownMemberType]
+        info: Any = params.get("clientInfo")
+        auth: Any = caps.get("auth") if isinstance(caps, dict) else None
+        meta: Any = caps.get("_meta") if isinstance(caps, dict) else None
+        ours: Any = meta.get("soulwire") if isinstance(meta, dict) else None
+        negotiated = v2.negotiate(version)
+        v1 = negotiated < v2.VERSION  # v2 has no client fs/terminal methods: the tools use the disk
         return cls(
-            read_text_file=fs.get("readTextFile") is True,  # pyright: ignore[reportUnknownMemberType]
-            write_text_file=fs.get("writeTextFile") is True,  # pyright: ignore[reportUnknownMemberType]
-            terminal=isinstance(caps, dict) and caps.get("terminal") is True,  # pyright: ignore[reportUnknownMemberType]
-            name=str(info.get("name") or "") if isinstance(info, dict) else "",  # pyright: ignore[reportUnknownMemberType]
+            read_text_file=v1 and fs.get("readTextFile") is True,
+            write_text_file=v1 and fs.get("writeTextFile") is True,
+            terminal=v1 and isinstance(caps, dict) and caps.get("terminal") is True,
+            auth_terminal=isinstance(auth, dict) and auth.get("terminal") is True,
+            redraw=isinstance(ours, dict) and ours.get("redraw") is True,
+            name=str(info.get("name") or "") if isinstance(info, dict) else "",
+            protocol_version=negotiated,
         )
 
 
@@ -60,15 +107,16 @@ def model_capabilities(raw_config: dict[str, Any], model_alias: str | None) -> s
             return {c.strip() for c in text.split(",") if c.strip()}
     models = raw_config.get("models")
     alias = model_alias or raw_config.get("default_model")
-    entry: Any = models.get(alias) if isinstance(models, dict) and isinstance(alias, str) else None  # pyright: ignore[reportUnknownMemberType]
-    caps: Any = entry.get("capabilities") if isinstance(entry, dict) else None  # pyright: ignore[reportUnknownMemberType]
-    return {str(c) for c in caps} if isinstance(caps, list) else set()  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    entry: Any = models.get(alias) if isinstance(models, dict) and isinstance(alias, str) else None
+    caps: Any = entry.get("capabilities") if isinstance(entry, dict) else None
+    return {str(c) for c in caps} if isinstance(caps, list) else set()
 
 
-def initialize_result(capabilities: set[str]) -> dict[str, Any]:
-    """The `initialize` result (camelCase, as on the wire). No auth methods: models are
-    configured with keys in config.toml or the environment, there is nothing to log in to."""
-    return {
+def initialize_result(capabilities: set[str], client: ClientCapabilities | None = None) -> dict[str, Any]:
+    """The `initialize` result (camelCase, as on the wire). The auth methods are Soulwire's
+    login (see `auth`); a terminal one only for an editor that can run it."""
+    terminal = client is not None and client.auth_terminal
+    result: dict[str, Any] = {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": True,
@@ -77,12 +125,22 @@ def initialize_result(capabilities: set[str]) -> dict[str, Any]:
                 "audio": "audio_in" in capabilities,
                 "embeddedContext": True,
             },
-            "mcpCapabilities": {"http": True, "sse": False},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "additionalDirectories": {}},
+            "mcpCapabilities": {"http": True, "sse": True},
+            "sessionCapabilities": {
+                "list": {},
+                "delete": {},
+                "resume": {},
+                "close": {},
+                "fork": {},  # unstable in v1: clients that do not know it ignore it
+                "additionalDirectories": {},
+            },
+            "auth": {"logout": {}},
+            "_meta": {"soulwire": {"redraw": True}},  # offered: see ClientCapabilities.redraw
         },
-        "authMethods": [],
+        "authMethods": auth_methods(terminal=terminal),
         "agentInfo": {"name": "soulwire", "title": "Soulwire", "version": __version__},
     }
+    return v2.adapt_initialize(result) if client is not None and client.v2 else result
 
 
 class Handshake:
@@ -90,7 +148,7 @@ class Handshake:
     editor declared."""
 
     def __init__(self, options: SessionOptions) -> None:
-        self.capabilities = model_capabilities(options.raw_config, options.model_alias)
+        self.capabilities = model_capabilities(options.raw_config, options.model)
         self.client = ClientCapabilities()
 
     def __call__(self, request_id: Any, params: Any) -> dict[str, Any]:
@@ -98,4 +156,4 @@ class Handshake:
             self.client = ClientCapabilities.parse(params)
         except HandshakeError as exc:
             return error_message(request_id, -32602, "Invalid params", {"details": str(exc)})
-        return result_message(request_id, initialize_result(self.capabilities))
+        return result_message(request_id, initialize_result(self.capabilities, self.client))

@@ -6,7 +6,6 @@ soulwire modules only — reads the first line and answers `initialize` itself."
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 import threading
@@ -16,6 +15,7 @@ from soulwire.config.process_env import import_pydantic_plugin_loader, startup_f
 from soulwire.runtime.options import SessionOptions
 from soulwire.ui.acp.handshake import Handshake
 from soulwire.ui.acp.stdio import LineInput, LineOutput
+from soulwire.wire.jsonrpc import RPCError, parse
 
 
 class _Warmup(threading.Thread):
@@ -35,11 +35,11 @@ class _Warmup(threading.Thread):
 def _first_initialize(line: bytes) -> tuple[Any, Any] | None:
     """(id, params) when the line is an `initialize` request."""
     try:
-        message = json.loads(line)
-    except ValueError:
-        return None
-    if isinstance(message, dict) and message.get("method") == "initialize" and "id" in message:  # pyright: ignore[reportUnknownMemberType]
-        return message["id"], message.get("params")  # pyright: ignore[reportUnknownMemberType]
+        message = parse(line)
+    except RPCError:
+        return None  # the server answers it
+    if isinstance(message, dict) and message.get("method") == "initialize" and "id" in message:
+        return message["id"], message.get("params")
     return None
 
 

@@ -8,14 +8,14 @@ import json
 import logging
 import signal
 import sys
-from typing import Any, cast
+from typing import Any
 
 import anyio
-from acp.agent.connection import AgentSideConnection
 
 from soulwire.runtime.options import SessionOptions
 from soulwire.ui.acp.agent import SoulwireAgent
 from soulwire.ui.acp.handshake import Handshake
+from soulwire.ui.acp.routes import agent_connection
 from soulwire.ui.acp.stdio import LineInput, LineOutput
 from soulwire.ui.acp.transport import StdioTransport
 
@@ -41,13 +41,13 @@ async def _serve(
         body = update if isinstance(update, str) else encode(update)
         writer.write(head + body.encode("utf-8", "replace") + b"}}\n")
 
+    def extension(method: str, params: dict[str, Any]) -> None:
+        """An extension notification (`_soulwire/…`), in order with the updates."""
+        writer.write(encode({"jsonrpc": "2.0", "method": method, "params": params}).encode() + b"\n")
+
     async with anyio.create_task_group() as sessions:  # each session's lifetime is a task here
-        agent = SoulwireAgent(options, notify, transport.defer, lambda: handshake.client, sessions)
-        # session/resume and session/close are still "unstable" in the SDK's router; they are
-        # part of what this agent offers, so the unstable routes are switched on.
-        connection = AgentSideConnection(
-            cast(Any, agent), transport, listening=False, use_unstable_protocol=True
-        )
+        agent = SoulwireAgent(options, notify, transport.defer, lambda: handshake.client, sessions, extension)
+        connection = agent_connection(agent, transport)
         try:
             async with anyio.create_task_group() as listening:
                 listening.start_soon(_stop_on_signal, listening.cancel_scope)

@@ -16,23 +16,24 @@ from acp import RequestError
 from acp.schema import (
     PermissionOption,
     SessionConfigOptionSelect,
-    SessionConfigSelectOption,
     SessionMode,
     SessionModeState,
     ToolCallUpdate,
 )
 
 from soulwire.engine.client import ClientRequestError
-from soulwire.llm.errors import AuthenticationError, ChatProviderError, LLMNotSet, LLMNotSupported
-from soulwire.llm.registry import resolve_model
+from soulwire.llm.errors import AuthenticationError, LLMNotSet, LLMNotSupported, ProviderError
 from soulwire.runtime.builder import Runtime
-from soulwire.tools.base import ApprovalOutcome
+from soulwire.runtime.model_switch import ModelSwitchError, model_info, switch_model
+from soulwire.tools.base import ActionRequest, ApprovalOutcome
 from soulwire.ui.acp.editor import EditorFiles, EditorTerminal
 from soulwire.ui.acp.handshake import ClientCapabilities
+from soulwire.ui.acp.options import mode_option, model_change, model_options, sandbox_option
 from soulwire.ui.acp.prompts import PromptBlock, user_input
 from soulwire.ui.acp.tooling import ToolContent, diff_content, text_content, tool_kind
 from soulwire.ui.acp.updates import UpdateMapper, dump
 from soulwire.wire.messages import ApprovalRequest, parse_envelope
+from soulwire.wire.model_switch import ModelChanged
 from soulwire.wire.types import BriefDisplayBlock, DiffDisplayBlock, ShellDisplayBlock, WireModel
 
 MODES = (
@@ -72,14 +73,27 @@ class _ApprovalWatch:
     def yolo(self, value: bool) -> None:
         self._broker.yolo = value
 
-    async def request(self, *, tool_call_id: str, **kwargs: Any) -> ApprovalOutcome:
-        outcome: ApprovalOutcome = await self._broker.request(tool_call_id=tool_call_id, **kwargs)
+    async def request(self, request: ActionRequest) -> ApprovalOutcome:
+        outcome: ApprovalOutcome = await self._broker.request(request)
         if outcome.approved:
-            self._started(tool_call_id)
+            self._started(request.tool_call_id)
         return outcome
 
 
-_COMMAND_HINTS = {"compact": "what to keep in focus (optional)", "plan": "on | off | view | clear"}
+STOP_REASONS = {
+    # a prompt's Wire status → its ACP stop reason (also for sessions reached through `serve`)
+    "max_steps_reached": "max_turn_requests",
+    "budget_exceeded": "max_turn_requests",  # a token limit: max_tokens (ACP has no budget reason)
+    "cancelled": "cancelled",
+}
+REDRAW = "_soulwire/redraw"
+"""The extension notification that tells an editor to clear a session's view: the replay of
+its conversation as it now is follows (ClientCapabilities.redraw)."""
+_COMMAND_HINTS = {
+    "compact": "what to keep in focus (optional)",
+    "plan": "on | off | view | clear",
+    "model": "a model, and/or thinking | no-thinking",
+}
 
 
 def _permission_content(display: Sequence[Any], work_dir: Path) -> list[ToolContent]:
@@ -109,6 +123,33 @@ def prewarm() -> None:
     mapper.merged(ToolResult(tool_call_id="x", return_value=value))
 
 
+async def ask_permission(
+    client: PermissionAsker, session_id: str, mapper: UpdateMapper, message: ApprovalRequest, work_dir: Path
+) -> str:
+    """Ask the editor about one approval (`session/request_permission`); the Wire answer
+    (`approve`, `approve_for_session` or `reject`: a cancelled request rejects)."""
+    tool_call = ToolCallUpdate(
+        tool_call_id=mapper.acp_id(message.tool_call_id),
+        title=message.description,
+        kind=tool_kind(message.sender),
+        status="pending",
+        content=_permission_content(message.display, work_dir) or None,
+    )
+    response = await client.request_permission(
+        session_id=session_id, tool_call=tool_call, options=_PERMISSION_OPTIONS
+    )
+    outcome = response.outcome
+    chosen = getattr(outcome, "option_id", None) if outcome.outcome == "selected" else None
+    return chosen if chosen in ("approve", "approve_for_session") else "reject"
+
+
+def session_not_found(session_id: str, hint: str = "") -> RequestError:
+    """ACP's -32002 for a session this agent cannot find (`hint`: where it looked, or how to
+    open one), the one spelling of it for every path that reports it."""
+    where = f" ({hint})" if hint else ""
+    return RequestError(-32002, f"Session not found: {session_id}{where}", {"sessionId": session_id})
+
+
 def model_error(exc: Exception) -> RequestError:
     """A model failure as the JSON-RPC error of `session/prompt`."""
     if isinstance(exc, LLMNotSet):
@@ -129,17 +170,21 @@ class AcpSession:
         client: PermissionAsker,
         notify: Callable[[str, dict[str, Any] | str], None],
         capabilities: ClientCapabilities,
+        extension: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.runtime = runtime
         self.id = runtime.session.id
         self._client = client
         self._notify = notify
+        self._redraw = extension if capabilities.redraw else None
+        """Sends `_soulwire/redraw` to an editor that asked for it (ClientCapabilities.redraw)."""
         self._scope: anyio.CancelScope | None = None
         self._turn_done = anyio.Event()
         self._turn_done.set()
         self._closing = anyio.Event()
         self._ended = anyio.Event()
-        self.mapper = UpdateMapper(runtime.options.work_dir, self._send, self._plan_mode_changed)
+        self.v2 = capabilities.v2
+        self.mapper = UpdateMapper(runtime.options.work_dir, self._send, self._plan_mode_changed, v2=self.v2)
         self._mode = self.current_mode()
         runtime.attach_client(self)
         runtime.apply_client(supports_question=False, supports_plan_mode=False, hook_subscriptions=[])
@@ -152,6 +197,8 @@ class AcpSession:
             runtime.soul.terminal = EditorTerminal(client, self.id, self.mapper.terminal)
         runtime.bus.subscribe(self.mapper.raw)
         runtime.bus.subscribe(self.mapper.merged, merged=True)
+        self._switching = False
+        runtime.bus.subscribe(self._model_changed)
 
     async def live(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The session's lifetime (MCP servers, background tasks, SessionStart/End hooks), as a
@@ -183,22 +230,12 @@ class AcpSession:
         and client tools are not part of ACP."""
         if not isinstance(message, ApprovalRequest):
             raise ClientRequestError(f"{type(message).__name__} is not supported over ACP", unsupported=True)
-        tool_call = ToolCallUpdate(
-            tool_call_id=self.mapper.acp_id(message.tool_call_id),
-            title=message.description,
-            kind=tool_kind(message.sender),  # pyright: ignore[reportArgumentType]
-            status="pending",
-            content=_permission_content(message.display, self.runtime.options.work_dir) or None,
-        )
         try:
-            response = await self._client.request_permission(
-                session_id=self.id, tool_call=tool_call, options=_PERMISSION_OPTIONS
+            answer = await ask_permission(
+                self._client, self.id, self.mapper, message, self.runtime.options.work_dir
             )
         except (RequestError, ConnectionError, ValueError) as exc:
             raise ClientRequestError(str(exc), closed=isinstance(exc, ConnectionError)) from None
-        outcome = response.outcome
-        chosen = getattr(outcome, "option_id", None) if outcome.outcome == "selected" else None
-        answer = chosen if chosen in ("approve", "approve_for_session") else "reject"
         return {"request_id": message.id, "response": answer}
 
     # -- turns ----------------------------------------------------------------
@@ -206,6 +243,14 @@ class AcpSession:
         """Run one turn; returns the `session/prompt` result."""
         if self._scope is not None:
             raise RequestError(-32602, f"A prompt is already running in session {self.id}")
+        from soulwire.ui.acp import checkpoints
+
+        access = checkpoints.RuntimeCheckpoints(self.runtime)
+        command = checkpoints.command_of(access, blocks)
+        if command is not None:
+            text = await checkpoints.answer_text(access, command, self._redraw_view if self._redraw else None)
+            self._send({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+            return {"stopReason": "end_turn"}
         parts = user_input(blocks)
         scope = anyio.CancelScope()
         self._scope = scope
@@ -216,10 +261,11 @@ class AcpSession:
         try:
             with scope:
                 outcome = await self.runtime.soul.run(parts)
-                stop_reason = {"max_steps_reached": "max_turn_requests", "cancelled": "cancelled"}.get(
-                    outcome.status, "end_turn"
-                )
-        except (LLMNotSet, LLMNotSupported, ChatProviderError) as exc:
+                stop_reason = STOP_REASONS.get(outcome.status, "end_turn")
+                ledger = self.runtime.ledger
+                if outcome.status == "budget_exceeded" and ledger is not None and ledger.hit is not None:
+                    stop_reason = "max_tokens" if ledger.hit[2] == "tokens" else stop_reason
+        except (LLMNotSet, LLMNotSupported, ProviderError) as exc:
             raise model_error(exc) from None
         finally:
             self.mapper.close_open("Cancelled." if scope.cancel_called else "The turn ended.")
@@ -236,7 +282,22 @@ class AcpSession:
         if self._scope is not None:
             self._scope.cancel()
 
+    @property
+    def busy(self) -> bool:
+        """A prompt is running."""
+        return self._scope is not None
+
+    def sandbox_mode(self) -> str:
+        sandbox = self.runtime.soul.sandbox
+        return sandbox.mode if sandbox is not None else "off"
+
     # -- history --------------------------------------------------------------
+    async def _redraw_view(self) -> None:
+        """The editor clears its view of the session; the history as it now is is drawn again."""
+        assert self._redraw is not None
+        self._redraw(REDRAW, {"sessionId": self.id})
+        self.replay()
+
     def replay(self) -> None:
         """Send the whole recorded history as updates (for `session/load`)."""
         for message in self.runtime.session.store.wire_records():
@@ -249,7 +310,10 @@ class AcpSession:
             return "plan"
         return "yolo" if self.runtime.broker.yolo else "default"
 
-    def modes(self) -> SessionModeState:
+    def modes(self) -> SessionModeState | None:
+        """The modes of a session answer (v2 has the `mode` config option only)."""
+        if self.v2:
+            return None
         return SessionModeState(current_mode_id=self.current_mode(), available_modes=list(MODES))
 
     def set_mode(self, mode_id: str) -> None:
@@ -266,81 +330,36 @@ class AcpSession:
         mode = self.current_mode()
         if mode != self._mode:
             self._mode = mode
-            self._send({"sessionUpdate": "current_mode_update", "currentModeId": mode})
-            options = [dump(o) for o in self.config_options()]
-            self._send({"sessionUpdate": "config_option_update", "configOptions": options})
+            if not self.v2:  # v2 has the mode as a config option only
+                self._send({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+            self._send({"sessionUpdate": "config_option_update", "configOptions": self._dumped_options()})
 
     def config_options(self) -> list[SessionConfigOptionSelect]:
-        model = self.runtime.soul.model
-        current = model.alias if model is not None else ""
-        aliases = list(self.runtime.config.models) or ([current] if current else [])
-        if current and current not in aliases:
-            aliases.append(current)
-        choices = [SessionConfigSelectOption(value=a, name=a) for a in aliases]
-        thinking = "on" if model is not None and model.thinking else "off"
-        return [
-            SessionConfigOptionSelect(
-                type="select",
-                id="mode",
-                name="Mode",
-                category="mode",
-                current_value=self.current_mode(),
-                options=[
-                    SessionConfigSelectOption(value=m.id, name=m.name, description=m.description)
-                    for m in MODES
-                ],
-            ),
-            SessionConfigOptionSelect(
-                type="select",
-                id="model",
-                name="Model",
-                category="model",
-                current_value=current,
-                options=choices or [SessionConfigSelectOption(value="", name="(no model configured)")],
-            ),
-            SessionConfigOptionSelect(
-                type="select",
-                id="thinking",
-                name="Thinking",
-                category="thought_level",
-                current_value=thinking,
-                options=[
-                    SessionConfigSelectOption(value="off", name="Off"),
-                    SessionConfigSelectOption(value="on", name="On"),
-                ],
-            ),
-        ]
+        model, thinking = model_options(model_info(self.runtime))
+        return [mode_option(self.current_mode(), MODES), model, sandbox_option(self.sandbox_mode()), thinking]
 
     def set_config_option(self, config_id: str, value: str | bool) -> None:
         if config_id == "mode" and isinstance(value, str):
             self.set_mode(value)  # the same choice as session/set_mode, for clients that use options
             return
-        soul = self.runtime.soul
-        alias = soul.model.alias if soul.model is not None else self.runtime.options.model_alias
-        thinking = soul.model.thinking if soul.model is not None else None
-        if config_id == "model" and isinstance(value, str):
-            if value not in self.runtime.config.models and value != alias:
-                raise RequestError(-32602, f"Unknown model {value!r}")
-            alias = value
-        elif config_id == "thinking" and (value in ("on", "off") or isinstance(value, bool)):
-            thinking = value is True or value == "on"
-        else:
-            raise RequestError(-32602, f"Unknown config option {config_id!r} or value {value!r}")
+        change = model_change(config_id, value)
         if self._scope is not None:
             raise RequestError(-32602, "The model cannot change while a prompt is running")
+        self._switching = True  # the editor gets the options in the answer, not as an update too
         try:
-            model = resolve_model(
-                self.runtime.config,
-                model_alias=alias
-                if alias in self.runtime.config.models
-                else self.runtime.options.model_alias,
-                thinking=thinking,
-            )
-        except LLMNotSet as exc:
+            switch_model(self.runtime, **change)
+        except ModelSwitchError as exc:
             raise RequestError(-32602, str(exc)) from None
-        if thinking and (model is None or not model.thinking):
-            raise RequestError(-32602, f"The model {alias!r} does not support thinking")
-        soul.model = model
+        finally:
+            self._switching = False
+
+    def _model_changed(self, message: WireModel) -> None:
+        """The model or thinking changed (`set_model` from another face): the editor's pickers follow."""
+        if isinstance(message, ModelChanged) and not self._switching:
+            self._send({"sessionUpdate": "config_option_update", "configOptions": self._dumped_options()})
+
+    def _dumped_options(self) -> list[dict[str, Any]]:
+        return [dump(o) for o in self.config_options()]
 
     def send_commands(self) -> None:
         commands: list[dict[str, Any]] = []
@@ -352,4 +371,8 @@ class AcpSession:
             if hint:
                 entry["input"] = {"hint": hint}
             commands.append(entry)
+        if self.runtime.soul.workspace is not None:
+            from soulwire.ui.acp.checkpoints import RuntimeCheckpoints, available
+
+            commands += available(RuntimeCheckpoints(self.runtime))
         self._send({"sessionUpdate": "available_commands_update", "availableCommands": commands})

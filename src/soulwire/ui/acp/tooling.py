@@ -16,6 +16,7 @@ from acp.schema import (
     TerminalToolCallContent,
     TextContentBlock,
     ToolCallLocation,
+    ToolKind,
 )
 
 from soulwire.wire.types import (
@@ -28,7 +29,7 @@ from soulwire.wire.types import (
 
 ToolContent = ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent
 
-_KINDS: dict[str, str] = {
+_KINDS: dict[str, ToolKind] = {
     "Shell": "execute",
     "TaskStop": "execute",
     "ReadFile": "read",
@@ -64,7 +65,7 @@ class ToolView:
     raw_input: Any = None
 
 
-def tool_kind(name: str) -> str:
+def tool_kind(name: str) -> ToolKind:
     return _KINDS.get(name, "other")
 
 
@@ -75,7 +76,7 @@ def _arguments(raw: str | None) -> dict[str, Any]:
         value = json.loads(raw)
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    return value if isinstance(value, dict) else {}
 
 
 def _absolute(path: str, work_dir: Path) -> str:

@@ -6,7 +6,6 @@ too, from the stdlib handshake the start-up path already used, so both answers a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,11 +13,39 @@ import anyio
 import anyio.to_thread
 
 from soulwire.ui.acp.stdio import LineInput, LineOutput, error_message
-
-PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+from soulwire.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, RPCError, parse
 
 InitializeHandler = Callable[[Any, Any], dict[str, Any]]
 """(request id, params) → the whole response message."""
+
+
+class Deferrals:
+    """Jobs run right after the response that introduces a session is written (the one of
+    `session/new`, `load` or `resume`): an update about a session must not reach the editor
+    before the session's id does. A transport tells it what it received and what it sent."""
+
+    def __init__(self) -> None:
+        self._deferred: dict[str, list[Callable[[], None]]] = {}
+        self._naming: dict[Any, str] = {}  # request id → the session its params name
+
+    def defer(self, session_id: str, job: Callable[[], None]) -> None:
+        self._deferred.setdefault(session_id, []).append(job)
+
+    def received(self, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        naming = message.get("method") in ("session/load", "session/resume") and "id" in message
+        if naming and isinstance(params, dict):
+            self._naming[message["id"]] = str(params.get("sessionId"))
+
+    def sent(self, message: dict[str, Any]) -> None:
+        if "id" in message and "method" not in message:
+            named = self._naming.pop(message["id"], None)
+            if not self._deferred:
+                return
+            result = message.get("result")
+            session_id = result.get("sessionId") if isinstance(result, dict) else None
+            for job in self._deferred.pop(str(session_id or named), []):
+                job()
 
 
 class StdioTransport:
@@ -28,22 +55,12 @@ class StdioTransport:
         self._reader = reader
         self._writer = writer
         self._on_initialize = on_initialize
-        self._deferred: dict[str, list[Callable[[], None]]] = {}
-        self._naming: dict[Any, str] = {}  # request id → the session its params name
-
-    def defer(self, session_id: str, job: Callable[[], None]) -> None:
-        """Run `job` right after the response that introduces `session_id` is written: an
-        update about a session must not reach the editor before the session's id does."""
-        self._deferred.setdefault(session_id, []).append(job)
+        self.deferrals = Deferrals()
+        self.defer = self.deferrals.defer
 
     async def send(self, message: dict[str, Any]) -> None:
         self._writer.send(message)
-        if "id" in message and self._deferred:
-            result = message.get("result")
-            named = self._naming.pop(message["id"], None)
-            session_id = result.get("sessionId") if isinstance(result, dict) else None
-            for job in self._deferred.pop(str(session_id or named), []):
-                job()
+        self.deferrals.sent(message)
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -59,27 +76,26 @@ class StdioTransport:
         if not line.strip():
             return None
         try:
-            message: Any = json.loads(line)
-        except ValueError:
-            self._writer.send(error_message(None, PARSE_ERROR, "Parse error"))
+            message: Any = parse(line)  # strict UTF-8, lone surrogate escapes replaced, bounded depth
+        except RPCError as error:
+            text = "Parse error" if error.code == PARSE_ERROR else error.message
+            self._writer.send(error_message(None, error.code, text))
             return None
         if not isinstance(message, dict):
             self._writer.send(error_message(None, INVALID_REQUEST, "Invalid request"))
             return None
-        method: Any = message.get("method")  # pyright: ignore[reportUnknownMemberType]
+        method: Any = message.get("method")
         if "id" in message and method is None and "result" not in message and "error" not in message:
             self._writer.send(error_message(message["id"], INVALID_REQUEST, "Invalid request"))
             return None
         if method is not None and not isinstance(method, str):
-            self._writer.send(error_message(message.get("id"), INVALID_REQUEST, "Invalid request"))  # pyright: ignore[reportUnknownMemberType]
+            self._writer.send(error_message(message.get("id"), INVALID_REQUEST, "Invalid request"))
             return None
-        params: Any = message.get("params")  # pyright: ignore[reportUnknownMemberType]
-        if method in ("session/load", "session/resume") and isinstance(params, dict) and "id" in message:
-            self._naming[message["id"]] = str(params.get("sessionId"))  # pyright: ignore[reportUnknownMemberType]
+        self.deferrals.received(message)
         if method == "initialize" and "id" in message:
-            self._writer.send(self._on_initialize(message["id"], message.get("params")))  # pyright: ignore[reportUnknownMemberType]
+            self._writer.send(self._on_initialize(message["id"], message.get("params")))
             return None
-        return message  # pyright: ignore[reportUnknownVariableType]
+        return message
 
     async def close(self) -> None:
         return None

@@ -13,11 +13,21 @@ from json.encoder import encode_basestring  # the C encoder of a JSON string
 from pathlib import Path
 from typing import Any
 
-from acp.schema import AgentPlanUpdate, TerminalToolCallContent, ToolCallProgress, ToolCallStart
+from acp.schema import (
+    AgentPlanContentUpdate,
+    AgentPlanUpdate,
+    PlanEntry,
+    PlanUpdateItems,
+    TerminalToolCallContent,
+    ToolCallProgress,
+    ToolCallStart,
+)
 from pydantic import BaseModel
 
 from soulwire.ids import uuid4_hex
 from soulwire.ui.acp.tooling import NEVER_ASK, describe_call, plan_entries, result_content, text_content
+from soulwire.ui.acp.v2 import PLAN_ID
+from soulwire.wire.budget import BudgetUpdate
 from soulwire.wire.messages import StatusUpdate, SteerInput, StepRetry, ToolResult, TurnBegin
 from soulwire.wire.types import (
     AudioURLPart,
@@ -93,6 +103,17 @@ class TurnUsage:
         }
 
 
+def _usage_update(update: BudgetUpdate, context: tuple[int, int]) -> dict[str, Any]:
+    """ACP's `usage_update` while a budget is set: the context's use, what the session tree
+    has cost, and (in `_meta`) the budget with what each scope spent and has left."""
+    body: dict[str, Any] = {"sessionUpdate": "usage_update", "used": context[0], "size": context[1]}
+    spent = update.spent.get("tree")
+    if spent is not None and spent.usd is not None:
+        body["cost"] = {"amount": spent.usd, "currency": "USD"}
+    body["_meta"] = {"soulwire/budget": update.model_dump(mode="json")}
+    return body
+
+
 @dataclass
 class _Call:
     name: str
@@ -107,9 +128,13 @@ class UpdateMapper:
     work_dir: Path
     send: Send
     on_plan_mode: Callable[[bool], None] = lambda _enabled: None
+    v2: bool = False
+    """ACP v2 alpha (ui/acp/v2.py): a call starts with `tool_call_update`, the plan is `plan_update`."""
     usage: TurnUsage = field(default_factory=TurnUsage)
     _calls: dict[str, _Call] = field(default_factory=dict[str, _Call])
     _turn: str = field(default_factory=lambda: uuid4_hex()[:8])
+    _context: tuple[int, int] = (0, 0)
+    """The context's tokens and size, from the last StatusUpdate that said them."""
 
     def begin_turn(self) -> None:
         """A new turn: its tool call ids get a new prefix."""
@@ -141,6 +166,8 @@ class UpdateMapper:
             self._status(message)
         elif isinstance(message, StepRetry):
             self.close_open("The model call was retried.")
+        elif isinstance(message, BudgetUpdate):
+            self.send(_usage_update(message, self._context))
 
     # -- replay -------------------------------------------------------------
     def replay(self, message: WireModel) -> None:
@@ -176,7 +203,10 @@ class UpdateMapper:
             locations=view.locations or None,
             raw_input=view.raw_input,
         )
-        self.send(dump(start))
+        body = dump(start)
+        if self.v2:  # v2 has one upsert, keyed by the call's id, with the same fields
+            body["sessionUpdate"] = "tool_call_update"
+        self.send(body)
 
     def _describe(self, call: ToolCall) -> None:
         if call.id not in self._calls:
@@ -239,7 +269,13 @@ class UpdateMapper:
         self.send(dump(update))
         entries = plan_entries(value)
         if entries is not None:
-            self.send(dump(AgentPlanUpdate(session_update="plan", entries=entries)))
+            self.send(dump(self._plan(entries)))
+
+    def _plan(self, entries: list[PlanEntry]) -> BaseModel:
+        if not self.v2:
+            return AgentPlanUpdate(session_update="plan", entries=entries)
+        items = PlanUpdateItems(type="items", plan_id=PLAN_ID, entries=entries)
+        return AgentPlanContentUpdate(session_update="plan_update", plan=items)
 
     def close_open(self, why: str) -> None:
         """Give every call still open a final status (cancel, retry, end of turn)."""
@@ -259,6 +295,8 @@ class UpdateMapper:
         for call_id, call in list(self._calls.items()):
             if call.name in NEVER_ASK:
                 self.started(call_id)
+        if status.context_tokens is not None and status.max_context_tokens is not None:
+            self._context = (status.context_tokens, status.max_context_tokens)
         usage = status.token_usage
         if usage is not None:
             self.usage.seen = True
@@ -268,3 +306,11 @@ class UpdateMapper:
             self.usage.cache_write += usage.input_cache_creation
         if status.plan_mode is not None:
             self.on_plan_mode(status.plan_mode)
+        if status.context_tokens is not None and status.max_context_tokens:
+            self.send(
+                {
+                    "sessionUpdate": "usage_update",
+                    "used": max(status.context_tokens, 0),
+                    "size": status.max_context_tokens,
+                }
+            )

@@ -2,7 +2,7 @@
 
 Nobody is there to approve, so tool actions are auto-approved (afk). Exit codes: 0 success,
 1 permanent failure (incl. max steps), 2 no usable model (LLM not set: a configuration
-error), 75 retryable provider failure, 130 after
+error), 3 a budget limit reached (`--budget-*`), 75 retryable provider failure, 130 after
 Ctrl-C, 141 when the reader of stdout went away (`| head -1`). The last two stop the turn as a
 Wire `cancel` does, so the session files hold every completed step; never a traceback."""
 
@@ -19,8 +19,9 @@ import anyio
 
 from soulwire.config.loader import ConfigError
 from soulwire.config.process_env import startup_finished
-from soulwire.engine.soul import tool_message
-from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
+from soulwire.engine.context import tool_message
+from soulwire.errors import SoulwireError
+from soulwire.llm.errors import LLMNotSet, LLMNotSupported, ProviderError
 from soulwire.llm.message import Message
 from soulwire.runtime.builder import Runtime, build_runtime
 from soulwire.runtime.options import SessionOptions
@@ -28,7 +29,7 @@ from soulwire.wire.fold import joined_text
 from soulwire.wire.messages import StatusUpdate, StepRetry, ToolResult
 from soulwire.wire.types import TextPart, ThinkPart, TokenUsage, ToolCall, UserInput, WireModel
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_RETRYABLE = 0, 1, 2, 75
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_RETRYABLE = 0, 1, 2, 3, 75
 EXIT_CONFIG = EXIT_USAGE  # a configuration the person fixes (no model, no key) is a usage error
 EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_TERMINATED = 128 + signal.SIGTERM
@@ -125,6 +126,8 @@ class _Printer:
         """The `--output-format json` document: the final message, usage, cost, session id
         and why it ended."""
         model = runtime.soul.model
+        ledger = runtime.ledger
+        price = ledger.price(model.model_name) if ledger is not None and model is not None else None
         return {
             "type": "result",
             "session_id": runtime.session.id,
@@ -135,7 +138,8 @@ class _Printer:
             "turns": self.turns,
             "model": model.model_name if model is not None else None,
             "usage": {**self.usage.model_dump(), "total": self.usage.total},
-            "cost_usd": _cost(model.model_name if model is not None else None, self.usage),
+            "cost_usd": None if price is None else round(price.cost(self.usage), 6),
+            "budget": ledger.report().model_dump(mode="json") if ledger is not None else None,
             "error": self.error,
         }
 
@@ -149,15 +153,7 @@ def _added(a: TokenUsage, b: TokenUsage) -> TokenUsage:
     )
 
 
-def _cost(model_name: str | None, usage: TokenUsage) -> float | None:
-    """From the SDK's price table (loaded only here); None for a model without a price."""
-    from soulwire.sdk.pricing import price_for
-
-    price = price_for(model_name)
-    return None if price is None else round(price.cost(usage), 6)
-
-
-class StdinError(Exception):
+class StdinError(SoulwireError):
     """A stream-json input line that is not a user message (reported as a usage error)."""
 
 
@@ -172,8 +168,8 @@ def _prompts(prompt: str | None, input_format: str, stdin: TextIO) -> Iterator[U
                 raise StdinError(f"stdin line {number} is not JSON ({exc.msg})") from None
             if not isinstance(record, dict):
                 raise StdinError(f'stdin line {number}: expected {{"role": "user", "content": ...}}')
-            if record.get("role", "user") == "user":  # pyright: ignore[reportUnknownMemberType]
-                yield record.get("content", "")  # pyright: ignore[reportUnknownMemberType]
+            if record.get("role", "user") == "user":
+                yield record.get("content", "")
         return
     text = prompt if prompt is not None else stdin.read()
     if text.strip():
@@ -231,7 +227,7 @@ async def _run_prompts(
                 return _failed(printer, "error", str(exc), EXIT_CONFIG)
             except LLMNotSupported as exc:
                 return _failed(printer, "error", str(exc), EXIT_FAILED)
-            except ChatProviderError as exc:
+            except ProviderError as exc:
                 code = EXIT_RETRYABLE if exc.retryable else EXIT_FAILED
                 return _failed(printer, "provider_error", f"provider error: {exc}", code)
             if outcome.status == "max_steps_reached":
@@ -242,6 +238,12 @@ async def _run_prompts(
                     f"stopped after the maximum of {outcome.steps} steps",
                     EXIT_FAILED,
                 )
+            if outcome.status == "budget_exceeded":
+                printer.finish()
+                from soulwire.engine.budget_command import stopped_note
+
+                how = f"Raise it (--budget-*) and continue with --session {runtime.session.id}."
+                return _failed(printer, "budget_exceeded", stopped_note(runtime.ledger, how), EXIT_BUDGET)
     except StdinError as exc:
         return _failed(printer, "usage_error", str(exc), EXIT_USAGE)
     tasks = runtime.tasks
@@ -263,6 +265,13 @@ async def _run_prompts(
         listed = "; ".join(f"{t.id} ({t.description}), output in {t.output_path}" for t in kept)
         count = f"{len(kept)} background command{'s' if len(kept) > 1 else ''}"
         sys.stderr.write(f"soulwire: left {count} running ([background] keep_alive_on_exit): {listed}\n")
+    overlay = runtime.soul.overlay
+    if overlay is not None and (pending := await overlay.pending()):  # `ask`: nobody to ask here
+        sys.stderr.write(
+            f"soulwire: {len(pending)} changed file(s) wait in the overlay, not in the work dir; "
+            f"commit or discard them in `soulwire --session {runtime.session.id} --overlay ask` "
+            "(/overlay)\n"
+        )
     printer.finish()
     return EXIT_OK
 

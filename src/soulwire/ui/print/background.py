@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
+from soulwire.llm.errors import LLMNotSet, LLMNotSupported, ProviderError
 from soulwire.tools.builtin.background import BackgroundTasks
 
 TASKS_ENDED = "<system-reminder>Background tasks have completed. Process their results.</system-reminder>"
@@ -72,7 +72,7 @@ async def _turn_or_drop(
     wait would otherwise try them again and again)."""
     try:
         await run_turn(text)
-    except (ChatProviderError, LLMNotSet, LLMNotSupported) as exc:
+    except (ProviderError, LLMNotSet, LLMNotSupported) as exc:
         sys.stderr.write(f"soulwire: could not give the background tasks' results to the model: {exc}\n")
         tasks.take_notices()
 

@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,11 @@ class ShellApp(Keys):
         self.hint = EXIT_HINT
         self.invalidate()
 
+    def rewind_picker(self) -> None:
+        """Esc-Esc at an empty prompt: /rewind's picker (when no turn runs)."""
+        if not self._turn_running:
+            self.spawn(self.commands._rewind, "")
+
     def toggle_plan_mode(self) -> None:
         """Shift-Tab: plan mode on or off (the model explores and plans, changes nothing)."""
         if self.runtime is None:
@@ -155,7 +161,7 @@ class ShellApp(Keys):
             return " starting… "
         status = self._view.status
         model = runtime.soul.model.model_name if runtime.soul.model else "no model configured"
-        alias = self.options.model_alias or runtime.config.default_model or ""
+        alias = self.options.model or runtime.config.default_model or ""
         parts = [f"{alias} ({model})" if alias and alias != model else model]
         if runtime.broker.yolo or runtime.broker.afk:
             parts.append("YOLO")
@@ -164,6 +170,11 @@ class ShellApp(Keys):
         if status.context_usage is not None:
             parts.append(f"context {status.context_usage * 100:.1f}%")
         parts.append(f"{_count(status.tokens)} tokens")
+        ledger = runtime.ledger
+        if ledger is not None and ledger.limited:
+            from soulwire.engine.budget_command import closest_limit
+
+            parts.append(closest_limit(ledger))
         if self._turn_running:
             parts.append("Ctrl-C interrupts")
         parts.append(_short_path(self.options.work_dir))
@@ -249,7 +260,7 @@ class ShellApp(Keys):
         self.view.note("  (sent to the running turn; it joins at the next step)")
 
     async def _run_turn(self, user_input: str) -> None:
-        from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
+        from soulwire.llm.errors import LLMNotSet, LLMNotSupported, ProviderError
 
         try:
             if not self.ready.is_set():
@@ -269,9 +280,15 @@ class ShellApp(Keys):
                 self.view.interrupted()
             elif outcome.status == "max_steps_reached":
                 self.view.note(f"Stopped after the maximum of {outcome.steps} steps.", "yellow")
+            elif outcome.status == "budget_exceeded":
+                from soulwire.engine.budget_command import stopped_note
+
+                self.view.note(stopped_note(runtime.ledger), "yellow")
+            if runtime.soul.overlay is not None and runtime.soul.overlay.policy == "ask":
+                self.spawn(partial(self.commands.overlay_choice, after_turn=True), "")
         except (LLMNotSet, LLMNotSupported) as exc:
             self.view.note(f"✗ {exc}", "red")
-        except ChatProviderError as exc:
+        except ProviderError as exc:
             self.view.note(f"✗ provider error: {exc}", "red")
         except Exception as exc:  # the shell stays up whatever a turn does
             self.view.note(f"✗ internal error: {type(exc).__name__}: {exc}", "red")

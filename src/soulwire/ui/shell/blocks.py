@@ -31,7 +31,7 @@ def _arguments(raw: str | None) -> dict[str, Any]:
         value = json.loads(raw or "{}")
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+    return value if isinstance(value, dict) else {}
 
 
 def _clip(text: str, limit: int = SUMMARY_CHARS) -> str:
@@ -66,12 +66,12 @@ def call_summary(name: str, raw_arguments: str | None) -> str:
         return _clip(text)
     questions = args.get("questions")
     if name == "AskUserQuestion" and isinstance(questions, list) and questions:
-        first = questions[0]  # pyright: ignore[reportUnknownVariableType]
-        if isinstance(first, dict) and isinstance(first.get("question"), str):  # pyright: ignore[reportUnknownMemberType]
-            more = f"  (+{len(questions) - 1} more)" if len(questions) > 1 else ""  # pyright: ignore[reportUnknownArgumentType]
-            return _clip(first["question"] + more)  # pyright: ignore[reportUnknownArgumentType]
+        first = questions[0]
+        if isinstance(first, dict) and isinstance(first.get("question"), str):
+            more = f"  (+{len(questions) - 1} more)" if len(questions) > 1 else ""
+            return _clip(first["question"] + more)
     if name == "SetTodoList" and isinstance(args.get("todos"), list):
-        return f"{len(args['todos'])} items"  # pyright: ignore[reportUnknownArgumentType]
+        return f"{len(args['todos'])} items"
     if not args:
         raw = (raw_arguments or "").strip()
         return "" if raw in ("", "{}", "null") else _clip(raw)
@@ -123,7 +123,7 @@ def truncated_output(text: str, hint: str) -> Text:
 
 def diff_renderable(block: DiffDisplayBlock) -> RenderableType:
     """A diff block: numbered lines, removals red, additions green, context dim."""
-    header = Text(block.path, style="bold")
+    header = Text(block.path, style="bold", overflow="fold")  # a long path wraps: its file name stays seen
     if block.is_summary:
         return Group(header, Text(f"{block.old_text} → {block.new_text}", style="dim"))
     old, new = block.old_text.split("\n"), block.new_text.split("\n")
@@ -198,11 +198,32 @@ def tool_result_renderable(
     return Group(*parts)
 
 
+# What a delegated ACP agent's tool kind (its approval's action is `acp:AGENT:KIND`, the key
+# rules match) means to a person; the web UI's dialogs.js says the same.
+_ACP_KINDS = {
+    "read": "read files",
+    "edit": "edit files",
+    "delete": "delete files",
+    "move": "move files",
+    "search": "search",
+    "execute": "run a command",
+    "fetch": "fetch from the network",
+}
+
+
+def spoken_action(action: str) -> str:
+    """An approval's action as a person reads it (`acp:kimi:edit` → `edit files (ACP)`)."""
+    if action.startswith("acp:"):
+        kind = action.rsplit(":", 1)[-1]
+        return f"{_ACP_KINDS.get(kind, 'act')} (ACP)"
+    return action
+
+
 def approval_renderable(
     sender: str, action: str, description: str, display: list[Any], *, subagent: str | None = None
 ) -> RenderableType:
     head = Text("? ", style="bold yellow")
-    head.append(f"{sender} wants to {action}", style="bold")
+    head.append(f"{sender} wants to {spoken_action(action)}", style="bold")
     if subagent:
         head.append(f"  (asked by the {subagent} sub-agent)", style="dim")
     parts: list[RenderableType] = [head]

@@ -1,6 +1,7 @@
 """Slash commands of the shell itself (/help, /exit, /sessions, /model, /output, /export,
-/new). The engine's commands (/clear, /compact, /yolo, /plan, /init …) run as turns; an
-unknown command is answered here and never reaches the model."""
+/new, and the checkpoint commands /changes, /undo, /rewind). The engine's commands (/clear,
+/compact, /yolo, /plan, /init …) run as turns; an unknown command is answered here and never
+reaches the model."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from rich.text import Text
 
 from soulwire.engine.catalog import describe_builtin
 from soulwire.engine.skills import session_skills
+from soulwire.ui.shell.checkpoint_commands import COMMANDS as CHECKPOINT_COMMANDS
+from soulwire.ui.shell.checkpoint_commands import CheckpointCommands
 
 if TYPE_CHECKING:
     from soulwire.sessions.listing import SessionSummary
@@ -28,11 +31,12 @@ UI_COMMANDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("model", "List the configured models; /model NAME switches", ()),
     ("output", "Show the whole output of a tool call: /output [N] (default: the last)", ()),
     ("export", "Write the conversation as Markdown: /export [FILE]", ()),
+    *CHECKPOINT_COMMANDS,
 )
 _COMMAND = re.compile(r"^/([A-Za-z0-9_?:-]+)(?:\s+(.*))?$", re.DOTALL)
 KEYS_HELP = (
     "Enter sends · Ctrl-J new line · ↑/↓ history · Tab completes /commands and @files · "
-    "Shift-Tab plan mode · Ctrl-X Ctrl-E edit in $EDITOR · "
+    "Shift-Tab plan mode · Esc Esc rewind (with checkpoints) · Ctrl-X Ctrl-E edit in $EDITOR · "
     "Ctrl-C interrupts a turn (twice at an empty prompt: exit) · Ctrl-D exits"
 )
 
@@ -40,14 +44,23 @@ KEYS_HELP = (
 class UICommands:
     def __init__(self, app: ShellApp) -> None:
         self.app = app
+        checkpoints = CheckpointCommands(app)
+        self._changes, self._undo, self._rewind = checkpoints.changes, checkpoints.undo, checkpoints.rewind
+        self._overlay = self.overlay_choice = checkpoints.overlay
 
     def engine_commands(self) -> list[dict[str, object]]:
+        """The engine's commands the shell does not answer itself (its /model lists and picks)."""
         runtime = self.app.runtime
         if runtime is not None:
-            return runtime.soul.slash_commands.describe()
-        options = self.app.options  # still starting: the same list, from the light modules
-        skills = session_skills(options.work_dir, options.share_dir, options.skills_dirs, options.raw_config)
-        return [*describe_builtin(), *skills.describe()]
+            commands = runtime.soul.slash_commands.describe()
+        else:
+            options = self.app.options  # still starting: the same list, from the light modules
+            skills = session_skills(
+                options.work_dir, options.share_dir, options.skills_dirs, options.raw_config
+            )
+            commands = [*describe_builtin(), *skills.describe()]
+        own = {name for name, _description, _aliases in UI_COMMANDS}
+        return [c for c in commands if c["name"] not in own]
 
     def completions(self) -> list[tuple[str, str]]:
         out = [(name, description) for name, description, _ in UI_COMMANDS]
@@ -76,7 +89,7 @@ class UICommands:
         command = self._find_ui(name)
         if command is None:
             if self._is_engine(name):
-                if self.app._turn_running:  # pyright: ignore[reportPrivateUsage]
+                if self.app._turn_running:
                     self.app.view.note(f"/{name} waits for the turn to end (Ctrl-C interrupts it).", "yellow")
                     return True
                 return False
@@ -97,7 +110,7 @@ class UICommands:
             aliases = command.get("aliases")
             names = "/" + str(command["name"])
             if isinstance(aliases, list):
-                names += "".join(f", /{a}" for a in aliases)  # pyright: ignore[reportUnknownVariableType]
+                names += "".join(f", /{a}" for a in aliases)
             table.add_row(names, Text(str(command["description"])))
         self.app.view.print(table)
         self.app.view.print(Text(KEYS_HELP, style="dim"))
@@ -123,7 +136,7 @@ class UICommands:
         self.app.view.print(Text(f"── end of output {index} ──", style="dim"))
 
     def _idle(self, what: str) -> bool:
-        if self.app._turn_running:  # pyright: ignore[reportPrivateUsage]
+        if self.app._turn_running:
             self.app.view.note(f"{what} waits for the turn to end (Ctrl-C interrupts it).", "yellow")
             return False
         return True
@@ -181,7 +194,7 @@ class UICommands:
             return
         models = list(runtime.config.models)
         if not args:
-            current = self.app.options.model_alias or runtime.config.default_model
+            current = self.app.options.model or runtime.config.default_model
             if not models:
                 self.app.view.note("No models are configured ([models] in the config file).")
             for name in models:
@@ -195,7 +208,7 @@ class UICommands:
             return
         if self._idle("/model"):
             options = replace(
-                self.app.options, model_alias=args, session_id=runtime.session.id, continue_last=False
+                self.app.options, model=args, session_id=runtime.session.id, continue_last=False
             )
             if await self.app.switch(options):
                 self.app.view.note(f"Model: {args}")

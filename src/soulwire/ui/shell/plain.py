@@ -98,7 +98,7 @@ class PlainShell:
 
     async def _converse(self, runtime: Runtime, first_prompt: str | None) -> int:
         """Read lines and run them as turns until /exit or the end of input."""
-        from soulwire.llm.errors import ChatProviderError, LLMNotSet, LLMNotSupported
+        from soulwire.llm.errors import LLMNotSet, LLMNotSupported, ProviderError
 
         pending = first_prompt
         while True:
@@ -112,7 +112,7 @@ class PlainShell:
                 await runtime.soul.run(text)
             except (LLMNotSet, LLMNotSupported) as exc:
                 self.view.note(f"error: {exc}", "")
-            except ChatProviderError as exc:
+            except ProviderError as exc:
                 self.view.note(f"provider error: {exc}", "")
             self.view.end_run()
 

@@ -86,6 +86,8 @@ class Keys:
 
     def toggle_plan_mode(self) -> None: ...
 
+    def rewind_picker(self) -> None: ...
+
 
 def build_session(
     *,
@@ -108,6 +110,12 @@ def build_session(
     @bindings.add("s-tab", filter=~choosing)
     def _(event: KeyPressEvent) -> None:
         keys.toggle_plan_mode()
+
+    empty = Condition(lambda: not session.default_buffer.text)
+
+    @bindings.add("escape", "escape", filter=~choosing & ~typing & empty)
+    def _(event: KeyPressEvent) -> None:
+        keys.rewind_picker()  # Esc-Esc at an empty prompt: the turns to go back to
 
     @bindings.add("c-j", filter=~choosing)
     def _(event: KeyPressEvent) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from soulwire.sessions.interrupted import CANCELLED, interruption
 from soulwire.ui.shell import blocks
 from soulwire.ui.shell.screen import Screen
 from soulwire.wire.messages import (
@@ -85,7 +86,7 @@ class RunningTool:
 
 
 @dataclass
-class Status:
+class StatusLine:
     model: str = ""
     context_usage: float | None = None
     tokens: int = 0
@@ -102,7 +103,7 @@ class ConversationView:
 
     def __init__(self, screen: Screen) -> None:
         self.screen = screen
-        self.status = Status()
+        self.status = StatusLine()
         self._splitter = BlockSplitter()
         self._kind: str | None = None  # "text" or "think" while a run streams
         self._calls: dict[str, RunningTool] = {}
@@ -263,6 +264,13 @@ class ConversationView:
         running = self._calls.pop(result.tool_call_id, None)
         self._spinners.pop(result.tool_call_id, None)
         name = running.name if running else self._names.get(result.tool_call_id, "tool")
+        value = result.return_value
+        if (why := interruption(value)) is not None:
+            # a call the turn's end cut short (its result says so): shown as the interruption,
+            # with its cause unless it is the person's own cancel
+            cause = "" if why.startswith(CANCELLED) else ": " + why
+            self.print(Text(f"  ⎿ ⏹ interrupted ({name}){cause}", style="yellow"))
+            return
         label = f"{name}  {running.summary}" if running else name
         self.outputs.append((label, blocks.output_text(result.return_value)))
         self.print(
@@ -301,9 +309,9 @@ class ConversationView:
         kind = inner.get("type")
         payload = inner.get("payload")
         if kind == "ToolCall" and isinstance(payload, dict):
-            function = payload.get("function") or {}  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
-            name = str(function.get("name", "tool"))  # pyright: ignore[reportUnknownMemberType]
-            summary = blocks.call_summary(name, function.get("arguments"))  # pyright: ignore[reportUnknownMemberType,reportUnknownArgumentType]
+            function = payload.get("function") or {}
+            name = str(function.get("name", "tool"))
+            summary = blocks.call_summary(name, function.get("arguments"))
             self.print(Text(f"    ↳ {message.subagent_type or 'agent'}: {name}  {summary}", style="dim"))
             self.activity = f"sub-agent: {name}"
 

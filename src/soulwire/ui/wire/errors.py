@@ -3,7 +3,8 @@ method handler or a turn raises reaches the client as the error it maps to here.
 
 from __future__ import annotations
 
-from soulwire.llm.errors import AuthenticationError, ChatProviderError, LLMNotSet, LLMNotSupported
+from soulwire.llm.errors import AuthenticationError, LLMNotSet, LLMNotSupported, ProviderError
+from soulwire.sessions.store import StoreUnavailable
 from soulwire.wire import jsonrpc
 from soulwire.wire.jsonrpc import RPCError
 
@@ -25,9 +26,16 @@ def rpc_error_for(exc: Exception) -> RPCError:
         if exc.oauth:
             return RPCError(jsonrpc.AUTH_EXPIRED, AUTH_EXPIRED_MESSAGE)
         return RPCError(jsonrpc.CHAT_PROVIDER_ERROR, str(exc))
-    if isinstance(exc, ChatProviderError):
+    if isinstance(exc, ProviderError):
         return RPCError(jsonrpc.CHAT_PROVIDER_ERROR, str(exc))
-    return RPCError(jsonrpc.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, StoreUnavailable):
+        return store_unavailable(str(exc))
+    return jsonrpc.internal_error(exc)
 
 
-__all__ = ["AUTH_EXPIRED_MESSAGE", "rpc_error_for"]
+def store_unavailable(message: str) -> RPCError:
+    """The answer to a request that needs the session store while it cannot be reached."""
+    return RPCError(jsonrpc.INVALID_STATE, message, {"reason": jsonrpc.STORE_UNAVAILABLE})
+
+
+__all__ = ["AUTH_EXPIRED_MESSAGE", "rpc_error_for", "store_unavailable"]

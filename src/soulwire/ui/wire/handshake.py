@@ -33,6 +33,12 @@ class ClientHello:
     client: dict[str, Any] | None = None
     supports_question: bool = False
     supports_plan_mode: bool = False
+    supports_checkpoints: bool = False
+    """Negotiated workspace checkpoints (wire/checkpoints.py): their event and methods."""
+    supports_budget: bool = False
+    """Budget events and the `budget_exceeded` prompt status (wire/budget.py)."""
+    supports_model_switch: bool = False
+    """`set_model` and the `ModelChanged` event (wire/model_switch.py)."""
     external_tools: list[dict[str, Any]] = field(default_factory=list)
     hooks: list[dict[str, Any]] = field(default_factory=list)
     declared_capabilities: bool = False
@@ -69,8 +75,8 @@ def lean_hello(params: Any) -> ClientHello | None:
     naming the field). Never accepts what `InitializeParams` would refuse."""
     if not isinstance(params, dict) or not isinstance(params.get("protocol_version"), str):
         return None
-    raw: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType]
-    if raw.get("external_tools") is not None:
+    raw: dict[str, Any] = params
+    if any(raw.get(key) is not None for key in ("external_tools", "budget", "prices")):
         return None
     client = raw.get("client")
     if client is not None and not (
@@ -83,19 +89,23 @@ def lean_hello(params: Any) -> ClientHello | None:
     if capabilities is not None:
         if not isinstance(capabilities, dict):
             return None
-        for key in ("supports_question", "supports_plan_mode"):
+        if capabilities.get("supports_checkpoints") is not None:
+            return None  # an extension: answered by the engine, which knows whether it is on
+        for key in ("supports_question", "supports_plan_mode", "supports_budget", "supports_model_switch"):
             if key in capabilities and not isinstance(capabilities[key], bool):
                 return None
     hooks = raw.get("hooks")
-    if hooks is not None and not (isinstance(hooks, list) and all(_plain_hook(h) for h in hooks)):  # pyright: ignore[reportUnknownVariableType]
+    if hooks is not None and not (isinstance(hooks, list) and all(_plain_hook(h) for h in hooks)):
         return None
-    caps: dict[str, Any] = capabilities or {}  # pyright: ignore[reportUnknownVariableType]
+    caps: dict[str, Any] = capabilities or {}
     return ClientHello(
         protocol_version=parse_version(raw["protocol_version"]) or BASELINE_VERSION,
-        client=client,  # pyright: ignore[reportUnknownArgumentType]
+        client=client,
         supports_question=caps.get("supports_question") is True,
         supports_plan_mode=caps.get("supports_plan_mode") is True,
-        hooks=list(hooks or []),  # pyright: ignore[reportUnknownArgumentType]
+        supports_budget=caps.get("supports_budget") is True,
+        supports_model_switch=caps.get("supports_model_switch") is True,
+        hooks=list(hooks or []),
         declared_capabilities="capabilities" in raw,
     )
 
@@ -108,6 +118,9 @@ def hello_from_params(params: Any) -> ClientHello:
         client=params.client.model_dump() if params.client is not None else None,
         supports_question=bool(caps and caps.supports_question),
         supports_plan_mode=bool(caps and caps.supports_plan_mode),
+        supports_checkpoints=bool(caps and caps.supports_checkpoints),
+        supports_budget=bool(caps and caps.supports_budget),
+        supports_model_switch=bool(caps and caps.supports_model_switch),
         external_tools=[t.model_dump() for t in params.external_tools or []],
         hooks=[h.model_dump() for h in params.hooks or []],
         declared_capabilities="capabilities" in params.model_fields_set,
@@ -120,9 +133,13 @@ def initialize_result(
     session: dict[str, Any],
     hooks: dict[str, Any],
     external: tuple[list[str], list[dict[str, str]]] | None = None,
+    extensions: dict[str, bool] | None = None,
+    budget: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The `initialize` result (key order as the reference's); `external_tools` only when
-    tools were submitted; `session` is soulwire's own addition."""
+    tools were submitted; `session` is soulwire's own addition; `extensions`: capabilities the
+    client negotiated (only those, so that other clients see today's answer); `budget` (the
+    budget and what was spent) for a client that declared `supports_budget`."""
     result: dict[str, Any] = {
         "protocol_version": PROTOCOL_VERSION,
         "server": {"name": SERVER_NAME, "version": __version__},
@@ -131,8 +148,11 @@ def initialize_result(
     if external is not None and (external[0] or external[1]):
         result["external_tools"] = {"accepted": external[0], "rejected": external[1]}
     result["hooks"] = hooks
-    result["capabilities"] = dict(SERVER_CAPABILITIES)
+    result["capabilities"] = {**SERVER_CAPABILITIES, **(extensions or {})}
     result["session"] = session
+    if budget is not None:
+        result["capabilities"]["supports_budget"] = True
+        result["budget"] = budget
     return result
 
 

@@ -25,8 +25,8 @@ from soulwire.config.process_env import import_pydantic_plugin_loader, startup_f
 from soulwire.engine.catalog import configured_hook_events, describe_builtin, describe_hooks
 from soulwire.engine.skills import session_skills
 from soulwire.runtime.options import SessionOptions
-from soulwire.runtime.session import resolve_session_id
-from soulwire.sessions.lock import is_locked
+from soulwire.runtime.session import SessionHeldError, lock_session, resolve_session_id
+from soulwire.sessions.lock import SessionLock
 from soulwire.sessions.store import FileSessionStore
 from soulwire.ui.wire.handshake import ClientHello, initialize_result, lean_hello
 from soulwire.wire import PROTOCOL_VERSION, jsonrpc
@@ -37,9 +37,10 @@ class _Warmup(threading.Thread):
     """Imports the engine and builds the session's runtime while the main thread answers
     `initialize`: the first prompt then finds everything ready."""
 
-    def __init__(self, options: SessionOptions) -> None:
+    def __init__(self, options: SessionOptions, lock: SessionLock) -> None:
         super().__init__(name="soulwire-warmup", daemon=True)
         self.options = options
+        self.lock = lock
         self.runtime: Any = None
         self.error: BaseException | None = None
 
@@ -48,7 +49,7 @@ class _Warmup(threading.Thread):
             import_pydantic_plugin_loader()
             builder = importlib.import_module("soulwire.runtime.builder")
             server = importlib.import_module("soulwire.ui.wire.server")
-            self.runtime = builder.build_runtime(self.options)
+            self.runtime = builder.build_runtime(self.options, lock=self.lock)
             server.prewarm(self.runtime)
         except BaseException as exc:  # surfaced on the main thread
             self.error = exc
@@ -57,7 +58,7 @@ class _Warmup(threading.Thread):
 def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello, bytes] | None:
     """The hello and the reply line if the first line is an `initialize` that needs no
     engine; else None (the full server handles it)."""
-    inbound = jsonrpc.classify(line.decode("utf-8", "replace"))
+    inbound = jsonrpc.classify(line)
     if inbound.kind != "request" or inbound.method != "initialize":
         return None
     hello = lean_hello(inbound.params)
@@ -77,7 +78,8 @@ def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello
     hooks = describe_hooks([*configured_hook_events(options.raw_config.get("hooks")), *subscribed])
     skills = session_skills(options.work_dir, options.share_dir, options.skills_dirs, options.raw_config)
     commands = [*describe_builtin(), *skills.describe()]
-    result = initialize_result(slash_commands=commands, session=session, hooks=hooks)
+    extensions = {"supports_model_switch": True} if hello.supports_model_switch else None
+    result = initialize_result(slash_commands=commands, session=session, hooks=hooks, extensions=extensions)
     return hello, jsonrpc.response_line(inbound.id, result)
 
 
@@ -95,28 +97,45 @@ def _cannot_start(error: BaseException, reader: LineReader, *, answered: bool) -
     `initialize` was already answered, every request gets the error until the client hangs
     up, so that no request is left without a reply. Exit 2 for configuration, 1 otherwise."""
     if isinstance(error, ConfigError):
-        problem, code = str(error), 2
-    else:
-        problem, code = f"internal error while starting: {type(error).__name__}: {error}", 1
-    problem = " ".join(problem.split())
+        problem, code = " ".join(str(error).split()), 2
+        refusal = jsonrpc.RPCError(jsonrpc.INTERNAL_ERROR, f"The engine cannot start: {problem}")
+    else:  # a bug: its text and traceback go to the log, never to the client
+        refusal, code = jsonrpc.internal_error(error), 1
+        problem = f"cannot start: {refusal.message}"
     sys.stderr.write(f"soulwire: {problem}\n")
     sys.stderr.flush()
     if answered:
-        refusal = jsonrpc.RPCError(jsonrpc.INTERNAL_ERROR, f"The engine cannot start: {problem}")
-        while (line := reader.read_line()) is not None:
-            inbound = jsonrpc.classify(line)
-            if inbound.kind == "request":
-                _write_all(1, jsonrpc.error_line(inbound.id, refusal))
-            elif inbound.kind == "invalid" and inbound.error is not None:
-                _write_all(1, jsonrpc.error_line(None, inbound.error))
+        _refuse_every_request(refusal, reader)
     return code
+
+
+def _refuse_every_request(refusal: jsonrpc.RPCError, reader: LineReader) -> None:
+    """Answer every request with `refusal` (bad lines with their own error) until the client
+    hangs up: no request is left without a reply."""
+    while (line := reader.read_line()) is not None:
+        inbound = jsonrpc.classify(line)
+        if inbound.kind == "request":
+            _write_all(1, jsonrpc.error_line(inbound.id, refusal))
+        elif inbound.kind == "invalid" and inbound.error is not None:
+            _write_all(1, jsonrpc.error_line(None, inbound.error))
+
+
+def _session_held(error: SessionHeldError) -> int:
+    """Another process holds the session: said on stderr at once, and to the client as the
+    answer to `initialize` (and to every request after it): -32000 with `data.reason`
+    `session_held` and the holder (`pid`, `host`, `since`). Exit 2 when the client hangs up."""
+    sys.stderr.write(f"soulwire: error: {error}\n")
+    sys.stderr.flush()
+    data = {"reason": jsonrpc.SESSION_HELD, "session_id": error.session_id, "holder": error.holder}
+    _refuse_every_request(jsonrpc.RPCError(jsonrpc.INVALID_STATE, str(error), data), LineReader(0))
+    return 2
 
 
 def _asks_for_extensions(line: bytes) -> bool:
     """The first line is an `initialize` with a `serve` member (the server's extensions)."""
     if b'"serve"' not in line:
         return False
-    inbound = jsonrpc.classify(line.decode("utf-8", "replace"))
+    inbound = jsonrpc.classify(line)
     params: Any = inbound.params
     return (
         inbound.kind == "request"
@@ -133,13 +152,14 @@ def serve_wire(options: SessionOptions, extended: Callable[[Any, LineReader], in
     try:
         options.session_id = resolve_session_id(options) or FileSessionStore.new_id()
         options.continue_last = False
-        if is_locked(options.share_dir, options.work_dir, options.session_id):
-            # Fail before the handshake; opening the session takes the lock for real.
-            raise ConfigError(f"session {options.session_id} is in use by another process")
+        # Taken before the handshake, so that `initialize` already says who holds it.
+        lock = lock_session(options, options.session_id)
+    except SessionHeldError as exc:
+        return _session_held(exc)
     except ConfigError as exc:
         sys.stderr.write(f"soulwire: error: {exc}\n")
         return 2
-    warmup = _Warmup(options)
+    warmup = _Warmup(options, lock)
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)  # the main thread answers promptly while the warm-up runs
     warmup.start()

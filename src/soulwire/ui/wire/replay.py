@@ -58,17 +58,17 @@ async def replay_records(
         if kind in hidden:
             continue
         if kind == "SubagentEvent":
-            inner = payload.get("event")  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(inner, dict) and inner.get("type") in hidden:  # pyright: ignore[reportUnknownMemberType]
+            inner = payload.get("event")
+            if isinstance(inner, dict) and inner.get("type") in hidden:
                 continue
             if legacy_subagents:
-                parent = payload.get("parent_tool_call_id") or payload.get("task_tool_call_id")  # pyright: ignore[reportUnknownVariableType]
+                parent = payload.get("parent_tool_call_id") or payload.get("task_tool_call_id")
                 envelope = legacy_subagent_envelope(parent if isinstance(parent, str) else None, inner)
                 write(_event_line(kind, envelope["payload"]))
                 counts.events += 1
                 continue
         if kind in REQUEST_TYPES:
-            write(request_line(str(payload.get("id", "")), kind, payload))  # pyright: ignore[reportUnknownArgumentType]
+            write(request_line(str(payload.get("id", "")), kind, payload))
             counts.requests += 1
         elif kind in _EVENT_NAMES and "payload" in message:
             write(_EVENT_HEAD + text + b"}\n")
@@ -76,6 +76,6 @@ async def replay_records(
         elif kind in LEGACY_NAMES or kind in _EVENT_NAMES:
             kind = LEGACY_NAMES.get(kind, kind)
             if kind not in hidden:
-                write(_event_line(kind, payload))  # pyright: ignore[reportUnknownArgumentType]
+                write(_event_line(kind, payload))
                 counts.events += 1
     return counts

@@ -51,9 +51,19 @@ from soulwire.wire.types import WireModel
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from soulwire.wire.methods import InitializeParams, SetPlanModeParams, SteerParams
+    from soulwire.wire.methods import (
+        InitializeParams,
+        SetBudgetParams,
+        SetModelParams,
+        SetPlanModeParams,
+        SteerParams,
+    )
 
 SHUTDOWN_GRACE_S = 2.0
+
+
+BUDGET_EVENT_NAMES = ("BudgetUpdate", "BudgetWarning", "BudgetExceeded")
+"""Sent only to a client that declared `supports_budget` (wire/budget.py)."""
 
 
 def _methods() -> ModuleType:
@@ -92,13 +102,27 @@ class WireServer:
         runtime.attach_client(self)
         self._unsubscribe_events = runtime.bus.subscribe(self._send_event)
 
+    @property
+    def busy(self) -> bool:
+        """A job (turn, replay, rewind, fork) is running: another is refused."""
+        return self._busy
+
+    @busy.setter
+    def busy(self, value: bool) -> None:
+        self._busy = value
+
     def methods(self) -> dict[str, Method]:
         """The client → server method table (params validated strictly by their models)."""
+        from soulwire.ui.wire.checkpoints import CheckpointMethods
+
         return {
+            **CheckpointMethods(self).table(),
             "initialize": Method(self._on_initialize, lambda: _methods().InitializeParams),
             "prompt": Method(self._on_prompt, PromptParams),
             "steer": Method(self._on_steer, lambda: _methods().SteerParams),
             "set_plan_mode": Method(self._on_set_plan_mode, lambda: _methods().SetPlanModeParams),
+            "set_budget": Method(self._on_set_budget, lambda: _methods().SetBudgetParams),
+            "set_model": Method(self._on_set_model, lambda: _methods().SetModelParams),
             "cancel": Method(self._on_cancel),
             "replay": Method(self._on_replay),
         }
@@ -123,6 +147,12 @@ class WireServer:
                 names.add("QuestionRequest")
             if hello.hooks:
                 names.discard("HookRequest")
+        if hello is None or not hello.supports_checkpoints:
+            names.update(("CheckpointTaken", "OverlayPending", "OverlayApplied"))
+        if hello is None or not hello.supports_budget:
+            names.update(BUDGET_EVENT_NAMES)
+        if hello is None or not hello.supports_model_switch:
+            names.add("ModelChanged")
         self._blocked_names = frozenset(names)
         self._blocked = frozenset(c for n, c in {**EVENT_TYPES, **REQUEST_TYPES}.items() if n in names)
 
@@ -187,6 +217,8 @@ class WireServer:
         hello = hello_from_params(params)
         if self._busy:
             raise busy_error()
+        if params.prices is not None or params.budget is not None:  # refused before anything is adopted
+            self._update_budget(params.budget, params.prices)
         self.apply_hello(hello)
         external = (
             self.runtime.register_external_tools(hello.external_tools) if hello.external_tools else None
@@ -196,7 +228,19 @@ class WireServer:
             session=session_info(self.runtime),
             external=external,
             hooks=self.runtime.hooks.describe(),
+            extensions=self._extensions(hello),
+            budget=self._budget_report() if hello.supports_budget else None,
         )
+
+    def _extensions(self, hello: ClientHello) -> dict[str, bool]:
+        """The negotiated capabilities the engine answers (only those the client declared)."""
+        extensions: dict[str, bool] = {}
+        if hello.supports_checkpoints:
+            extensions["supports_checkpoints"] = self.runtime.soul.workspace is not None
+            extensions["supports_overlay"] = self.runtime.soul.overlay is not None
+        if hello.supports_model_switch:
+            extensions["supports_model_switch"] = True
+        return extensions
 
     def _on_prompt(self, params: PromptParams, _id: str) -> Any:
         """Run one turn with the user's input (text or content parts); events stream while it
@@ -225,12 +269,46 @@ class WireServer:
         """Turn plan mode on or off (the model may only read and plan while it is on)."""
         return {"status": "ok", "plan_mode": self.runtime.set_plan_mode(params.enabled)}
 
+    def _on_set_model(self, params: SetModelParams, _id: str) -> dict[str, Any]:
+        """Switch the model and/or thinking between turns (negotiated: see
+        `capabilities.supports_model_switch` of `initialize`); without either, the current
+        state. Every client that negotiated it gets `ModelChanged`."""
+        from soulwire.runtime.model_switch import ModelSwitchError, switch_model
+
+        if not self.hello.supports_model_switch:
+            raise RPCError(jsonrpc.METHOD_NOT_FOUND, "Unexpected method received: set_model")
+        if self._busy and (params.model is not None or params.thinking is not None):
+            raise busy_error()
+        try:
+            info = switch_model(self.runtime, params.model, params.thinking)
+        except ModelSwitchError as exc:
+            raise RPCError(jsonrpc.INVALID_PARAMS, f"set_model: {exc}") from None
+        return {"status": "ok", **info.model_dump(mode="json")}
+
+    def _on_set_budget(self, params: SetBudgetParams, _id: str) -> dict[str, Any]:
+        """Set or raise the session's limits (only the fields given change); answers with the
+        budget and what each scope has spent. A stopped turn continues with the next prompt."""
+        self._update_budget(params)
+        return {"status": "ok", **self._budget_report()}
+
+    def _update_budget(self, update: Any, prices: dict[str, Any] | None = None) -> None:
+        from soulwire.engine.budget import BudgetError
+
+        try:
+            self.runtime.update_budget(update, prices)
+        except (BudgetError, ValueError) as exc:
+            raise RPCError(jsonrpc.INVALID_PARAMS, f"Invalid budget: {exc}") from None
+
+    def _budget_report(self) -> dict[str, Any]:
+        ledger = self.runtime.ledger
+        return ledger.report().model_dump(mode="json") if ledger is not None else {}
+
     def _on_cancel(self, params: Any, _id: str) -> Any:
         """Cancel the running turn; its prompt request answers with status `cancelled`. With
         `{"receipt": true}` the answer waits for the wind-down and says what was stopped."""
         if self._scope is None:
             raise idle_error()
-        if not (isinstance(params, dict) and params.get("receipt") is True):  # pyright: ignore[reportUnknownMemberType]
+        if not (isinstance(params, dict) and params.get("receipt") is True):
             self._scope.cancel()
             return {}  # today's Wire: answered at once
         from soulwire.ui.wire import receipt
@@ -265,7 +343,10 @@ class WireServer:
                 outcome = await self.runtime.soul.run(user_input)
             if outcome is None:
                 return {"status": "cancelled"}
-            result: dict[str, Any] = {"status": outcome.status}
+            status = outcome.status
+            if status == "budget_exceeded" and not self.hello.supports_budget:
+                status = "cancelled"  # what a client that knows no budgets already handles
+            result: dict[str, Any] = {"status": status}
             if outcome.steps is not None:
                 result["steps"] = outcome.steps
             return result

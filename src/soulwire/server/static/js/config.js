@@ -1,13 +1,33 @@
+// @ts-check
 // The configuration of the server (the file it was started with, or the share dir's
 // config.toml): a form of the settings a person edits, and the raw text. Both are validated by
 // the server with the engine's own model before anything is saved; errors show next to their
 // field. Secrets never come to the page: the server sends a placeholder, and a placeholder sent
 // back keeps the stored value. Sessions opened after saving use the new configuration.
 
-import {el, clear, toast} from './util.js';
-import {web} from './api.js';
+import {el, clear, toast, errorText} from './util.js';
+import {web, ApiError} from './api.js';
+
+/** @typedef {Record<string, any>} Json */
+/** @typedef {HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement} Input */
+/**
+ * @typedef {{default_model: HTMLSelectElement, default_thinking: HTMLInputElement, default_yolo: HTMLInputElement,
+ *   default_plan_mode: HTMLInputElement, approval: HTMLSelectElement, approval_scope: HTMLSelectElement,
+ *   sandbox: HTMLSelectElement, sandbox_network: HTMLInputElement}} Inputs  the form's general settings
+ */
+/** @typedef {{fresh: boolean, key: string, box?: HTMLElement, removed?: boolean}} Row  an entry of a table (a provider, a model) */
+/**
+ * @typedef {Row & {original: string, stored: boolean, name: HTMLInputElement, type: HTMLSelectElement,
+ *   base_url: HTMLInputElement, api_key: HTMLInputElement, clearKey: HTMLInputElement,
+ *   headers: HTMLTextAreaElement, env: HTMLTextAreaElement}} ProviderRow
+ */
+/**
+ * @typedef {Row & {original: string, alias: HTMLInputElement, provider: HTMLSelectElement, model: HTMLInputElement,
+ *   size: HTMLInputElement, caps: HTMLInputElement, display: HTMLInputElement}} ModelRow
+ */
 
 const PROVIDER_TYPES = ['kimi', 'openai_legacy', 'openai_responses', 'anthropic', 'gemini', 'google_genai', '_scripted_echo', '_echo'];
+/** @type {[string, string, string, number][]} */
 const LOOP = [
   ['max_steps_per_turn', 'Max steps per turn', 'model calls one turn may make', 1],
   ['max_retries_per_step', 'Max retries per step', 'retries of a failed model call', 1],
@@ -16,9 +36,11 @@ const LOOP = [
   ['compaction_trigger_ratio', 'Compaction ratio', 'compact when the context is this full (0.5–0.99)', 0.5],
 ];
 
-/** `KEY=VALUE` lines ⇄ an object (header and environment tables). */
+/** `KEY=VALUE` lines ⇄ an object (header and environment tables). @param {Record<string, string> | undefined} table */
 function linesOf(table) { return Object.entries(table || {}).map(([k, v]) => `${k}=${v}`).join('\n'); }
+/** @param {string} text */
 function tableOf(text) {
+  /** @type {Record<string, string>} */
   const out = {};
   for (const line of text.split('\n')) {
     const at = line.indexOf('=');
@@ -28,8 +50,24 @@ function tableOf(text) {
 }
 
 export class ConfigView {
+  /** @param {HTMLElement} main */
   constructor(main) {
-    this.fields = new Map();  // dotted field → its error element
+    /** dotted field → its error element @type {Map<string, HTMLElement>} */
+    this.fields = new Map();
+    /** the placeholder the server sends for a stored secret */
+    this.secret = '';
+    /** @type {Json} the form's values as loaded */
+    this.values = {};
+    /** @type {Inputs | null} (null until the form is drawn) */
+    this.inputs = null;
+    /** @type {Record<string, HTMLInputElement>} */
+    this.loopInputs = {};
+    /** @type {ProviderRow[]} */
+    this.providerRows = [];
+    /** @type {ModelRow[]} */
+    this.modelRows = [];
+    this.providerBox = el('div', {class: 'cfg-entries'});
+    this.modelBox = el('div', {class: 'cfg-entries'});
     this.formBox = el('div', {class: 'config-form-body'}, el('p', {class: 'muted', text: 'Loading…'}));
     this.formError = el('div', {class: 'config-error', role: 'alert', id: 'config-form-error'});
     this.text = el('textarea', {id: 'config-text', class: 'config-text', spellcheck: 'false', rows: 24, 'aria-label': 'Configuration text'});
@@ -61,6 +99,7 @@ export class ConfigView {
 
   destroy() {}
 
+  /** @param {'form' | 'raw'} which */
   tab(which) {
     const raw = which === 'raw';
     this.raw.hidden = !raw;
@@ -72,20 +111,20 @@ export class ConfigView {
   async load() {
     try {
       const [config, form] = await Promise.all([web.config(), web.configForm()]);
-      this.format = config.format;
       this.path.textContent = config.path + (config.exists ? '' : ' (not created yet)');
       this.text.value = config.text;
       this.error.textContent = '';
       this.secret = form.secret;
       this.renderForm(form.values);
     } catch (err) {
-      this.error.textContent = err.message;
-      this.formError.textContent = err.message;
+      this.error.textContent = errorText(err);
+      this.formError.textContent = errorText(err);
     }
   }
 
   // -- the form --------------------------------------------------------------------------------
-  /** A labelled input whose errors show right under it; `path` is the server's field name. */
+  /** A labelled input whose errors show right under it; `path` is the server's field name.
+   * @param {string} path @param {string} label @param {Input} input @param {string} [hint] */
   field(path, label, input, hint) {
     const id = `cfg-${path.replace(/[^A-Za-z0-9_-]/g, '_')}`;
     input.id = id;
@@ -101,11 +140,13 @@ export class ConfigView {
     return box;
   }
 
+  /** @param {string[]} options @param {string | undefined} value */
   select(options, value) {
     const node = el('select', null, [...new Set([...options, value].filter(v => v !== undefined && v !== null))].map(o => el('option', {value: o, text: o === '' ? '(none)' : o, selected: o === value})));
     return node;
   }
 
+  /** @param {Json} values */
   renderForm(values) {
     this.values = values;
     this.fields.clear();
@@ -113,7 +154,7 @@ export class ConfigView {
     const v = values;
     const providerNames = Object.keys(v.providers || {});
     const modelNames = Object.keys(v.models || {});
-    this.inputs = {
+    const i = this.inputs = {
       default_model: this.select(['', ...modelNames], v.default_model || ''),
       default_thinking: el('input', {type: 'checkbox', checked: !!v.default_thinking}),
       default_yolo: el('input', {type: 'checkbox', checked: !!v.default_yolo}),
@@ -123,7 +164,6 @@ export class ConfigView {
       sandbox: this.select(['off', 'read-only', 'workspace-write'], v.sandbox),
       sandbox_network: el('input', {type: 'checkbox', checked: !!v.sandbox_network}),
     };
-    const i = this.inputs;
     const general = el('fieldset', {class: 'cfg-section'}, el('legend', {text: 'Defaults'}),
       el('div', {class: 'cfg-grid'},
         this.field('default_model', 'Default model', i.default_model, 'sessions use it unless they pick another'),
@@ -142,8 +182,8 @@ export class ConfigView {
         this.loopInputs[key] = input;
         return this.field(`loop_control.${key}`, label, input, hint);
       })));
-    this.providerBox = el('div', {class: 'cfg-entries'});
-    this.modelBox = el('div', {class: 'cfg-entries'});
+    clear(this.providerBox);
+    clear(this.modelBox);
     this.providerRows = [];
     this.modelRows = [];
     for (const [name, p] of Object.entries(v.providers || {})) this.addProvider(name, p);
@@ -156,18 +196,21 @@ export class ConfigView {
       el('p', {class: 'muted', text: 'Hooks, services, background tasks and MCP settings: edit them in the raw text (this form keeps them).'}));
   }
 
+  /** @param {string} name @param {Json} p its values @param {boolean} [fresh] added here, not saved yet */
   addProvider(name, p, fresh = false) {
     const key = fresh ? `new${this.providerRows.length}` : name;
-    const row = {original: name, fresh, key, stored: p.api_key === this.secret};
-    row.name = el('input', {value: name, placeholder: 'name', required: true, readonly: !fresh});
-    row.type = this.select(PROVIDER_TYPES, p.type);
-    row.base_url = el('input', {value: p.base_url || '', placeholder: 'the provider\'s default', spellcheck: 'false'});
-    row.api_key = el('input', {type: 'password', value: row.stored ? '' : (p.api_key || ''), autocomplete: 'off',
-      placeholder: row.stored ? 'stored — type to replace' : 'empty: from the environment'});
-    row.clearKey = el('input', {type: 'checkbox'});
-    row.headers = el('textarea', {rows: 2, spellcheck: 'false', placeholder: 'Header=value, one per line'});
+    const stored = p.api_key === this.secret;
+    /** @type {ProviderRow} */
+    const row = {original: name, fresh, key, stored,
+      name: el('input', {value: name, placeholder: 'name', required: true, readonly: !fresh}),
+      type: this.select(PROVIDER_TYPES, p.type),
+      base_url: el('input', {value: p.base_url || '', placeholder: 'the provider\'s default', spellcheck: 'false'}),
+      api_key: el('input', {type: 'password', value: stored ? '' : (p.api_key || ''), autocomplete: 'off',
+        placeholder: stored ? 'stored — type to replace' : 'empty: from the environment'}),
+      clearKey: el('input', {type: 'checkbox'}),
+      headers: el('textarea', {rows: 2, spellcheck: 'false', placeholder: 'Header=value, one per line'}),
+      env: el('textarea', {rows: 2, spellcheck: 'false', placeholder: 'NAME=value, one per line'})};
     row.headers.value = linesOf(p.custom_headers);
-    row.env = el('textarea', {rows: 2, spellcheck: 'false', placeholder: 'NAME=value, one per line'});
     row.env.value = linesOf(p.env);
     const path = `providers.${key}`;
     this.entry(this.providerRows, this.providerBox, row, {provider: name}, 'Remove provider', row.name,
@@ -182,15 +225,17 @@ export class ConfigView {
         this.field(`${path}.env`, 'Environment', row.env)));
   }
 
+  /** @param {string} alias @param {Json} m its values @param {boolean} [fresh] added here, not saved yet */
   addModel(alias, m, fresh = false) {
     const key = fresh ? `new${this.modelRows.length}` : alias;
-    const row = {original: alias, fresh, key};
-    row.alias = el('input', {value: alias, placeholder: 'alias', required: true, readonly: !fresh});
-    row.provider = this.select(Object.keys(this.values.providers || {}), m.provider);
-    row.model = el('input', {value: m.model || '', placeholder: 'e.g. kimi-k2', spellcheck: 'false'});
-    row.size = el('input', {type: 'number', min: 1, value: m.max_context_size ?? ''});
-    row.caps = el('input', {value: (m.capabilities || []).join(', '), placeholder: 'thinking, image_in, …'});
-    row.display = el('input', {value: m.display_name || '', placeholder: 'optional'});
+    /** @type {ModelRow} */
+    const row = {original: alias, fresh, key,
+      alias: el('input', {value: alias, placeholder: 'alias', required: true, readonly: !fresh}),
+      provider: this.select(Object.keys(this.values.providers || {}), m.provider),
+      model: el('input', {value: m.model || '', placeholder: 'e.g. kimi-k2', spellcheck: 'false'}),
+      size: el('input', {type: 'number', min: 1, value: m.max_context_size ?? ''}),
+      caps: el('input', {value: (m.capabilities || []).join(', '), placeholder: 'thinking, image_in, …'}),
+      display: el('input', {value: m.display_name || '', placeholder: 'optional'})};
     const path = `models.${key}`;
     this.entry(this.modelRows, this.modelBox, row, {model: alias}, 'Remove model', row.alias,
       el('div', {class: 'cfg-grid'},
@@ -203,20 +248,26 @@ export class ConfigView {
   }
 
   /** A removable entry of `rows`, shown in `box`: its parts and a Remove button; a fresh one
-   * gets the focus on `first`. */
+   * gets the focus on `first`.
+   * @template {Row} R
+   * @param {R[]} rows @param {HTMLElement} box @param {R} row @param {Record<string, string>} dataset
+   * @param {string} removeText @param {HTMLElement} first @param {...(HTMLElement | null)} parts */
   entry(rows, box, row, dataset, removeText, first, ...parts) {
-    row.box = el('div', {class: 'cfg-entry', dataset}, ...parts,
-      el('button', {type: 'button', class: 'danger', text: removeText, onclick: () => { row.removed = true; row.box.remove(); }}));
+    const entry = row.box = el('div', {class: 'cfg-entry', dataset}, ...parts,
+      el('button', {type: 'button', class: 'danger', text: removeText, onclick: () => { row.removed = true; entry.remove(); }}));
     rows.push(row);
-    box.append(row.box);
+    box.append(entry);
     if (row.fresh) first.focus();
   }
 
   /** The values to send: numbers as numbers (a non-number is left as typed, for the server to
    * name), secrets left as the placeholder unless replaced or removed. */
   collect() {
+    /** @param {HTMLInputElement} input */
     const num = input => { const text = input.value.trim(); if (text === '') return null; const n = Number(text); return Number.isFinite(n) ? n : text; };
     const i = this.inputs;
+    if (!i) return {};
+    /** @type {Json} */
     const values = {
       default_model: i.default_model.value,
       default_thinking: i.default_thinking.checked,
@@ -256,10 +307,13 @@ export class ConfigView {
     return values;
   }
 
+  /** @param {{field: string, message: string}[]} errors */
   showErrors(errors) {
     for (const node of this.fields.values()) { node.textContent = ''; node.parentElement?.classList.remove('has-error'); }
+    /** @type {string[]} */
     const unplaced = [];
     // New entries' fields are named by their row until saved; the server names them by name.
+    /** @type {[string, string][]} */
     const renames = [];
     for (const row of this.providerRows) if (row.fresh) renames.push([`providers.${row.name.value.trim()}`, `providers.${row.key}`]);
     for (const row of this.modelRows) if (row.fresh) renames.push([`models.${row.alias.value.trim()}`, `models.${row.key}`]);
@@ -268,8 +322,8 @@ export class ConfigView {
       let target = field;
       for (const [from, to] of renames) if (target === from || target.startsWith(`${from}.`)) target = to + target.slice(from.length);
       while (target && !this.fields.has(target)) target = target.includes('.') ? target.slice(0, target.lastIndexOf('.')) : '';
-      if (target) {
-        const node = this.fields.get(target);
+      const node = target && this.fields.get(target);
+      if (node) {
         node.textContent = message;
         node.parentElement?.classList.add('has-error');  // (a class, not :has(): that would slow every page)
       }
@@ -277,7 +331,7 @@ export class ConfigView {
     }
     this.formError.textContent = unplaced.join('\n');
     const first = [...this.fields.entries()].find(([, node]) => node.textContent);
-    if (first) document.querySelector(`[data-field="${CSS.escape(first[0])}"]`)?.focus();
+    if (first) document.querySelector(/** @type {'input'} */ (`[data-field="${CSS.escape(first[0])}"]`))?.focus();
   }
 
   async saveForm() {
@@ -288,9 +342,9 @@ export class ConfigView {
       const config = await web.config();
       this.text.value = config.text;
     } catch (err) {
-      const detail = err.detail;
+      const detail = err instanceof ApiError ? err.detail : null;
       if (detail && typeof detail === 'object' && Array.isArray(detail.errors) && detail.errors.length) this.showErrors(detail.errors);
-      else { this.showErrors([]); this.formError.textContent = detail?.message || err.message; }
+      else { this.showErrors([]); this.formError.textContent = detail?.message || errorText(err); }
     }
   }
 
@@ -303,7 +357,7 @@ export class ConfigView {
       const form = await web.configForm();
       this.renderForm(form.values);
     } catch (err) {
-      this.error.textContent = err.message;
+      this.error.textContent = errorText(err);
     }
   }
 }

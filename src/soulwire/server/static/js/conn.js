@@ -1,25 +1,59 @@
+// @ts-check
 // Wire over WebSocket with the server's extensions: every event carries `seq`; the connection
 // attaches from the last `seq` it saw, so a dropped network or a restarted socket continues
 // exactly where it stopped (events below that number are dropped as duplicates). When the
 // server cannot fill the gap (`complete: false`) the owner reloads the transcript.
+//
+// On replicas sharing a store, a session another replica runs answers this page's WebSocket
+// with a 307 there, which a browser's WebSocket does not follow (nor may this page connect to
+// another origin: its Content-Security-Policy). The page then watches the session through its
+// own replica (observers attach anywhere) and names the owner (`onOwner`); taking control goes
+// to the owner's page (the answer to `attach` says where: `data.owner`).
 
-import {observerToken} from './api.js';
+import {observerToken, sessions} from './api.js';
+
+/** @typedef {Record<string, any>} Json */
+/** @typedef {{jsonrpc: '2.0', id?: string, method?: string, params?: Json, result?: any, error?: {code: number, message: string, data?: unknown}}} RpcMessage */
+/** @typedef {{complete: boolean, epoch: string, mode: string, last_seq: number}} AttachResult  the `attached` notification */
+/** @typedef {'connecting' | 'reconnecting' | 'live' | 'role'} ConnState */
+
+/** A JSON-RPC error answer, with its code and data. */
+export class RpcError extends Error {
+  /** @param {{code: number, message: string, data?: unknown}} error */
+  constructor(error) {
+    super(error.message);
+    this.code = error.code;
+    this.data = error.data;
+  }
+}
 
 export class WireConnection {
-  constructor(sessionId, {onMessage, onState, onGap}) {
+  /**
+   * @param {string} sessionId
+   * @param {{onMessage: (message: RpcMessage) => void, onState?: (state: ConnState, mode?: string) => void, onGap?: (result: AttachResult) => void, onOwner?: (owner: string) => void}} handlers
+   */
+  constructor(sessionId, {onMessage, onState, onGap, onOwner}) {
     this.sessionId = sessionId;
     this.onMessage = onMessage;
     this.onState = onState || (() => {});
     this.onGap = onGap || (() => {});
-    this.lastSeq = null;   // null: nothing seen yet (first attach sends the whole live ring)
+    this.onOwner = onOwner || (() => {});
+    /** @type {number | null} null: nothing seen yet (first attach sends the whole live ring) */
+    this.lastSeq = null;
+    /** @type {string | null} */
     this.epoch = null;
     this.mode = 'controller';
     this.wantControl = true;
+    this.observeOnly = false;
+    /** @type {Map<string, {resolve: (result: any) => void, reject: (error: Error) => void}>} */
     this.pending = new Map();
     this.counter = 0;
     this.closed = false;
     this.retry = 0;
+    /** @type {WebSocket | null} */
     this.ws = null;
+    /** @type {((result: AttachResult) => void) | null} */
+    this.attachWaiter = null;
   }
 
   url() {
@@ -28,7 +62,8 @@ export class WireConnection {
   }
 
   /** Open (or re-open) the socket, attaching as it opens (`?since_seq=…&mode=…`): resolves
-   * with the attach result (the `attached` notification). */
+   * with the attach result (the `attached` notification).
+   * @returns {Promise<AttachResult>} */
   connect() {
     const observer = observerToken();
     const protocols = ['soulwire'];
@@ -60,14 +95,36 @@ export class WireConnection {
           this.connect().then(resolve, reject);
           return;
         }
-        if (!attached && this.lastSeq === null) { reject(new Error(event.reason || `cannot connect (${event.code})`)); return; }
-        this.onState('reconnecting');
-        const delay = Math.min(5000, 200 * 2 ** this.retry++);
-        setTimeout(() => { if (!this.closed && this.ws === ws) this.connect().then(resolve, () => {}); }, delay);
+        const retry = () => {
+          if (!attached && this.lastSeq === null) { reject(new Error(event.reason || `cannot connect (${event.code})`)); return; }
+          this.onState('reconnecting');
+          const delay = Math.min(5000, 200 * 2 ** this.retry++);
+          setTimeout(() => { if (!this.closed && this.ws === ws) this.connect().then(resolve, () => {}); }, delay);
+        };
+        if (attached || !this.wantControl || this.observeOnly) { retry(); return; }
+        // Refused before the handshake: is the session run by another replica (a 307 there)?
+        this.ownerElsewhere().then(owner => {
+          if (this.closed || this.ws !== ws) return;
+          if (!owner) { retry(); return; }
+          this.observeOnly = true;  // watch it here; control is taken on the owner's page
+          this.onOwner(owner);
+          this.connect().then(resolve, reject);
+        });
       };
     });
   }
 
+  /** The address of another replica that runs the session, if one does. @returns {Promise<string | null>} */
+  async ownerElsewhere() {
+    try {
+      const info = await sessions.get(this.sessionId);
+      return info.held_elsewhere && typeof info.replica === 'string' ? info.replica : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** @param {AttachResult} result */
   attached(result) {
     const gap = this.lastSeq !== null && !result.complete;
     this.epoch = result.epoch;
@@ -83,28 +140,27 @@ export class WireConnection {
     return result;
   }
 
+  /** @param {string} mode */
   setMode(mode) {
     this.mode = mode;
     sessionStorage.setItem(`soulwire.ctl.${this.sessionId}`, mode === 'controller' ? '1' : '0');
     this.onState('role', mode);
   }
 
+  /** @param {string} text */
   receive(text) {
+    /** @type {RpcMessage} */
     let message;
     try { message = JSON.parse(text); } catch { return; }
     if (message.method === undefined) {
-      const waiter = this.pending.get(message.id);
+      const waiter = this.pending.get(message.id || '');
       if (!waiter) return;
-      this.pending.delete(message.id);
-      if (message.error) {
-        const err = new Error(message.error.message);
-        err.code = message.error.code;
-        err.data = message.error.data;
-        waiter.reject(err);
-      } else waiter.resolve(message.result);
+      this.pending.delete(message.id || '');
+      if (message.error) waiter.reject(new RpcError(message.error));
+      else waiter.resolve(message.result);
       return;
     }
-    if (message.method === 'attached') { this.attachWaiter?.(message.params); return; }
+    if (message.method === 'attached') { this.attachWaiter?.(/** @type {AttachResult} */ (message.params)); return; }
     const seq = message.params?.seq;
     if (typeof seq === 'number') {
       if (this.lastSeq !== null && seq <= this.lastSeq && !message.params?.resent) return;  // seen already
@@ -117,8 +173,10 @@ export class WireConnection {
     this.onMessage(message);
   }
 
+  /** @param {string} method @param {Json} [params] @returns {Promise<any>} */
   request(method, params) {
     const id = `w${++this.counter}`;
+    /** @type {RpcMessage} */
     const body = {jsonrpc: '2.0', id, method};
     if (params !== undefined) body.params = params;
     return new Promise((resolve, reject) => {
@@ -128,13 +186,23 @@ export class WireConnection {
     });
   }
 
+  /** @param {string} id @param {unknown} result */
   respond(id, result) {
     if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({jsonrpc: '2.0', id, result}));
   }
 
   async takeControl() {
     this.wantControl = true;
-    const result = await this.request('attach', {mode: 'controller', take: true});
+    let result;
+    try {
+      result = await this.request('attach', {mode: 'controller', take: true});
+    } catch (err) {
+      // This replica only watches a session another one runs: control is taken there.
+      const owner = err instanceof RpcError ? /** @type {{owner?: unknown}} */ (err.data ?? {}).owner : null;
+      if (typeof owner !== 'string' || !/^https?:\/\//.test(owner)) throw err;
+      location.assign(`${owner}/web/#/s/${encodeURIComponent(this.sessionId)}`);
+      return new Promise(() => {});  // the page goes
+    }
     this.setMode(result.mode);
     return result;
   }

@@ -1,15 +1,20 @@
+// @ts-check
 // Line diffs of edit tools' display blocks (`{type: "diff", path, old_text, new_text,
 // old_start, new_start}`): a longest-common-subsequence walk, shown as a two-gutter table.
 
 import {el} from './util.js';
 
+/** @typedef {['+' | '-' | ' ', string]} Op */
+
+/** @param {string[]} a @param {string[]} b @returns {Op[]} */
 function lcsOps(a, b) {
   const n = a.length, m = b.length;
-  if (n * m > 4_000_000) return [...a.map(l => ['-', l]), ...b.map(l => ['+', l])];
+  if (n * m > 4_000_000) return [...a.map(l => /** @type {Op} */ (['-', l])), ...b.map(l => /** @type {Op} */ (['+', l]))];
   const dp = Array.from({length: n + 1}, () => new Uint32Array(m + 1));
   for (let i = n - 1; i >= 0; i--)
     for (let j = m - 1; j >= 0; j--)
       dp[i][j] = a[i] === b[j] ? dp[i + 1][j + 1] + 1 : Math.max(dp[i + 1][j], dp[i][j + 1]);
+  /** @type {Op[]} */
   const ops = [];
   let i = 0, j = 0;
   while (i < n && j < m) {
@@ -22,6 +27,7 @@ function lcsOps(a, b) {
   return ops;
 }
 
+/** A diff display block as a two-gutter table. @param {Record<string, any>} block */
 export function diffView(block) {
   const box = el('div', {class: 'diff'});
   box.append(el('div', {class: 'diff-path', text: block.path || ''}));
@@ -45,7 +51,7 @@ export function diffView(block) {
   return box;
 }
 
-/** A unified diff (git diff output) with coloured lines. */
+/** A unified diff (git diff output) with coloured lines. @param {string} text */
 export function unifiedDiff(text) {
   const pre = el('pre', {class: 'unified'});
   for (const line of text.split('\n')) {

@@ -1,3 +1,4 @@
+// @ts-check
 // A small syntax highlighter: one tokenizing regular expression per language family (comments,
 // strings, numbers, keywords), producing spans. Enough to make code readable; unknown languages
 // stay plain text.
@@ -17,18 +18,22 @@ const FAMILY = {
 };
 const COMMENT = {py: '#[^\\n]*', sh: '#[^\\n]*', rb: '#[^\\n]*', toml: '#[^\\n]*', js: '\\/\\/[^\\n]*|\\/\\*[\\s\\S]*?\\*\\/', c: '\\/\\/[^\\n]*|\\/\\*[\\s\\S]*?\\*\\/', json: '(?!)'};
 const STRING = `"""[\\s\\S]*?"""|'''[\\s\\S]*?'''|"(?:[^"\\\\\\n]|\\\\.)*"|'(?:[^'\\\\\\n]|\\\\.)*'|\`(?:[^\`\\\\]|\\\\.)*\``;
+/** @type {Map<string, RegExp>} */
 const cache = new Map();
 
+/** @param {string} family */
 function tokenizer(family) {
-  if (cache.has(family)) return cache.get(family);
-  const words = (KEYWORDS[family] || '').split(' ').filter(Boolean);
-  const parts = [`(${COMMENT[family] || '(?!)'})`, `(${STRING})`, '(\\b\\d[\\d_]*(?:\\.\\d+)?(?:e[+-]?\\d+)?\\b|\\b0x[0-9a-f]+\\b)',
+  const known = cache.get(family);
+  if (known) return known;
+  const words = (KEYWORDS[/** @type {keyof KEYWORDS} */ (family)] || '').split(' ').filter(Boolean);
+  const parts = [`(${COMMENT[/** @type {keyof COMMENT} */ (family)] || '(?!)'})`, `(${STRING})`, '(\\b\\d[\\d_]*(?:\\.\\d+)?(?:e[+-]?\\d+)?\\b|\\b0x[0-9a-f]+\\b)',
     words.length ? `(\\b(?:${words.join('|')})\\b)` : '(?!)'];
   const re = new RegExp(parts.join('|'), 'gi');
   cache.set(family, re);
   return re;
 }
 
+/** @param {string} cls @param {string} text */
 function span(cls, text) {
   const s = document.createElement('span');
   s.className = cls;
@@ -36,10 +41,10 @@ function span(cls, text) {
   return s;
 }
 
-/** Highlighted code as a fragment of text nodes and spans. */
+/** Highlighted code as a fragment of text nodes and spans. @param {string} code @param {string} [lang] */
 export function highlight(code, lang) {
   const out = document.createDocumentFragment();
-  const family = FAMILY[(lang || '').toLowerCase()];
+  const family = FAMILY[/** @type {keyof FAMILY} */ ((lang || '').toLowerCase())];
   if (!family || code.length > 200000) { out.append(code); return out; }
   if (family === 'diff') {
     for (const line of code.split('\n')) {

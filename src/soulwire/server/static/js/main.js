@@ -1,23 +1,30 @@
+// @ts-check
 // The web app: a hash router over the views (sessions, a live session, the trace, the
 // configuration), the session list in the sidebar, the theme, and global keys.
 
-import {el, clear, toast, fmtTime} from './util.js';
+import {el, clear, toast, fmtTime, byId, probe} from './util.js';
 import {sessions, web, setObserverToken, observerToken} from './api.js';
 import {SessionView} from './session.js';
 import {TraceView} from './trace.js';
 import {ConfigView} from './config.js';
+import {AuditView} from './audit.js';
 
-const main = document.getElementById('main');
-let current = null;        // the view shown (has .destroy())
+/** @typedef {{destroy(): void}} View */
+
+const main = byId('main');
+/** the view shown @type {View | null} */
+let current = null;
+/** @type {{default: string, recent: string[]}} */
 let workDirs = {default: '', recent: []};
 
 // -- theme ------------------------------------------------------------------------------------
+/** @param {string | null} theme */
 function applyTheme(theme) {
   if (theme) document.documentElement.dataset.theme = theme;
   else delete document.documentElement.dataset.theme;
 }
 applyTheme(localStorage.getItem('soulwire.theme'));
-document.getElementById('theme-toggle').addEventListener('click', () => {
+byId('theme-toggle').addEventListener('click', () => {
   const dark = document.documentElement.dataset.theme
     ? document.documentElement.dataset.theme === 'dark'
     : matchMedia('(prefers-color-scheme: dark)').matches;
@@ -27,19 +34,20 @@ document.getElementById('theme-toggle').addEventListener('click', () => {
 });
 
 // -- sidebar ----------------------------------------------------------------------------------
-const list = document.getElementById('session-list');
-const search = document.getElementById('session-search');
-const filter = document.getElementById('work-dir-filter');
-const showArchived = document.getElementById('show-archived');
-const sidebar = document.getElementById('sidebar');
-const menu = document.getElementById('menu-toggle');
+const list = byId('session-list');
+const search = /** @type {HTMLInputElement} */ (byId('session-search'));
+const filter = /** @type {HTMLSelectElement} */ (byId('work-dir-filter'));
+const showArchived = /** @type {HTMLInputElement} */ (byId('show-archived'));
+const sidebar = byId('sidebar');
+const menu = byId('menu-toggle');
 menu.addEventListener('click', () => {
   const open = !sidebar.classList.contains('open');
   sidebar.classList.toggle('open', open);
   menu.setAttribute('aria-expanded', String(open));
 });
-document.getElementById('new-session').addEventListener('click', () => { location.hash = '#/new'; });
-let searchTimer = null;
+byId('new-session').addEventListener('click', () => { location.hash = '#/new'; });
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let searchTimer;
 search.addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(refreshList, 200); });
 filter.addEventListener('change', refreshList);
 showArchived.addEventListener('change', refreshList);
@@ -48,12 +56,13 @@ export async function refreshList() {
   if (observerToken()) return;
   const q = search.value.trim();
   const workDir = filter.value || undefined;
+  /** @type {Record<string, any>[]} */
   let items;
   try {
     const archived = showArchived.checked ? undefined : false;  // hidden unless asked for
     items = q ? await sessions.search(q, workDir, archived) : await sessions.list(workDir, archived);
   } catch (err) {
-    clear(list).append(el('li', {class: 'muted', text: `Cannot list sessions: ${err.message}`}));
+    clear(list).append(el('li', {class: 'muted', text: `Cannot list sessions: ${/** @type {Error} */ (err).message}`}));
     return;
   }
   clear(list);
@@ -71,6 +80,7 @@ export async function refreshList() {
   }
 }
 
+/** @param {string | undefined} path */
 function shortDir(path) {
   const parts = (path || '').split('/').filter(Boolean);
   return parts.slice(-2).join('/');
@@ -90,12 +100,15 @@ function currentSessionId() {
 // -- views ------------------------------------------------------------------------------------
 function newSessionView() {
   const params = new URLSearchParams(location.hash.split('?')[1] || '');
-  const dirs = [...new Set([params.get('work_dir'), workDirs.default, ...workDirs.recent].filter(Boolean))];
+  const dirs = [...new Set([params.get('work_dir'), workDirs.default, ...workDirs.recent].filter(d => typeof d === 'string' && d))];
   const dir = el('input', {id: 'new-work-dir', list: 'work-dir-options', value: dirs[0] || '', required: true, spellcheck: 'false'});
   const options = el('datalist', {id: 'work-dir-options'}, dirs.map(d => el('option', {value: d})));
   const title = el('input', {id: 'new-title', placeholder: 'optional: named after the first prompt', maxlength: 200});
   const model = el('select', {id: 'new-model', disabled: true}, el('option', {value: '', text: 'Loading the models…'}));
   const modelHint = el('p', {class: 'muted field-hint', id: 'new-model-hint'});
+  const sandbox = el('select', {id: 'new-sandbox'}, ['', 'off', 'read-only', 'workspace-write'].map(v => el('option', {value: v, text: v || 'The server\'s default'})));
+  const overlay = el('select', {id: 'new-overlay', disabled: true}, ['', 'ask', 'commit', 'discard'].map(v => el('option', {value: v, text: v ? {ask: 'ask: commit or discard each turn\'s writes', commit: 'commit: each turn\'s writes as it ends', discard: 'discard: dry runs'}[v] : 'off'})));
+  sandbox.addEventListener('change', () => { overlay.disabled = sandbox.value !== 'workspace-write'; if (overlay.disabled) overlay.value = ''; });
   const yolo = el('input', {id: 'new-yolo', type: 'checkbox'});
   const plan = el('input', {id: 'new-plan', type: 'checkbox'});
   const form = el('form', {class: 'card form'},
@@ -103,11 +116,13 @@ function newSessionView() {
     el('label', {for: 'new-work-dir', text: 'Work dir'}), dir, options,
     el('label', {for: 'new-title', text: 'Title'}), title,
     el('label', {for: 'new-model', text: 'Model'}), model, modelHint,
+    el('label', {for: 'new-sandbox', text: 'Sandbox'}), sandbox,
+    el('label', {for: 'new-overlay', text: 'Overlay (with the workspace-write sandbox)'}), overlay,
     el('label', {class: 'check'}, yolo, ' YOLO: run every tool call without asking'),
     el('label', {class: 'check'}, plan, ' Start in plan mode (read-only planning)'),
     el('div', {class: 'actions'}, el('button', {type: 'submit', class: 'primary', text: 'Create'})));
   // The models are asked for when the form opens, not at page load.
-  web.models().then(({default: chosen, models}) => {
+  web.models().then((/** @type {{default: string, models: Record<string, any>[]}} */ {default: chosen, models}) => {
     clear(model);
     if (!models.length) model.append(el('option', {value: '', text: 'The server\'s model (none configured)'}));
     for (const m of models) {
@@ -123,16 +138,20 @@ function newSessionView() {
     };
     model.addEventListener('change', describe);
     describe();
-  }).catch(err => { clear(model).append(el('option', {value: '', text: `Cannot list the models: ${err.message}`})); });
+  }).catch((/** @type {Error} */ err) => { clear(model).append(el('option', {value: '', text: `Cannot list the models: ${err.message}`})); });
   form.addEventListener('submit', async event => {
     event.preventDefault();
     try {
+      /** @type {Record<string, unknown> & {work_dir: string}} */
       const body = {work_dir: dir.value.trim(), title: title.value.trim() || null, yolo: yolo.checked, plan_mode: plan.checked};
       if (model.value) body.model = model.value;
+      if (sandbox.value) body.sandbox = sandbox.value;
+      if (overlay.value && !overlay.disabled) body.overlay = overlay.value;
       let info;
       try {
         info = await sessions.create(body);
-      } catch (err) {
+      } catch (error) {
+        const err = /** @type {import('./api.js').ApiError} */ (error);
         // A work dir that does not exist yet: offer to make it (as kimi web does).
         if (err.status !== 422 || !/^work_dir must be an existing/.test(err.message) || !body.work_dir.startsWith('/')
             || !window.confirm(`${body.work_dir} does not exist. Create it?`)) throw err;
@@ -141,7 +160,7 @@ function newSessionView() {
       location.hash = `#/s/${info.id}`;
       refreshList();
     } catch (err) {
-      toast(`Cannot create the session: ${err.message}`, 'error');
+      toast(`Cannot create the session: ${/** @type {Error} */ (err).message}`, 'error');
     }
   });
   clear(main).append(el('div', {class: 'page'}, form));
@@ -179,13 +198,15 @@ function route() {
     current = TraceView.picker(main);
   } else if (hash.startsWith('#/config')) {
     current = new ConfigView(main);
+  } else if (hash.startsWith('#/audit')) {
+    current = new AuditView(main);
   } else if (hash.startsWith('#/new')) {
     current = newSessionView();
   } else {
     current = homeView();
   }
-  for (const [id, prefix] of [['nav-sessions', '#/s'], ['nav-trace', '#/trace'], ['nav-config', '#/config']]) {
-    const link = document.getElementById(id);
+  for (const [id, prefix] of [['nav-sessions', '#/s'], ['nav-trace', '#/trace'], ['nav-config', '#/config'], ['nav-audit', '#/audit']]) {
+    const link = byId(id);
     if (hash.startsWith(prefix)) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');
   }
@@ -204,7 +225,17 @@ document.addEventListener('keydown', event => {
 });
 window.addEventListener('hashchange', route);
 // For tests and the benchmark: the view on screen (its connection, transcript).
-window.__soulwire = {get view() { return current; }};
+probe.__soulwire = {get view() { return current; }};
+
+/** A named user's name in the top bar; the audit view's link for admins. */
+async function showUser() {
+  try {
+    const me = await web.me();
+    if (!me.user) return;
+    byId('conn-state').before(el('span', {class: 'whoami muted', id: 'whoami', text: `${me.user} · ${me.role}`}));
+    byId('nav-audit').hidden = me.role !== 'admin';
+  } catch { /* an older server: no users */ }
+}
 
 async function start() {
   if (observerToken() && !/^#\/(s|observe)\//.test(location.hash)) sessionStorage.clear();
@@ -212,13 +243,13 @@ async function start() {
   document.getElementById('noscript-hint')?.remove();
   route();
   if (!document.body.classList.contains('observer')) {
-    await Promise.all([loadWorkDirs(), refreshList()]);
+    await Promise.all([loadWorkDirs(), refreshList(), showUser()]);
   }
   // Other tabs, people and the CLI change sessions too: refresh the list while the page is seen.
   setInterval(() => {
     if (document.visibilityState === 'visible' && !search.value.trim() && !list.contains(document.activeElement)) refreshList();
   }, 10000);
-  window.__soulwireReady = performance.now();  // ms since the navigation began (bench/web_bench.py)
+  probe.__soulwireReady = performance.now();  // ms since the navigation began (bench/web_bench.py)
   document.body.dataset.ready = '1';
 }
 start();

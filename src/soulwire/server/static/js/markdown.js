@@ -1,3 +1,4 @@
+// @ts-check
 // A small Markdown renderer that builds DOM nodes directly (never HTML strings), so model output
 // cannot inject markup or script: raw HTML in the source stays visible text, and links keep only
 // http(s)/mailto/fragment targets. Covers what models write: headings, paragraphs, fenced code
@@ -14,6 +15,7 @@ const LIST_ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
 const QUOTE = /^ {0,3}>\s?(.*)$/;
 const TABLE_SEP = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
 
+/** The link target when it is safe (http(s), mailto, a fragment), else null. @param {string} url */
 export function safeHref(url) {
   const trimmed = url.trim();
   if (/^(https?:|mailto:)/i.test(trimmed)) return trimmed;
@@ -21,18 +23,20 @@ export function safeHref(url) {
   return null;
 }
 
-/** Render Markdown source into a DocumentFragment. */
+/** Render Markdown source into a DocumentFragment. @param {string} source */
 export function renderMarkdown(source) {
   const fragment = document.createDocumentFragment();
   renderBlocks(source.split('\n'), fragment);
   return fragment;
 }
 
+/** @param {string} line @param {string | undefined} next */
 function isBlockStart(line, next) {
   return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) ||
     LIST_ITEM.test(line) || (line.includes('|') && next !== undefined && TABLE_SEP.test(next) && next.includes('-'));
 }
 
+/** @param {string[]} lines @param {ParentNode} parent */
 function renderBlocks(lines, parent) {
   let i = 0;
   while (i < lines.length) {
@@ -41,6 +45,7 @@ function renderBlocks(lines, parent) {
     let m;
     if ((m = FENCE.exec(line))) {
       const fence = m[1];
+      /** @type {string[]} */
       const body = [];
       i++;
       while (i < lines.length && !lines[i].trimStart().startsWith(fence)) body.push(lines[i++]);
@@ -49,12 +54,13 @@ function renderBlocks(lines, parent) {
       continue;
     }
     if ((m = HEADING.exec(line))) {
-      parent.append(el(`h${Math.min(6, m[1].length + 2)}`, {class: 'md-h'}, inline(m[2])));
+      parent.append(el(/** @type {'h3' | 'h4' | 'h5' | 'h6'} */ (`h${Math.min(6, m[1].length + 2)}`), {class: 'md-h'}, inline(m[2])));
       i++;
       continue;
     }
     if (RULE.test(line)) { parent.append(el('hr')); i++; continue; }
     if (QUOTE.test(line)) {
+      /** @type {string[]} */
       const body = [];
       while (i < lines.length && (m = QUOTE.exec(lines[i]))) { body.push(m[1]); i++; }
       const quote = el('blockquote');
@@ -69,7 +75,7 @@ function renderBlocks(lines, parent) {
       parent.append(table(rows));
       continue;
     }
-    if ((m = LIST_ITEM.exec(line))) {
+    if (LIST_ITEM.test(line)) {
       i = list(lines, i, parent);
       continue;
     }
@@ -80,8 +86,9 @@ function renderBlocks(lines, parent) {
   }
 }
 
+/** @param {string[]} lines @param {number} start @param {ParentNode} parent */
 function list(lines, start, parent) {
-  const first = LIST_ITEM.exec(lines[start]);
+  const first = /** @type {RegExpExecArray} */ (LIST_ITEM.exec(lines[start]));  // (the caller matched it)
   const indent = first[1].length;
   const ordered = /\d/.test(first[2]);
   const node = ordered ? el('ol', {start: parseInt(first[2], 10) !== 1 ? parseInt(first[2], 10) : null}) : el('ul');
@@ -113,6 +120,7 @@ function list(lines, start, parent) {
   return i;
 }
 
+/** @param {string} row */
 function splitRow(row) {
   let text = row.trim();
   if (text.startsWith('|')) text = text.slice(1);
@@ -120,6 +128,7 @@ function splitRow(row) {
   return text.split(/(?<!\\)\|/).map(c => c.trim().replace(/\\\|/g, '|'));
 }
 
+/** @param {string[]} rows */
 function table(rows) {
   const head = splitRow(rows[0]);
   const wrap = el('div', {class: 'md-table'});
@@ -132,6 +141,7 @@ function table(rows) {
   return wrap;
 }
 
+/** @param {string} code @param {string} [lang] */
 export function codeBlock(code, lang) {
   const copy = el('button', {type: 'button', class: 'copy', text: 'Copy', 'aria-label': 'Copy code'});
   copy.addEventListener('click', () => navigator.clipboard?.writeText(code).then(() => { copy.textContent = 'Copied'; }));
@@ -144,7 +154,7 @@ export function codeBlock(code, lang) {
 
 const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|~~([\s\S]+?)~~|\*([^*\s][\s\S]*?)\*|(?<![\w])_([^_\s][\s\S]*?)_(?![\w])|!?\[([^\]]*)\]\(((?:[^()\s]|\([^()\s]*\))*)(?:\s+"[^"]*")?\)|<(https?:\/\/[^>\s]+)>|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])|( {2,}|\\)\n/g;
 
-/** Inline Markdown → a fragment of text nodes and safe elements. */
+/** Inline Markdown → a fragment of text nodes and safe elements. @param {string} text @returns {DocumentFragment} */
 export function inline(text) {
   const out = document.createDocumentFragment();
   let last = 0;

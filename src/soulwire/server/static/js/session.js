@@ -1,12 +1,15 @@
+// @ts-check
 // One session, live: its history (recorded events, with their times) followed by the events of
 // the server's ring from the moment the session was opened, then live events over Wire. The
 // composer sends a prompt, or steers the running turn; Esc or Stop cancels it. Requests go to
 // dialogs when this tab controls the session; otherwise it observes.
 
-import {el, clear, toast, fmtTokens} from './util.js';
-import {sessions, web, observerToken} from './api.js';
-import {WireConnection} from './conn.js';
+import {el, append, clear, toast, fmtTokens, errorText, byId, probe} from './util.js';
+import {sessions, web, observerToken, ApiError} from './api.js';
+import {RpcError, WireConnection} from './conn.js';
 import {Transcript} from './transcript.js';
+import {TurnCheckpoints} from './checkpoints.js';
+import {usageTotal} from './fold.js';
 import {RequestDialogs} from './dialogs.js';
 import {sharePanel, changesPanel, rulesPanel} from './panels.js';
 
@@ -16,6 +19,11 @@ const TAIL_RECORDS = 1500;
 
 /** After `boundary` (records on disk when the session was opened here), the index just past
  * the last turn the file holds whole, and how many such turns there are. */
+/** @typedef {import('./trace.js').SessionRecord} SessionRecord */
+/** @typedef {import('./conn.js').RpcMessage} RpcMessage */
+/** @typedef {{kind: 'image', url: string, name: string} | {kind: 'file', path: string, name: string}} Attachment */
+
+/** @param {SessionRecord[]} records @param {number} boundary */
 function completedTurns(records, boundary) {
   let end = boundary, turns = 0, depth = 0;
   for (let i = boundary; i < records.length; i++) {
@@ -28,8 +36,10 @@ function completedTurns(records, boundary) {
 
 /** Where the drawn tail of a history begins: the last TAIL_TURNS turns, fewer if they hold more
  * than TAIL_RECORDS records (the last turn is always drawn whole). */
+/** @param {SessionRecord[]} records */
 function tailStart(records) {
   if (records.length <= TAIL_RECORDS) return 0;
+  /** @type {number[]} */
   const starts = [];
   let depth = 0;
   records.forEach((record, i) => {
@@ -44,44 +54,30 @@ function tailStart(records) {
 }
 
 export class SessionView {
+  /** @param {HTMLElement} main @param {string} id @param {{onChange?: () => void}} options */
   constructor(main, id, {onChange}) {
     this.id = id;
     this.onChange = onChange;
     this.busy = false;
     this.loading = true;
+    this.replaying = false;
+    /** messages that came while the history loads @type {RpcMessage[]} */
     this.buffer = [];
+    /** @type {Attachment[]} */
     this.attachments = [];
     this.tokens = 0;
+    /** the latest of each StatusUpdate member @type {Record<string, any>} */
     this.status = {};
+    /** @type {Record<string, any>} the session's info (`GET /api/sessions/{id}`) */
+    this.info = {};
+    /** ring events of turns already drawn from the history: skipped @type {{turnEnds: number, depth: number} | null} */
+    this.ringSkip = null;
     this.readOnly = !!observerToken();
+    /** @type {() => void} */
+    this.markReady = () => {};
+    /** @type {Promise<void>} */
     this.ready = new Promise(resolve => { this.markReady = resolve; });
-    this.build(main);
-    this.transcript = new Transcript(this.log, {
-      scroller: this.scroller,
-      onStatus: status => this.onStatus(status),
-      onTurn: phase => { if (!this.replaying) this.setBusy(phase === 'begin'); },
-      loadBlob: blobId => web.blob(blobId).catch(err => { toast(`Cannot load: ${err.message}`, 'error'); return null; }),
-    });
-    this.dialogs = new RequestDialogs({respond: (rid, result) => this.conn.respond(rid, result)});
-    this.conn = new WireConnection(id, {
-      onMessage: message => this.onWire(message),
-      onState: (state, mode) => this.onConnState(state, mode),
-      onGap: result => this.reloadAll(result),
-    });
-    this.keyHandler = event => this.globalKey(event);
-    document.addEventListener('keydown', this.keyHandler);
-    this.load();
-  }
-
-  destroy() {
-    document.removeEventListener('keydown', this.keyHandler);
-    this.conn.close();
-    this.dialogs.dialog.remove();
-    document.getElementById('conn-state').textContent = '';
-  }
-
-  // -- layout ----------------------------------------------------------------------------------
-  build(main) {
+    // -- layout
     this.title = el('h1', {class: 'session-title-h', text: 'Session'});
     this.meta = el('div', {class: 'session-sub muted'});
     this.role = el('span', {class: 'role-badge'});
@@ -99,6 +95,7 @@ export class SessionView {
       el('button', {type: 'button', class: 'full-only danger', onclick: () => this.remove(), text: 'Delete'}));
     this.archivedNote = el('div', {class: 'archived-note', role: 'note', hidden: true,
       text: 'This session is archived: it is hidden from the list. Sending a message brings it back.'});
+    this.ownerNote = el('div', {class: 'archived-note owner-note', role: 'note', hidden: true});
     this.log = el('div', {class: 'transcript', role: 'log', 'aria-live': 'polite', 'aria-label': 'Conversation'});
     this.scroller = el('div', {class: 'transcript-scroll'}, this.log);
     this.statusLine = el('div', {class: 'statusline', 'aria-label': 'Status'});
@@ -107,7 +104,7 @@ export class SessionView {
       if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) { event.preventDefault(); this.send(); }
     });
     this.input.addEventListener('paste', event => this.paste(event));
-    this.fileInput = el('input', {type: 'file', multiple: true, hidden: true, onchange: () => this.addFiles([...this.fileInput.files])});
+    this.fileInput = el('input', {type: 'file', multiple: true, hidden: true, onchange: () => this.addFiles([...this.fileInput.files || []])});
     this.chips = el('div', {class: 'chips'});
     this.sendButton = el('button', {type: 'submit', class: 'primary', text: 'Send'});
     this.stopButton = el('button', {type: 'button', class: 'danger', hidden: true, onclick: () => this.cancel(), text: 'Stop', 'aria-keyshortcuts': 'Escape'});
@@ -119,8 +116,37 @@ export class SessionView {
     this.composer.addEventListener('submit', event => { event.preventDefault(); this.send(); });
     this.view = el('div', {class: 'session-view'},
       el('div', {class: 'session-head'}, el('div', {class: 'session-heading'}, this.title, this.meta), actions),
-      this.archivedNote, this.scroller, this.statusLine, this.composer);
+      this.archivedNote, this.ownerNote, this.scroller, this.statusLine, this.composer);
     clear(main).append(this.view);
+    this.transcript = new Transcript(this.log, {
+      scroller: this.scroller,
+      onStatus: status => this.onStatus(status),
+      onTurn: phase => { if (!this.replaying) this.setBusy(phase === 'begin'); },
+      loadBlob: blobId => web.blob(blobId).catch(err => { toast(`Cannot load: ${errorText(err)}`, 'error'); return null; }),
+      onOverlay: action => this.checkpoints.resolveOverlay(action),
+    });
+    this.dialogs = new RequestDialogs({respond: (rid, result) => this.conn.respond(rid, result)});
+    this.conn = new WireConnection(id, {
+      onMessage: message => this.onWire(message),
+      onState: (state, mode) => this.onConnState(state, mode),
+      onGap: () => this.reloadAll(),
+      onOwner: owner => {
+        this.ownerNote.textContent = `Run by the replica at ${owner}: watched through this one. Take control to drive it there.`;
+        this.ownerNote.hidden = false;
+      },
+    });
+    this.checkpoints = new TurnCheckpoints(this);
+    /** @param {KeyboardEvent} event */
+    this.keyHandler = event => this.globalKey(event);
+    document.addEventListener('keydown', this.keyHandler);
+    this.load();
+  }
+
+  destroy() {
+    document.removeEventListener('keydown', this.keyHandler);
+    this.conn.close();
+    this.dialogs.dialog.remove();
+    byId('conn-state').textContent = '';
   }
 
   // -- loading ---------------------------------------------------------------------------------
@@ -137,22 +163,24 @@ export class SessionView {
       this.info = await infoFetch;
     } catch (err) {
       this.conn.close();
-      clear(this.log).append(el('div', {class: 'card error', text: err.status === 404 ? `There is no session ${this.id}.` : `Cannot open the session: ${err.message}`}));
+      clear(this.log).append(el('div', {class: 'card error', text: err instanceof ApiError && err.status === 404 ? `There is no session ${this.id}.` : `Cannot open the session: ${errorText(err)}`}));
       this.composer.hidden = true;
       return;
     }
     this.showInfo();
     this.setBusy(this.info.busy);
     performance.mark('sw-info');
+    /** @type {import('./conn.js').AttachResult & {loaded?: {records?: number}}} */
     let result;
     try {
       result = await attaching;
       performance.mark('sw-attached');
     } catch (err) {
-      this.transcript.note(`Cannot attach: ${err.message}`, 'note error');
+      this.transcript.note(`Cannot attach: ${errorText(err)}`, 'note error');
       this.transcript.flush();
       return;
     }
+    /** @type {SessionRecord[]} */
     let records;
     const boundary = result.loaded?.records;
     this.ringSkip = null;
@@ -179,22 +207,25 @@ export class SessionView {
     await this.afterAttach();
     this.markReady();
     this.view.dataset.ready = '1';
-    window.__soulwireSessionReady = performance.now();
+    probe.__soulwireSessionReady = performance.now();
     this.input.focus();
   }
 
   async afterAttach() {
     if (this.conn.mode !== 'controller') return;
     if (!this.busy) {
-      await this.conn.request('initialize', {protocol_version: '1.10', client: CLIENT,
-        capabilities: {supports_question: true, supports_plan_mode: true}}).catch(() => {});
+      const hello = await this.conn.request('initialize', {protocol_version: '1.10', client: CLIENT,
+        capabilities: {supports_question: true, supports_plan_mode: true, supports_budget: true, supports_checkpoints: true, supports_model_switch: true}}).catch(() => null);
+      this.checkpoints.negotiated(hello);
     }
   }
 
   /** Draw recorded events. A long history shows its last turns first; the earlier ones are
    * drawn when asked for, so a 10,000-event session opens quickly. */
+  /** @param {SessionRecord[]} records */
   renderHistory(records) {
     const start = tailStart(records);
+    this.transcript.turnCount = records.slice(0, start).filter(r => r.message.type === 'TurnBegin').length;
     this.replaying = true;
     for (const record of records.slice(start)) this.transcript.queue.push([record.message, record.timestamp]);
     this.transcript.flush();
@@ -210,6 +241,7 @@ export class SessionView {
         for (const record of records.slice(0, start)) earlier.queue.push([record.message, record.timestamp]);
         earlier.flush();
         this.scroller.scrollTop = this.scroller.scrollHeight - before;
+        this.checkpoints.refresh();
       });
       box.append(more);
       this.log.prepend(box);
@@ -222,6 +254,7 @@ export class SessionView {
     this.dialogs.clearAll();
     const history = await sessions.records(this.id);
     this.transcript.reset();
+    this.checkpoints.reset();
     this.renderHistory(history.records);
     this.loading = false;
     for (const message of this.buffer.splice(0)) this.onWire(message);
@@ -232,14 +265,16 @@ export class SessionView {
     const info = this.info;
     this.title.textContent = info.title || 'Untitled session';
     document.title = `${info.title || 'Session'} · Soulwire`;
-    clear(this.meta).append(el('code', {text: info.work_dir}), ` · ${info.turns} turn${info.turns === 1 ? '' : 's'}`,
+    // (through `append`: the DOM's own would write a null out as the text "null")
+    append(clear(this.meta), [el('code', {text: info.work_dir}), ` · ${info.turns} turn${info.turns === 1 ? '' : 's'}`,
       info.model ? el('span', {class: 'session-model', text: ` · ${info.model}`}) : null,
-      info.yolo ? el('span', {class: 'badge yolo-badge', text: 'YOLO', title: 'tool calls run without asking'}) : null);
+      info.yolo ? el('span', {class: 'badge yolo-badge', text: 'YOLO', title: 'tool calls run without asking'}) : null]);
     this.archivedNote.hidden = !info.archived;
     this.archiveButton.textContent = info.archived ? 'Unarchive' : 'Archive';
   }
 
   // -- Wire -----------------------------------------------------------------------------------
+  /** @param {RpcMessage} message @param {number} [ts] when it happened (epoch seconds; NaN: unknown) */
   onWire(message, ts) {
     if (this.loading) { this.buffer.push(message); return; }
     const params = message.params || {};
@@ -252,6 +287,11 @@ export class SessionView {
     switch (message.method) {
       case 'event':
         this.transcript.push({type: params.type, payload: params.payload, blob: params.blob}, ts);
+        if (params.type === 'CheckpointTaken') this.checkpoints.taken(params.payload);
+        if (params.type === 'ModelChanged' && this.info) {  // switched by any client (set_model)
+          this.info.model = params.payload.model;
+          this.showInfo();
+        }
         break;
       case 'request':
         this.transcript.push({type: params.type, payload: params.payload}, ts);
@@ -259,6 +299,7 @@ export class SessionView {
         break;
       case 'request/resolved':
         this.dialogs.resolved(params.id);
+        if (params.user) this.transcript.push({type: 'ResolvedBy', payload: params}, ts);
         break;
       case 'role/changed':
         if (params.controller === null && this.conn.mode !== 'controller' && !this.readOnly) {
@@ -270,8 +311,9 @@ export class SessionView {
     }
   }
 
+  /** @param {import('./conn.js').ConnState} state @param {string} [mode] */
   onConnState(state, mode) {
-    const badge = document.getElementById('conn-state');
+    const badge = byId('conn-state');
     if (state === 'role') {
       this.role.textContent = mode === 'controller' ? 'controlling' : 'observing';
       this.role.className = `role-badge ${mode}`;
@@ -289,22 +331,22 @@ export class SessionView {
     badge.className = `conn-state ${state}`;
   }
 
+  /** @param {Record<string, any>} status a StatusUpdate's payload */
   onStatus(status) {
     for (const [key, value] of Object.entries(status)) if (value !== null && value !== undefined) this.status[key] = value;
-    if (status.token_usage) {
-      const u = status.token_usage;
-      this.tokens += (u.input_other || 0) + (u.output || 0) + (u.input_cache_read || 0) + (u.input_cache_creation || 0);
-      this.transcript.addUsage(u);
-    }
+    this.tokens += usageTotal(status.token_usage);
     const s = this.status;
     const parts = [];
     if (typeof s.context_usage === 'number') parts.push(`context ${(s.context_usage * 100).toFixed(1)}%${s.max_context_tokens ? ` of ${fmtTokens(s.max_context_tokens)}` : ''}`);
     if (this.tokens) parts.push(`${fmtTokens(this.tokens)} tokens`);
     if (s.plan_mode) parts.push('PLAN');
+    const budget = closestLimit(s.budget);
+    if (budget) parts.push(budget);
     this.statusLine.textContent = parts.join(' · ');
     this.planButton.setAttribute('aria-pressed', String(!!s.plan_mode));
   }
 
+  /** @param {boolean} busy */
   setBusy(busy) {
     const was = this.busy;
     this.busy = busy;
@@ -339,7 +381,7 @@ export class SessionView {
         await this.conn.request('steer', {user_input: userInput});
         toast('Sent to the running turn', 'info', 2000);
       } catch (err) {
-        toast(`Cannot steer: ${err.message}`, 'error');
+        toast(`Cannot steer: ${errorText(err)}`, 'error');
         this.input.value = text;
       }
       return;
@@ -349,10 +391,10 @@ export class SessionView {
       const result = await this.conn.request('prompt', {user_input: userInput});
       if (result?.status === 'max_steps_reached') this.transcript.note(`Stopped after the maximum of ${result.steps} steps.`, 'note warn');
     } catch (err) {
-      if (err.message !== 'connection closed') {
-        this.transcript.note(`The turn failed: ${err.message}`, 'note error');
+      if (errorText(err) !== 'connection closed') {
+        this.transcript.note(`The turn failed: ${errorText(err)}`, 'note error');
         this.transcript.flush();
-        if (!(err.code === -32000 && /in progress|running/i.test(err.message))) this.setBusy(false);
+        if (!(err instanceof RpcError && err.code === -32000 && /in progress|running/i.test(err.message))) this.setBusy(false);
       }
     }
   }
@@ -363,10 +405,11 @@ export class SessionView {
       const receipt = await this.conn.request('cancel');
       this.showReceipt(receipt);
     } catch (err) {
-      toast(`Cannot stop: ${err.message}`, 'error');
+      toast(`Cannot stop: ${errorText(err)}`, 'error');
     }
   }
 
+  /** @param {Record<string, unknown>} receipt `cancel`'s result */
   showReceipt(receipt) {
     const parts = [];
     for (const [key, value] of Object.entries(receipt || {})) {
@@ -377,6 +420,7 @@ export class SessionView {
     this.transcript.flush();
   }
 
+  /** @param {KeyboardEvent} event */
   globalKey(event) {
     if (event.key === 'Escape' && this.busy && !this.dialogs.current && !document.querySelector('dialog[open]')) {
       event.preventDefault();
@@ -389,15 +433,16 @@ export class SessionView {
       await this.conn.takeControl();
       await this.afterAttach();
     } catch (err) {
-      toast(`Cannot take control: ${err.message}`, 'error');
+      toast(`Cannot take control: ${errorText(err)}`, 'error');
     }
   }
 
+  /** @param {boolean} enabled */
   async setPlan(enabled) {
     try {
       await this.conn.request('set_plan_mode', {enabled});
     } catch (err) {
-      toast(`Cannot change plan mode: ${err.message}`, 'error');
+      toast(`Cannot change plan mode: ${errorText(err)}`, 'error');
     }
   }
 
@@ -406,13 +451,13 @@ export class SessionView {
   }
 
   async rename() {
-    const title = window.prompt('New title', this.info?.title || '');
+    const title = /** @type {string | null} */ (window.prompt('New title', this.info?.title || ''));
     if (!title || !title.trim()) return;
     try {
       this.info = await sessions.rename(this.id, title.trim());
       this.showInfo();
       this.onChange?.();
-    } catch (err) { toast(`Cannot rename: ${err.message}`, 'error'); }
+    } catch (err) { toast(`Cannot rename: ${errorText(err)}`, 'error'); }
   }
 
   async toggleArchive() {
@@ -421,7 +466,7 @@ export class SessionView {
       this.showInfo();
       this.onChange?.();
       toast(this.info.archived ? 'Archived: hidden from the list (Show archived lists it)' : 'Unarchived', 'info', 2500);
-    } catch (err) { toast(`Cannot archive: ${err.message}`, 'error'); }
+    } catch (err) { toast(`Cannot archive: ${errorText(err)}`, 'error'); }
   }
 
   async fork() {
@@ -429,19 +474,19 @@ export class SessionView {
       const info = await sessions.fork(this.id);
       this.onChange?.();
       location.hash = `#/s/${info.id}`;
-    } catch (err) { toast(`Cannot fork: ${err.message}`, 'error'); }
+    } catch (err) { toast(`Cannot fork: ${errorText(err)}`, 'error'); }
   }
 
   async remove() {
     if (!window.confirm('Delete this session and its history? This cannot be undone.')) return;
     this.conn.close();
-    await new Promise(resolve => setTimeout(resolve, 150));  // let the server see this socket go
+    await new Promise(resolve => { setTimeout(resolve, 150); });  // let the server see this socket go
     try {
       await sessions.remove(this.id);
       this.onChange?.();
       location.hash = '#/';
     } catch (err) {
-      toast(`Cannot delete: ${err.message}`, 'error');
+      toast(`Cannot delete: ${errorText(err)}`, 'error');
       location.reload();
     }
   }
@@ -453,18 +498,21 @@ export class SessionView {
   showRules() { return rulesPanel(this); }
 
   // -- attachments ----------------------------------------------------------------------------
+  /** @param {ClipboardEvent} event */
   paste(event) {
     const files = [...(event.clipboardData?.files || [])];
     if (files.length) { event.preventDefault(); this.addFiles(files); }
   }
 
+  /** @param {File[]} files */
   async addFiles(files) {
     for (const file of files) {
       try {
         if (file.type.startsWith('image/') && file.size < 5 << 20) {
+          /** @type {string} */
           const url = await new Promise((resolve, reject) => {
             const reader = new FileReader();
-            reader.onload = () => resolve(reader.result);
+            reader.onload = () => resolve(String(reader.result));
             reader.onerror = () => reject(reader.error);
             reader.readAsDataURL(file);
           });
@@ -474,7 +522,7 @@ export class SessionView {
           this.attachments.push({kind: 'file', path: saved.path, name: saved.name});
         }
       } catch (err) {
-        toast(`Cannot attach ${file.name}: ${err.message}`, 'error');
+        toast(`Cannot attach ${file.name}: ${errorText(err)}`, 'error');
       }
     }
     this.fileInput.value = '';
@@ -485,4 +533,27 @@ export class SessionView {
       this.chips.append(el('span', {class: 'chip'}, a.kind === 'image' ? el('img', {src: a.url, alt: ''}) : null, a.name, remove));
     });
   }
+}
+
+/**
+ * The limit of a BudgetUpdate nearest to being reached, as "tree usd $0.12 of $5.00" (or '').
+ * @param {any} report a BudgetUpdate payload
+ * @returns {string}
+ */
+function closestLimit(report) {
+  if (!report || !report.budget) return '';
+  /** @param {string} kind @param {number} v */
+  const show = (kind, v) => kind === 'usd' ? `$${Number(v).toFixed(2)}` : kind === 'time_s' ? `${Math.round(v)}s` : fmtTokens(v);
+  let best = null;
+  for (const scope of ['turn', 'session', 'tree']) {
+    const limits = report.budget[scope] || {};
+    for (const kind of ['usd', 'tokens', 'time_s', 'tool_calls']) {
+      const max = limits[kind];
+      if (max === null || max === undefined) continue;
+      const spent = ((report.spent || {})[scope] || {})[kind] || 0;
+      const fraction = max ? spent / max : 1;
+      if (!best || fraction > best.fraction) best = {fraction, text: `${scope} ${kind.replace('_s', '').replace('_', ' ')} ${show(kind, spent)} of ${show(kind, max)}`};
+    }
+  }
+  return best ? best.text : '';
 }

@@ -1,177 +1,65 @@
-// The trace view (`soulwire vis`): a session's recorded events folded into a timeline of turns,
-// steps, tool calls, retries and sub-agents with their durations, tokens and context use; the
-// raw JSON of anything selected; every event in order; export as Markdown or JSON.
+// @ts-check
+// The trace view (`soulwire vis`): a session's recorded events, folded by fold.js into a
+// timeline of turns, steps, tool calls, retries and sub-agents with their durations, tokens and
+// context use; the raw JSON of anything selected; every event in order; export as Markdown or JSON.
 
-import {el, clear, fmtDuration, fmtTokens, fmtTime, inputText, download, toast} from './util.js';
+import {el, clear, fmtDuration, fmtTokens, fmtTime, inputText, download, toast, probe} from './util.js';
 import {sessions, web} from './api.js';
+import {addUsage, foldItems, usageTotal, usageWithin} from './fold.js';
+
+/** @typedef {import('./fold.js').Turn} Turn */
+/** @typedef {import('./fold.js').Step} Step */
+/** @typedef {import('./fold.js').Tool} Tool */
+/** @typedef {import('./fold.js').Agent} Agent */
+/** @typedef {import('./fold.js').Usage} Usage */
+/** @typedef {import('./fold.js').Message} Message */
+/** @typedef {Turn | Step | Tool | Agent} Node */
+/** @typedef {{node: Node, depth: number, label: string}} Row */
+/** @typedef {{timestamp: number, message: Message}} SessionRecord  a record of `GET /api/sessions/{id}/records` */
+/** @typedef {{input: number, output: number, cache_read: number, cache_write: number}} Price  USD per million tokens */
 
 const MAX_RECORD_BYTES = 65536;  // larger records come by reference; their payload loads on demand
 
-function usageTotal(u) {
-  return u ? (u.input_other || 0) + (u.output || 0) + (u.input_cache_read || 0) + (u.input_cache_creation || 0) : 0;
-}
-
-const USAGE_KEYS = ['input_other', 'output', 'input_cache_read', 'input_cache_creation'];
-
-function addUsage(into, u) {
-  for (const key of USAGE_KEYS) into[key] = (into[key] || 0) + (u?.[key] || 0);
-  return into;
-}
-
 /** USD for `usage` at `price` (USD per million tokens, as `GET /api/models` and the session's
- * info give it from the SDK's price table): the same sum as `ModelPrice.cost`. */
+ * info give it from the SDK's price table): the same sum as `ModelPrice.cost`.
+ * @param {Usage | null | undefined} usage @param {Price | null | undefined} price */
 export function costOf(usage, price) {
   if (!price || !usage) return null;
   return ((usage.input_other || 0) * price.input + (usage.output || 0) * price.output
     + (usage.input_cache_read || 0) * price.cache_read + (usage.input_cache_creation || 0) * price.cache_write) / 1e6;
 }
 
+/** @param {number | null | undefined} usd */
 export function fmtCost(usd) {
   if (usd === null || usd === undefined) return '';
   return `$${usd >= 1 ? usd.toFixed(2) : usd >= 0.01 ? usd.toFixed(4) : usd.toFixed(6)}`;
 }
 
-/** `1 turn`, `2 turns`. */
+/** `1 turn`, `2 turns`. @param {number} n @param {string} noun */
 const count = (n, noun) => `${n} ${noun}${n === 1 ? '' : 's'}`;
 
-/** Token usage of a node and everything inside it (a turn's sub-agents included). */
-function usageOf(node) {
-  if (node.usageAll) return node.usageAll;
-  const sum = node.usageAll = addUsage({}, node.usageSum);
-  const visit = n => {
-    if (n.kind === 'agent') for (const t of n.turns) addUsage(sum, usageOf(t));
-    else for (const a of n.agents || []) visit(a);
-  };
-  for (const step of node.steps || []) for (const tool of step.tools) visit(tool);
-  for (const tool of node.tools || []) visit(tool);
-  if (node.kind === 'agent') for (const t of node.turns) addUsage(sum, usageOf(t));
-  return sum;
+/** @param {Turn} turn */
+const turnLabel = turn => turn.input === null ? '(no prompt)' : inputText(turn.input) || '(empty prompt)';
+
+/** @param {Step} step */
+function stepLabel(step) {
+  const label = step.n ? `step ${step.n}` : 'step';
+  return step.retries ? `${label} (retried ×${step.retries})` : label;
 }
 
-/** Fold `[{ts, message}]` into turns → steps → tool calls (→ sub-agents, folded the same way). */
-export function fold(items) {
-  const turns = [];
-  let turn = null, step = null, depth = 0;
-  const tools = new Map();
-  const agents = new Map();
-  const ensureTurn = (ts) => {
-    if (!turn) { turn = {kind: 'turn', label: '(no prompt)', start: ts, end: null, steps: [], events: [], tokens: 0}; turns.push(turn); }
-    return turn;
-  };
-  const ensureStep = (ts) => {
-    ensureTurn(ts);
-    if (!step) { step = {kind: 'step', label: 'step', n: 0, start: ts, end: null, tools: [], retries: 0, events: [], tokens: 0}; turn.steps.push(step); }
-    return step;
-  };
-  const closeStep = (ts) => { if (step && step.end === null) step.end = ts; };
-  for (const item of items) {
-    const {ts, message} = item;
-    const payload = message.payload || {};
-    switch (message.type) {
-      case 'TurnBegin':
-        depth++;
-        if (depth === 1) {
-          closeStep(ts);
-          turn = {kind: 'turn', label: inputText(payload.user_input) || '(empty prompt)', start: ts, end: null, steps: [], events: [], tokens: 0};
-          turns.push(turn);
-          step = null;
-        }
-        turn.events.push(item);
-        continue;
-      case 'TurnEnd':
-        depth = Math.max(0, depth - 1);
-        ensureTurn(ts).events.push(item);
-        if (depth === 0) { closeStep(ts); turn.end = ts; for (const t of turn.steps.flatMap(s => s.tools)) if (t.end === null) { t.end = ts; t.status = 'interrupted'; } turn = null; step = null; }
-        continue;
-      case 'StepBegin':
-        closeStep(ts);
-        ensureTurn(ts);
-        step = {kind: 'step', label: `step ${payload.n}`, n: payload.n, start: ts, end: null, tools: [], retries: 0, events: [item], tokens: 0};
-        turn.steps.push(step);
-        continue;
-      case 'StepRetry':
-        ensureStep(ts).retries++;
-        step.events.push(item);
-        step.label = `step ${step.n} (retried ×${step.retries})`;
-        continue;
-      case 'StepInterrupted':
-        ensureStep(ts).events.push(item);
-        step.error = true;
-        continue;
-      case 'StatusUpdate': {
-        const s = ensureStep(ts);
-        s.events.push(item);
-        if (payload.token_usage) {
-          s.tokens += usageTotal(payload.token_usage);
-          s.usage = payload.token_usage;
-          s.usageSum = addUsage(s.usageSum || {}, payload.token_usage);
-          turn.tokens += usageTotal(payload.token_usage);
-          turn.usageSum = addUsage(turn.usageSum || {}, payload.token_usage);
-        }
-        if (typeof payload.context_usage === 'number') s.context = payload.context_usage;
-        continue;
-      }
-      case 'ToolCall': {
-        const s = ensureStep(ts);
-        const tool = {kind: 'tool', id: payload.id, label: payload.function?.name || 'tool', args: payload.function?.arguments || '', start: ts, end: null, status: 'running', events: [item], agents: []};
-        s.tools.push(tool);
-        tools.set(payload.id, tool);
-        continue;
-      }
-      case 'ToolCallPart': {
-        const s = ensureStep(ts);
-        const tool = s.tools[s.tools.length - 1];
-        if (tool) { tool.args += payload.arguments_part || ''; tool.events.push(item); }
-        continue;
-      }
-      case 'ToolResult': {
-        const tool = tools.get(payload.tool_call_id);
-        if (tool) {
-          tool.end = ts;
-          const rv = payload.return_value || {};
-          tool.status = rv.is_error ? (/rejected/i.test(rv.message || '') ? 'rejected' : 'error') : 'ok';
-          tool.events.push(item);
-        } else ensureStep(ts).events.push(item);
-        continue;
-      }
-      case 'ApprovalResponse': case 'ApprovalRequest': {
-        const tool = message.type === 'ApprovalRequest' ? tools.get(payload.tool_call_id) : null;
-        (tool || ensureStep(ts)).events.push(item);
-        continue;
-      }
-      case 'SubagentEvent': {
-        const parent = tools.get(payload.parent_tool_call_id);
-        const key = payload.agent_id || payload.parent_tool_call_id || '?';
-        let agent = agents.get(key);
-        if (!agent) {
-          agent = {kind: 'agent', label: `sub-agent ${payload.subagent_type || ''} ${payload.agent_id || ''}`.trim(), start: ts, end: ts, items: [], events: []};
-          agents.set(key, agent);
-          (parent ? parent.agents : ensureStep(ts).tools).push(agent);
-        }
-        agent.end = ts;
-        agent.items.push({ts, message: payload.event || {}});
-        agent.events.push(item);
-        continue;
-      }
-      default:
-        (step || turn ? ensureStep(ts) : ensureTurn(ts)).events.push(item);
-    }
-  }
-  for (const agent of agents.values()) {
-    agent.turns = fold(agent.items);
-    agent.tokens = agent.turns.reduce((n, t) => n + t.tokens, 0);
-  }
-  return turns;
-}
+/** @param {Agent} agent */
+const agentLabel = agent => `sub-agent ${agent.type} ${agent.id}`.trim();
 
+/** The timeline's rows: every turn, step, tool call and sub-agent, depth first.
+ * @param {Turn[]} turns @param {number} depth @param {Row[]} out */
 function rowsOf(turns, depth, out) {
   turns.forEach((turn, i) => {
-    out.push({node: turn, depth, label: depth === 0 ? `Turn ${i + 1}: ${turn.label}` : `turn: ${turn.label}`});
+    out.push({node: turn, depth, label: depth === 0 ? `Turn ${i + 1}: ${turnLabel(turn)}` : `turn: ${turnLabel(turn)}`});
     for (const step of turn.steps) {
-      out.push({node: step, depth: depth + 1, label: step.label});
+      out.push({node: step, depth: depth + 1, label: stepLabel(step)});
       for (const tool of step.tools) {
         if (tool.kind === 'agent') { pushAgent(tool, depth + 2, out); continue; }
-        out.push({node: tool, depth: depth + 2, label: `${tool.label} ${summary(tool.args)}`});
+        out.push({node: tool, depth: depth + 2, label: `${tool.name} ${summary(tool.args)}`});
         for (const agent of tool.agents) pushAgent(agent, depth + 3, out);
       }
     }
@@ -179,11 +67,13 @@ function rowsOf(turns, depth, out) {
   return out;
 }
 
+/** @param {Agent} agent @param {number} depth @param {Row[]} out */
 function pushAgent(agent, depth, out) {
-  out.push({node: agent, depth, label: agent.label});
-  rowsOf(agent.turns, depth + 1, out);
+  out.push({node: agent, depth, label: agentLabel(agent)});
+  rowsOf(agent.fold.turns, depth + 1, out);
 }
 
+/** @param {string | null} args */
 function summary(args) {
   try {
     const parsed = JSON.parse(args || '{}');
@@ -192,51 +82,56 @@ function summary(args) {
   } catch { return ''; }
 }
 
+/** The session as Markdown: each turn's prompt, the assistant's text, tool calls and results.
+ * @param {string} title @param {SessionRecord[]} records */
 export function toMarkdown(title, records) {
   const lines = [`# ${title}`, ''];
-  let text = '';
-  const flush = () => { if (text.trim()) lines.push(text.trim(), ''); text = ''; };
-  const tools = new Map();
-  let turnNo = 0;
-  let depth = 0;
-  for (const {message} of records) {
-    const p = message.payload || {};
-    switch (message.type) {
-      case 'TurnBegin':
-        flush();
-        if (depth++ === 0) lines.push(`## Turn ${++turnNo}`, '', ...inputText(p.user_input).split('\n').map(l => `> ${l}`), '');
-        break;
-      case 'TurnEnd': flush(); depth = Math.max(0, depth - 1); break;
-      case 'SteerInput': flush(); lines.push(...inputText(p.user_input).split('\n').map(l => `> (steer) ${l}`), ''); break;
-      case 'ContentPart': if (p.type === 'text') text += p.text; break;
-      case 'ToolCall': flush(); tools.set(p.id, p.function?.name || 'tool'); lines.push(`**${p.function?.name}** \`${(p.function?.arguments || '').replace(/`/g, "'")}\``, ''); break;
-      case 'ToolResult': {
-        const rv = p.return_value || {};
-        const out = typeof rv.output === 'string' ? rv.output : (rv.output || []).map(x => x.text || '').join('');
-        lines.push(`→ ${tools.get(p.tool_call_id) || 'tool'} ${rv.is_error ? `error: ${rv.message}` : 'ok'}`, '');
-        if (out) lines.push('```', out.length > 4000 ? `${out.slice(0, 4000)}\n… (${out.length} characters)` : out, '```', '');
-        break;
+  /** @param {string} text @param {string} prefix */
+  const quote = (text, prefix) => lines.push(...text.split('\n').map(l => `${prefix}${l}`), '');
+  const tree = foldItems(records.map(r => ({ts: r.timestamp, message: r.message})));
+  tree.turns.forEach((turn, i) => {
+    lines.push(`## Turn ${i + 1}`, '');
+    if (turn.input !== null) quote(inputText(turn.input), '> ');
+    for (const step of turn.steps) {
+      for (const entry of step.entries) {
+        if (entry.kind === 'text' && entry.text.trim()) lines.push(entry.text.trim(), '');
+        else if (entry.kind === 'event' && entry.item.message.type === 'SteerInput') {
+          quote(inputText(entry.item.message.payload?.user_input), '> (steer) ');
+        } else if (entry.kind === 'tool') {
+          lines.push(`**${entry.name}** \`${(entry.args || '').replace(/`/g, "'")}\``, '');
+          const rv = entry.result;
+          if (!rv) continue;
+          const out = typeof rv.output === 'string' ? rv.output : (rv.output || []).map((/** @type {{text?: string}} */ x) => x.text || '').join('');
+          lines.push(`→ ${entry.name} ${rv.is_error ? `error: ${rv.message}` : 'ok'}`, '');
+          if (out) lines.push('```', out.length > 4000 ? `${out.slice(0, 4000)}\n… (${out.length} characters)` : out, '```', '');
+        }
       }
-      default: break;
     }
-  }
-  flush();
+  });
   return lines.join('\n');
 }
 
 export class TraceView {
+  /** The list of sessions to trace. @param {HTMLElement} main */
   static picker(main) {
     const list = el('ul', {class: 'trace-picker'});
     clear(main).append(el('div', {class: 'page'}, el('div', {class: 'card'}, el('h1', {text: 'Trace a session'}), list)));
-    sessions.list().then(items => {
+    sessions.list().then((/** @type {{id: string, title?: string, updated?: number, turns: number}[]} */ items) => {
       if (!items.length) list.append(el('li', {class: 'muted', text: 'No sessions yet.'}));
       for (const s of items) list.append(el('li', null, el('a', {href: `#/trace/${s.id}`, text: s.title || s.id}), el('span', {class: 'muted', text: ` · ${fmtTime(s.updated)} · ${count(s.turns, 'turn')}`})));
-    }).catch(err => list.append(el('li', {text: err.message})));
+    }).catch((/** @type {Error} */ err) => list.append(el('li', {text: err.message})));
     return {destroy() {}};
   }
 
+  /** @param {HTMLElement} main @param {string} id */
   constructor(main, id) {
     this.id = id;
+    /** @type {Record<string, any> | null} the session's info */
+    this.info = null;
+    /** @type {SessionRecord[]} */
+    this.records = [];
+    /** @type {Turn[]} */
+    this.turns = [];
     this.detail = el('pre', {class: 'trace-json', tabindex: '0', 'aria-label': 'Raw JSON', text: 'Select a row or an event to see its raw JSON.'});
     this.detailActions = el('div', {class: 'trace-json-actions'});
     this.timeline = el('div', {class: 'trace-rows', role: 'tree', 'aria-label': 'Timeline'});
@@ -261,6 +156,7 @@ export class TraceView {
 
   destroy() {}
 
+  /** @param {'timeline' | 'events'} which */
   tab(which) {
     const events = which === 'events';
     this.timeline.hidden = events;
@@ -275,7 +171,8 @@ export class TraceView {
     let info, data;
     try {
       [info, data] = await Promise.all([sessions.get(this.id), sessions.records(this.id, 0, 1000000, MAX_RECORD_BYTES)]);
-    } catch (err) {
+    } catch (error) {
+      const err = /** @type {import('./api.js').ApiError} */ (error);
       clear(this.timeline).append(el('div', {class: 'card error', text: err.status === 404 ? `There is no session ${this.id}.` : err.message}));
       return;
     }
@@ -283,12 +180,12 @@ export class TraceView {
     this.records = data.records;
     this.title.textContent = `Trace · ${info.title || info.id}`;
     document.title = `Trace · ${info.title || 'session'} · Soulwire`;
-    this.turns = fold(this.records.map(r => ({ts: r.timestamp, message: r.message})));
+    this.turns = foldItems(this.records.map(r => ({ts: r.timestamp, message: r.message}))).turns;
     this.render();
     clear(this.eventsBox);
     if (!this.eventsBox.hidden) this.renderEvents();
-    window.__soulwireTraceMs = performance.now() - started;
-    window.__soulwireTraceReady = performance.now();
+    probe.__soulwireTraceMs = performance.now() - started;
+    probe.__soulwireTraceReady = performance.now();
     document.body.dataset.traceReady = String(this.records.length);
   }
 
@@ -301,9 +198,9 @@ export class TraceView {
     const steps = rows.filter(r => r.node.kind === 'step').length;
     const tools = rows.filter(r => r.node.kind === 'tool').length;
     const agents = rows.filter(r => r.node.kind === 'agent').length;
-    const contexts = rows.map(r => r.node.context).filter(c => typeof c === 'number');
+    const contexts = rows.flatMap(r => r.node.kind === 'step' && r.node.context !== null ? [r.node.context] : []);
     const price = this.info?.price || null;
-    const total = this.turns.reduce((sum, t) => addUsage(sum, usageOf(t)), {});
+    const total = this.turns.reduce((sum, t) => addUsage(sum, usageWithin(t)), /** @type {Usage} */ ({}));
     const tokens = usageTotal(total);  // sub-agents included
     const model = this.info?.model_name || this.info?.model || 'its model';
     const cost = price
@@ -321,18 +218,20 @@ export class TraceView {
       bar.style.width = `${Math.max(0.4, ((end - start) / span) * 100)}%`;
       const facts = [fmtDuration(end - start)];
       // A turn's and a sub-agent's tokens and cost include the sub-agents inside them.
-      const usage = n.kind === 'step' ? n.usageSum : n.kind === 'turn' || n.kind === 'agent' ? usageOf(n) : null;
-      const tokensHere = usage ? usageTotal(usage) : n.tokens;
+      const usage = n.kind === 'step' ? n.usage : n.kind === 'turn' || n.kind === 'agent' ? usageWithin(n) : null;
+      const tokensHere = usageTotal(usage);
       if (tokensHere) facts.push(`${fmtTokens(tokensHere)} tok`);
-      const cost = price && usage && usageTotal(usage) ? fmtCost(costOf(usage, price)) : '';
-      if (typeof n.context === 'number') facts.push(`ctx ${(n.context * 100).toFixed(1)}%`);
-      if (n.status && n.status !== 'ok') facts.push(n.status);
-      const item = el('div', {class: `trace-row kind-${n.kind} ${n.status ? `is-${n.status}` : ''} ${n.error ? 'is-error' : ''}`, role: 'treeitem', tabindex: i === 0 ? '0' : '-1', 'aria-level': String(row.depth + 1)},
+      const costHere = price && tokensHere ? fmtCost(costOf(usage, price)) : '';
+      if (n.kind === 'step' && n.context !== null) facts.push(`ctx ${(n.context * 100).toFixed(1)}%`);
+      const status = n.kind === 'tool' ? n.status : null;
+      if (status && status !== 'ok') facts.push(status);
+      const error = n.kind === 'step' && n.error;
+      const item = el('div', {class: `trace-row kind-${n.kind} ${status ? `is-${status}` : ''} ${error ? 'is-error' : ''}`, role: 'treeitem', tabindex: i === 0 ? '0' : '-1', 'aria-level': String(row.depth + 1)},
         el('span', {class: 'trace-label', text: row.label, title: row.label}),
         el('span', {class: 'trace-facts', text: facts.filter(Boolean).join(' · ')}),
-        cost ? el('span', {class: 'trace-cost-cell', text: cost}) : null,  // (the track keeps its column without it)
+        costHere ? el('span', {class: 'trace-cost-cell', text: costHere}) : null,  // (the track keeps its column without it)
         el('span', {class: 'trace-track'}, bar));
-      item.firstChild.style.paddingLeft = `${row.depth * 1.1}rem`;  // only the label is indented: the columns line up
+      /** @type {HTMLElement} */ (item.firstChild).style.paddingLeft = `${row.depth * 1.1}rem`;  // only the label is indented: the columns line up
       item.addEventListener('click', () => this.select(item, n));
       item.addEventListener('keydown', event => this.rowKey(event, item, n));
       fragment.append(item);
@@ -341,13 +240,15 @@ export class TraceView {
     if (!rows.length) this.timeline.append(el('div', {class: 'muted', text: 'No turns recorded yet.'}));
   }
 
+  /** @param {HTMLElement} item @param {Node} node */
   select(item, node) {
     for (const r of this.timeline.querySelectorAll('.selected')) r.classList.remove('selected');
     item.classList.add('selected');
-    this.showJSON((node.events || []).map(e => ({timestamp: e.ts, message: e.message})), true);
+    this.showJSON(node.events.map(e => ({timestamp: e.ts, message: e.message})), true);
   }
 
-  /** Records as raw JSON; a payload that came by reference (a large output) loads on demand. */
+  /** Records as raw JSON; a payload that came by reference (a large output) loads on demand.
+   * @param {SessionRecord[]} records @param {boolean} flat */
   showJSON(records, flat) {
     const render = () => {
       const shown = records.map(r => flat ? {timestamp: r.timestamp, ...r.message} : r);
@@ -365,14 +266,18 @@ export class TraceView {
           delete record.message.blob;
           button.remove();
           render();
-        } catch (err) { toast(`Cannot load: ${err.message}`, 'error'); }
+        } catch (err) { toast(`Cannot load: ${/** @type {Error} */ (err).message}`, 'error'); }
       });
       this.detailActions.append(button);
     }
   }
 
+  /** @param {KeyboardEvent} event @param {HTMLElement} item @param {Node} node */
   rowKey(event, item, node) {
-    const move = target => { if (target) { item.tabIndex = -1; target.tabIndex = 0; target.focus(); } };
+    /** @param {Element | null} target */
+    const move = target => {
+      if (target instanceof HTMLElement) { item.tabIndex = -1; target.tabIndex = 0; target.focus(); }
+    };
     if (event.key === 'ArrowDown') { event.preventDefault(); move(item.nextElementSibling); }
     else if (event.key === 'ArrowUp') { event.preventDefault(); move(item.previousElementSibling); }
     else if (event.key === 'Enter' || event.key === ' ') { event.preventDefault(); this.select(item, node); }
@@ -408,8 +313,9 @@ export class TraceView {
     chunk();
   }
 
+  /** @param {'md' | 'json'} kind */
   async export(kind) {
-    if (!this.records) return;
+    if (!this.info) return;
     const base = `soulwire-${this.id.slice(0, 8)}`;
     // The whole record, large payloads included (the timeline holds some by reference only).
     const records = this.records.some(r => r.message.blob) ? (await sessions.records(this.id)).records : this.records;

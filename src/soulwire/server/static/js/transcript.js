@@ -1,12 +1,39 @@
-// The live transcript: Wire events ({type, payload}) folded into DOM — user prompts, assistant
+// @ts-check
+// The live transcript: the session tree of fold.js drawn as it grows — user prompts, assistant
 // Markdown, collapsible thinking, tool-call cards (arguments, status, output, diffs, duration),
-// sub-agents nested in their tool's card. Events are queued and applied once per animation
+// sub-agents nested in their tool's card. Events are queued and folded once per animation
 // frame, and a streaming text block re-renders only its unfinished tail, so a turn of tens of
 // thousands of chunks never freezes the page.
 
 import {el, clear, fmtDuration, inputText, fmtTokens} from './util.js';
 import {renderMarkdown} from './markdown.js';
 import {diffView} from './diff.js';
+import {Fold, usageTotal} from './fold.js';
+import {OverlayCards} from './overlay.js';
+
+/** @typedef {import('./fold.js').Message} Message */
+/** @typedef {import('./fold.js').Payload} Payload */
+/** @typedef {import('./fold.js').BlobRef} BlobRef */
+/** @typedef {import('./fold.js').Turn} Turn */
+/** @typedef {import('./fold.js').Step} Step */
+/** @typedef {import('./fold.js').Entry} Entry */
+/** @typedef {import('./fold.js').Tool} Tool */
+/** @typedef {import('./fold.js').Agent} Agent */
+/** @typedef {import('./fold.js').TextEntry} TextEntry */
+/** @typedef {import('./fold.js').ThinkEntry} ThinkEntry */
+/** @typedef {import('./fold.js').FoldObserver} FoldObserver */
+/** @typedef {{render(final?: boolean): void}} Renderable  a view redrawn once per frame when dirty */
+/**
+ * @typedef {object} TranscriptOptions
+ * @property {HTMLElement} [scroller]  kept at the bottom while new output arrives, if it was there
+ * @property {boolean} [nested]  a sub-agent's transcript inside its tool's card
+ * @property {Transcript} [owner]  the top transcript (it renders, and loads blobs, for all)
+ * @property {Fold} [fold]  the fold to draw (a sub-agent's); a new one by default
+ * @property {(status: Payload) => void} [onStatus]
+ * @property {(phase: 'begin' | 'end') => void} [onTurn]
+ * @property {(blobId: string) => Promise<any>} [loadBlob]
+ * @property {import('./overlay.js').OverlayAct} [onOverlay]  commit or discard the overlay's pending writes
+ */
 
 const OUTPUT_PREVIEW = 20000;
 
@@ -16,6 +43,7 @@ const OUTPUT_PREVIEW = 20000;
  * (over 64 KB: when the text pauses); in between, new text is appended to it as plain text,
  * so each frame stays cheap. */
 class TextBlock {
+  /** @param {HTMLElement} parent @param {string} cls @param {Transcript} owner */
   constructor(parent, cls, owner) {
     this.owner = owner;
     this.source = '';
@@ -27,6 +55,7 @@ class TextBlock {
     this.root = el('div', {class: cls}, this.stable, this.tail);
     parent.append(this.root);
   }
+  /** @param {string} text */
   append(text) {
     this.source += text;
     this.delta += text;
@@ -38,7 +67,7 @@ class TextBlock {
     let inFence = false;
     let pos = this.done;
     while (pos < src.length) {
-      let end = src.indexOf('\n', pos);
+      const end = src.indexOf('\n', pos);
       if (end < 0) break;  // the last line may still grow
       const line = src.slice(pos, end);
       if (/^ {0,3}(`{3,}|~{3,})/.test(line)) inFence = !inFence;
@@ -73,6 +102,7 @@ class TextBlock {
 }
 
 class ThinkBlock {
+  /** @param {HTMLElement} parent @param {Transcript} owner */
   constructor(parent, owner) {
     this.owner = owner;
     this.source = '';
@@ -81,6 +111,7 @@ class ThinkBlock {
     this.root = el('details', {class: 'thinking'}, this.summary, this.body);
     parent.append(this.root);
   }
+  /** @param {string} text */
   append(text) {
     this.source += text;
     this.owner.dirty.add(this);
@@ -92,23 +123,29 @@ class ThinkBlock {
   }
 }
 
-function argSummary(name, args) {
-  let parsed = null;
+/** What a tool call is about, from its arguments (a command, a path, a pattern…). @param {string} args */
+function argSummary(args) {
+  /** @type {unknown} */
+  let parsed;
   try { parsed = JSON.parse(args || '{}'); } catch { return ''; }
   if (!parsed || typeof parsed !== 'object') return '';
+  const fields = /** @type {Record<string, unknown>} */ (parsed);
   for (const key of ['command', 'path', 'file_path', 'pattern', 'url', 'query', 'description', 'title']) {
-    if (typeof parsed[key] === 'string') return parsed[key];
+    const value = fields[key];
+    if (typeof value === 'string') return value;
   }
-  const first = Object.values(parsed).find(v => typeof v === 'string');
-  return first || '';
+  const first = Object.values(fields).find(v => typeof v === 'string');
+  return typeof first === 'string' ? first : '';
 }
 
+/** @param {unknown} output */
 function outputText(output) {
   if (typeof output === 'string') return output;
   if (Array.isArray(output)) return output.map(p => p.type === 'text' ? p.text : `[${p.type}]`).join('');
   return '';
 }
 
+/** @param {string} text @param {string} cls */
 function preBlock(text, cls) {
   const pre = el('pre', {class: cls});
   if (text.length <= OUTPUT_PREVIEW) {
@@ -121,36 +158,42 @@ function preBlock(text, cls) {
   return el('div', null, pre, more);
 }
 
+const APPROVED = /** @type {Record<string, string>} */ ({approve: 'approved', approve_for_session: 'approved for session'});
+
 class ToolCard {
-  constructor(parent, call, ts, transcript) {
+  /** @param {HTMLElement} parent @param {Tool} tool @param {Transcript} transcript */
+  constructor(parent, tool, transcript) {
     this.transcript = transcript;
-    this.id = call.id;
-    this.name = call.function?.name || 'tool';
-    this.args = call.function?.arguments || '';
-    this.start = ts;
+    this.tool = tool;
+    /** @type {string | null} arguments loaded on demand (they came by reference) */
+    this.loadedArgs = null;
     this.state = 'running';
     this.icon = el('span', {class: 'status-icon', 'aria-hidden': 'true'});
-    this.label = el('span', {class: 'tool-name', text: this.name});
+    this.label = el('span', {class: 'tool-name', text: tool.name});
     this.what = el('code', {class: 'tool-what'});
     this.statusText = el('span', {class: 'tool-status', text: 'running'});
     this.duration = el('span', {class: 'tool-dur'});
     this.argsBox = el('div', {class: 'tool-args'});
     this.resultBox = el('div', {class: 'tool-result'});
+    /** @type {HTMLElement | null} */
     this.subBox = null;
     this.details = el('details', {class: 'tool-details', open: true},
       el('summary', null, this.icon, this.label, this.what, this.statusText, this.duration),
       el('div', {class: 'tool-body'}, this.argsBox, this.resultBox));
-    this.root = el('div', {class: 'tool running', dataset: {toolCallId: this.id}}, this.details);
+    this.root = el('div', {class: 'tool running', dataset: {toolCallId: tool.id}}, this.details);
     parent.append(this.root);
     this.renderArgs();
+    if (tool.argsBlob) this.offerArgs(tool.argsBlob);
   }
-  appendArgs(part) {
-    this.args += part || '';
-    this.transcript.dirty.add(this);
+
+  get args() {
+    return this.loadedArgs ?? this.tool.args ?? '';
   }
+
   render() { this.renderArgs(); }
+
   renderArgs() {
-    this.what.textContent = argSummary(this.name, this.args);
+    this.what.textContent = argSummary(this.args);
     clear(this.argsBox);
     let pretty = this.args;
     try { pretty = JSON.stringify(JSON.parse(this.args), null, 2); } catch { /* still streaming */ }
@@ -158,24 +201,61 @@ class ToolCard {
       this.argsBox.append(el('details', {class: 'args'}, el('summary', {text: 'Arguments'}), el('pre', {text: pretty})));
     }
   }
+
+  /** Huge arguments (a file's content) came by reference: a button loads them. @param {BlobRef} blob */
+  offerArgs(blob) {
+    const load = el('button', {type: 'button', class: 'link', text: `Load the arguments (${blob.size.toLocaleString()} bytes)`});
+    load.addEventListener('click', async () => {
+      load.disabled = true;
+      const payload = await this.transcript.loadBlob(blob.blob_id);
+      if (payload?.function) {
+        this.loadedArgs = payload.function.arguments || '';
+        this.renderArgs();
+        this.argsBox.querySelector('details')?.setAttribute('open', '');
+      }
+    });
+    this.argsBox.after(load);
+  }
+
+  /** @param {string} state @param {string} [text] */
   setState(state, text) {
     this.state = state;
     this.root.className = `tool ${state}`;
     this.statusText.textContent = text || state;
   }
+
+  /** Show the tool's status as the fold has it now. */
+  update() {
+    const tool = this.tool;
+    if (tool.resultBlob) this.finishByReference(tool.resultBlob, tool.end);
+    else if (tool.result) this.finish(tool.result, tool.end);
+    else if (tool.status === 'waiting') this.setState('waiting', 'awaiting approval');
+    else if (tool.status === 'running') this.setState('running', APPROVED[tool.approval || ''] || 'running');
+    else if (tool.status === 'rejected') this.setState('rejected', 'rejected');
+    else if (tool.status === 'interrupted') this.setState('cancelled', 'interrupted');
+  }
+
+  /** @param {number | null} ts */
+  showDuration(ts) {
+    if (this.tool.start && ts) this.duration.textContent = fmtDuration(ts - this.tool.start);
+  }
+
+  /** @param {Payload} value the tool's return value @param {number | null} ts */
   finish(value, ts) {
-    if (this.start && ts) this.duration.textContent = fmtDuration(ts - this.start);
+    this.showDuration(ts);
     clear(this.resultBox);
+    /** @type {Payload[]} */
     const display = value.display || [];
     const brief = display.find(b => b.type === 'brief');
     const rejected = value.is_error && /rejected by the user/i.test(value.message || '');
-    this.setState(rejected ? 'rejected' : value.is_error ? 'error' : 'ok', rejected ? 'rejected' : value.is_error ? 'error' : 'done');
+    if (this.tool.status === 'interrupted') this.setState('cancelled', 'interrupted');  // cut short: its result says why
+    else this.setState(rejected ? 'rejected' : value.is_error ? 'error' : 'ok', rejected ? 'rejected' : value.is_error ? 'error' : 'done');
     if (brief?.text && !rejected) this.resultBox.append(el('div', {class: 'tool-brief', text: brief.text}));
     else if (rejected && brief?.text && brief.text !== 'Rejected by user') this.resultBox.append(el('div', {class: 'tool-brief', text: brief.text}));
     for (const block of display) {
       if (block.type === 'diff') this.resultBox.append(diffView(block));
       else if (block.type === 'todo') {
-        this.resultBox.append(el('ul', {class: 'todo'}, (block.items || []).map(item =>
+        this.resultBox.append(el('ul', {class: 'todo'}, (block.items || []).map((/** @type {Payload} */ item) =>
           el('li', {class: `todo-${item.status}`, text: item.title}))));
       } else if (block.type === 'shell') this.resultBox.append(el('div', {class: 'shell-cmd'}, el('code', {text: `$ ${block.command}`})));
       else if (block.type === 'background_task') {
@@ -188,10 +268,12 @@ class ToolCard {
     if (!display.some(b => b.type === 'diff') && !value.is_error && !text) {
       this.resultBox.append(el('div', {class: 'muted', text: value.message || 'no output'}));
     }
-    if (!display.some(b => b.type === 'diff') && !value.is_error && this.name !== 'Agent') this.details.open = text.length < 2000;
+    if (!display.some(b => b.type === 'diff') && !value.is_error && this.tool.name !== 'Agent') this.details.open = text.length < 2000;
   }
+
+  /** @param {BlobRef} blob @param {number | null} ts */
   finishByReference(blob, ts) {
-    if (this.start && ts) this.duration.textContent = fmtDuration(ts - this.start);
+    this.showDuration(ts);
     this.setState('ok', 'done');
     clear(this.resultBox);
     const load = el('button', {type: 'button', class: 'link', text: `Load the full output (${blob.size.toLocaleString()} bytes)`});
@@ -200,52 +282,71 @@ class ToolCard {
       const payload = await this.transcript.loadBlob(blob.blob_id);
       if (payload?.return_value) this.finish(payload.return_value, null);
     });
-    this.resultBox.append(el('pre', {class: 'tool-output', text: blob.preview}), load);
+    this.resultBox.append(el('pre', {class: 'tool-output', text: blob.preview || ''}), load);
   }
-  interrupt() {
-    if (this.state === 'running' || this.state === 'waiting') this.setState('cancelled', 'interrupted');
-  }
-  sub(agentId, kind) {
+
+  /** The transcript of a sub-agent this call started. @param {Agent} agent */
+  sub(agent) {
     if (!this.subBox) {
       this.subBox = el('div', {class: 'subagent'});
       this.resultBox.before(this.subBox);
-      this.subLabel = el('div', {class: 'subagent-head', text: `sub-agent ${kind || ''} ${agentId || ''}`});
-      this.subBox.append(this.subLabel);
-      this.subTranscript = new Transcript(this.subBox, {nested: true, owner: this.transcript});
     }
-    return this.subTranscript;
+    return subTranscript(this.subBox, agent, this.transcript);
   }
 }
 
+/** A sub-agent's transcript in `box`, following the agent's own fold. @param {HTMLElement} box @param {Agent} agent @param {Transcript} parent */
+function subTranscript(box, agent, parent) {
+  box.append(el('div', {class: 'subagent-head', text: `sub-agent ${agent.type} ${agent.id}`}));
+  const body = el('div');
+  box.append(body);
+  return new Transcript(body, {nested: true, owner: parent.owner || parent, fold: agent.fold});
+}
+
+/** @implements {FoldObserver} */
 export class Transcript {
+  /** @param {HTMLElement} root @param {TranscriptOptions} [options] */
   constructor(root, options = {}) {
     this.root = root;
     this.options = options;
+    /** @type {Transcript | null} */
     this.owner = options.owner || null;
+    /** @type {[Message, number][]} */
     this.queue = [];
     this.scheduled = false;
+    /** @type {ReturnType<typeof setTimeout> | null} */
+    this.staleTimer = null;
+    /** @type {Set<Renderable>} */
     this.dirty = this.owner ? this.owner.dirty : new Set();
-    this.stale = this.owner ? this.owner.stale : new Set();  // text blocks whose Markdown lags
+    /** text blocks whose Markdown lags @type {Set<TextBlock>} */
+    this.stale = this.owner ? this.owner.stale : new Set();
     this.onStatus = options.onStatus || (() => {});
     this.onTurn = options.onTurn || (() => {});
-    this.reset();
+    /** @type {{section: HTMLElement, body: HTMLElement, foot: HTMLElement, turn: Turn | null} | null} */
+    this.turn = null;
+    /** the number of the last prompted turn drawn (a drawn history's tail starts past 0); each
+     * turn's section carries it as `data-turn` (the engine's turn numbers: checkpoints) */
+    this.turnCount = 0;
+    /** the view of each entry drawn so far @type {Map<object, TextBlock | ThinkBlock | ToolCard>} */
+    this.views = new Map();
+    this.fold = options.fold || new Fold();
+    this.fold.observer = this;
+    this.overlays = new OverlayCards();
+    clear(root);
   }
 
+  /** Start again, empty, with a new fold. */
   reset() {
     clear(this.root);
-    this.depth = 0;
     this.turn = null;
-    this.text = null;
-    this.think = null;
-    this.cards = new Map();
-    this.approvals = new Map();
-    this.lastCard = null;
-    this.turnStart = null;
-    this.stepUsage = null;
+    this.turnCount = 0;
+    this.views.clear();
     this.queue.length = 0;
+    this.fold = new Fold(this);
+    this.overlays = new OverlayCards();
   }
 
-  /** Queue one message; it is applied at the next animation frame. */
+  /** Queue one message; it is applied at the next animation frame. @param {Message} message @param {number} [ts] */
   push(message, ts) {
     this.queue.push([message, ts ?? Date.now() / 1000]);
     if (!this.scheduled) {
@@ -261,7 +362,7 @@ export class Transcript {
     const stick = scroller && scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
     const batch = this.queue.splice(0);
     for (const [message, ts] of batch) {
-      try { this.apply(message, ts); } catch (err) { console.error('event', message, err); }
+      try { this.fold.push(message, ts); } catch (err) { console.error('event', message, err); }
     }
     for (const block of this.dirty) block.render();
     this.dirty.clear();
@@ -282,21 +383,22 @@ export class Transcript {
 
   container() {
     if (!this.turn) this.startTurn(null, null);
-    return this.turn.body;
+    return /** @type {NonNullable<Transcript['turn']>} */ (this.turn).body;
   }
 
-  startTurn(userInput, ts) {
+  /** @param {unknown} userInput null: output before any prompt @param {Turn | null} turn */
+  startTurn(userInput, turn) {
     const body = el('div', {class: 'turn-body'});
     const foot = el('div', {class: 'turn-foot'});
     const section = el('section', {class: 'turn'});
     if (userInput !== null) section.append(this.userBubble(userInput, 'user'));
+    if (turn !== null && !this.options.nested) section.dataset.turn = String(++this.turnCount);
     section.append(body, foot);
     this.root.append(section);
-    this.turn = {section, body, foot};
-    this.turnStart = ts;
-    this.text = this.think = null;
+    this.turn = {section, body, foot, turn};
   }
 
+  /** @param {unknown} input @param {string} cls */
   userBubble(input, cls) {
     const bubble = el('div', {class: cls});
     bubble.append(el('div', {class: 'user-text', text: inputText(input)}));
@@ -310,179 +412,184 @@ export class Transcript {
     return bubble;
   }
 
+  /** A line of its own in the transcript (what the page itself says: a stop, a failure). @param {string} text */
   note(text, cls = 'note') {
+    this.fold.flush();  // text after the note is a new block, below it
     this.container().append(el('div', {class: cls, text}));
-    this.text = this.think = null;
   }
 
-  apply(message, ts) {
-    const {type} = message;
+  // -- the fold's observer ------------------------------------------------------------------
+
+  /** @param {Turn} turn */
+  turnBegin(turn) {
+    if (this.options.nested && this.turn) {
+      this.container().append(this.userBubble(turn.input, 'nested-input'));
+      return;
+    }
+    this.startTurn(turn.input, turn);
+    if (!this.options.nested) this.onTurn('begin');
+  }
+
+  /** @param {Turn} _turn @param {unknown} input */
+  nestedInput(_turn, input) {
+    this.container().append(this.userBubble(input, 'nested-input'));
+  }
+
+  /** @param {Turn} turn */
+  turnEnd(turn) {
+    this.settle();
+    if (this.turn) {
+      const parts = [];
+      if (turn.start && turn.end) parts.push(fmtDuration(turn.end - turn.start));
+      const tokens = usageTotal(turn.usage);
+      if (tokens) parts.push(`${fmtTokens(tokens)} tokens`);
+      this.turn.foot.textContent = parts.join(' · ');
+    }
+    if (!this.options.nested) this.onTurn('end');
+  }
+
+  /** @param {Step} step */
+  stepBegin(step) {
+    if (step.n > 1) this.container().append(el('div', {class: 'step-mark', text: `step ${step.n}`}));
+  }
+
+  /** @param {Entry} entry */
+  entry(entry) {
+    const owner = this.owner || this;
+    switch (entry.kind) {
+      case 'text': {
+        const block = new TextBlock(this.container(), 'assistant md', owner);
+        block.append(entry.text);
+        this.views.set(entry, block);
+        return;
+      }
+      case 'think': {
+        const block = new ThinkBlock(this.container(), owner);
+        block.append(entry.text);
+        this.views.set(entry, block);
+        return;
+      }
+      case 'tool':
+        this.views.set(entry, new ToolCard(this.container(), entry, this));
+        return;
+      case 'agent': {  // a sub-agent no tool call owns
+        const box = el('div', {class: 'subagent'});
+        this.container().append(box);
+        entry.fold.observer = subTranscript(box, entry, this);
+        return;
+      }
+      case 'part': {
+        const part = entry.part;
+        if (part.type === 'image_url' && /^data:image\//.test(part.image_url?.url || '')) {
+          this.container().append(el('img', {class: 'user-image', src: part.image_url.url, alt: 'image from the model'}));
+        } else this.container().append(el('div', {class: 'note', text: `[${part.type}]`}));
+        return;
+      }
+      default:
+        this.event(entry.item.message);
+    }
+  }
+
+  /** @param {TextEntry | ThinkEntry} entry @param {string} added */
+  grow(entry, added) {
+    const view = this.views.get(entry);
+    if (view instanceof TextBlock || view instanceof ThinkBlock) view.append(added);
+  }
+
+  /** @param {Tool} tool */
+  args(tool) {
+    const card = this.views.get(tool);
+    if (card) this.dirty.add(card);
+  }
+
+  /** @param {Tool} tool */
+  status(tool) {
+    const card = this.views.get(tool);
+    if (card instanceof ToolCard) card.update();
+  }
+
+  /** @param {Agent} agent @param {Tool | null} parent */
+  agent(agent, parent) {
+    const card = parent && this.views.get(parent);
+    if (card instanceof ToolCard) agent.fold.observer = card.sub(agent);
+  }
+
+  /** @param {Payload} payload */
+  statusUpdate(payload) {
+    this.onStatus(payload);
+  }
+
+  /** An event shown in place (a note, a plan, a steer, a payload sent by reference). @param {Message} message */
+  event(message) {
     const payload = message.payload || {};
-    if (message.blob) return this.applyReference(message, ts);
-    switch (type) {
-      case 'TurnBegin':
-        this.depth++;
-        if (this.depth === 1 && !this.options.nested) {
-          this.startTurn(payload.user_input, ts);
-          this.onTurn('begin');
-        } else if (!this.turn) this.startTurn(payload.user_input, ts);
-        else this.container().append(this.userBubble(payload.user_input, 'nested-input'));
-        break;
-      case 'TurnEnd':
-        this.depth = Math.max(0, this.depth - 1);
-        if (this.depth === 0) this.endTurn(ts);
-        break;
-      case 'StepBegin':
-        this.text = this.think = null;
-        if (payload.n > 1) this.container().append(el('div', {class: 'step-mark', text: `step ${payload.n}`}));
-        break;
-      case 'ContentPart':
-        this.content(payload);
-        break;
-      case 'ToolCall': {
-        this.text = this.think = null;
-        const card = new ToolCard(this.container(), payload, ts, this);
-        this.cards.set(card.id, card);
-        this.lastCard = card;
-        break;
-      }
-      case 'ToolCallPart':
-        this.lastCard?.appendArgs(payload.arguments_part);
-        break;
-      case 'ToolResult': {
-        const card = this.cards.get(payload.tool_call_id);
-        if (card) card.finish(payload.return_value || {}, ts);
-        break;
-      }
-      case 'ApprovalRequest': {
-        const card = this.cards.get(payload.tool_call_id);
-        if (card) { this.approvals.set(payload.id, card); card.setState('waiting', 'awaiting approval'); }
-        break;
-      }
-      case 'ApprovalResponse': {
-        const card = this.approvals.get(payload.request_id);
-        if (card && card.state === 'waiting') {
-          card.setState(payload.response === 'reject' ? 'rejected' : 'running',
-            payload.response === 'reject' ? 'rejected' : payload.response === 'approve_for_session' ? 'approved for session' : 'approved');
-        }
-        break;
-      }
+    if (message.blob) { this.reference(message.type, message.blob); return; }
+    switch (message.type) {
       case 'QuestionRequest':
-        this.note(`Question: ${(payload.questions || []).map(q => q.question).join(' / ')}`);
+        this.line(`Question: ${(payload.questions || []).map((/** @type {Payload} */ q) => q.question).join(' / ')}`);
         break;
-      case 'StatusUpdate':
-        this.onStatus(payload);
+      case 'BudgetUpdate':
+        this.onStatus({budget: payload});
         break;
-      case 'SubagentEvent': {
-        const card = this.cards.get(payload.parent_tool_call_id) || this.lastCard;
-        if (card) card.sub(payload.agent_id, payload.subagent_type).apply(payload.event || {}, ts);
+      case 'BudgetExceeded':
+        this.line(`Budget: the ${payload.scope} ${payload.limit} limit (${payload.max}) is reached. Raise it with /budget and ask to continue.`);
         break;
-      }
       case 'SteerInput':
-        this.text = this.think = null;
         this.container().append(this.userBubble(payload.user_input, 'user steer'));
         break;
       case 'StepRetry':
-        this.note(`Retrying the step (attempt ${payload.next_attempt} of ${payload.max_attempts}): ${payload.error_type}${payload.status_code ? ` ${payload.status_code}` : ''}`, 'note warn');
+        this.line(`Retrying the step (attempt ${payload.next_attempt} of ${payload.max_attempts}): ${payload.error_type}${payload.status_code ? ` ${payload.status_code}` : ''}`, 'note warn');
         break;
       case 'StepInterrupted':
-        this.note('The step was interrupted by an error.', 'note error');
+        this.line('The step was interrupted by an error.', 'note error');
         break;
       case 'CompactionBegin':
-        this.note('Compacting the context…');
-        break;
-      case 'CompactionEnd':
+        this.line('Compacting the context…');
         break;
       case 'PlanDisplay': {
         const box = el('div', {class: 'plan'}, el('div', {class: 'plan-head', text: `Plan · ${payload.file_path || ''}`}));
         box.append(renderMarkdown(payload.content || ''));
         this.container().append(box);
-        this.text = this.think = null;
         break;
       }
-      case 'HookTriggered': case 'HookResolved': case 'MCPLoadingBegin': case 'MCPLoadingEnd':
-      case 'BtwBegin': case 'BtwEnd': case 'ToolCallRequest': case 'HookRequest':
-        break;
       case 'Notification':
-        this.note(`${payload.title || 'Notification'}: ${payload.body || ''}`);
+        this.line(`${payload.title || 'Notification'}: ${payload.body || ''}`);
         break;
-      default:
+      case 'OverlayPending':
+        this.overlays.pending(this.container(), payload, this.options.onOverlay);
         break;
-    }
-  }
-
-  content(part) {
-    if (part.type === 'text') {
-      if (this.think) this.think = null;
-      if (!this.text) this.text = new TextBlock(this.container(), 'assistant md', this.owner || this);
-      this.text.append(part.text || '');
-    } else if (part.type === 'think') {
-      if (!this.think) { this.text = null; this.think = new ThinkBlock(this.container(), this.owner || this); }
-      this.think.append(part.think || '');
-    } else if (part.type === 'image_url' && /^data:image\//.test(part.image_url?.url || '')) {
-      this.container().append(el('img', {class: 'user-image', src: part.image_url.url, alt: 'image from the model'}));
-    } else {
-      this.note(`[${part.type}]`);
-    }
-  }
-
-  applyReference(message, ts) {
-    if (message.type === 'ToolCall') {  // huge arguments (a file's content): the card, args on demand
-      const preview = message.blob.preview || '';
-      const id = /"id":\s*"([^"]+)"/.exec(preview)?.[1];
-      const name = /"name":\s*"([^"]+)"/.exec(preview)?.[1] || 'tool';
-      if (id) {
-        this.text = this.think = null;
-        const card = new ToolCard(this.container(), {id, function: {name, arguments: ''}}, ts, this);
-        this.cards.set(id, card);
-        this.lastCard = card;
-        const load = el('button', {type: 'button', class: 'link', text: `Load the arguments (${message.blob.size.toLocaleString()} bytes)`});
-        load.addEventListener('click', async () => {
-          load.disabled = true;
-          const payload = await this.loadBlob(message.blob.blob_id);
-          if (payload?.function) { card.args = payload.function.arguments || ''; card.renderArgs(); card.argsBox.querySelector('details')?.setAttribute('open', ''); }
-        });
-        card.argsBox.after(load);
-        return;
+      case 'OverlayApplied':
+        this.line(this.overlays.applied(payload), 'note overlay-applied');
+        break;
+      case 'ResolvedBy': {  // the server's notice: which named user answered a request
+        const verb = {approve: 'Approved', approve_for_session: 'Approved for the session', reject: 'Rejected'}[String(payload.response)] || 'Answered';
+        this.line(`${verb} by ${payload.user}`, 'note resolved-by');
+        break;
       }
+      default:  // the rest (hooks, MCP loading, side questions…) are not drawn
+        break;
     }
-    if (message.type === 'ToolResult') {
-      const id = /"tool_call_id":\s*"([^"]+)"/.exec(message.blob.preview || '')?.[1];
-      const card = id && this.cards.get(id);
-      if (card) { card.finishByReference(message.blob, ts); return; }
-    }
-    const box = el('div', {class: 'note'}, `${message.type}: ${message.blob.size.toLocaleString()} bytes `);
+  }
+
+  /** @param {string} text */
+  line(text, cls = 'note') {
+    this.container().append(el('div', {class: cls, text}));
+  }
+
+  /** A message whose payload comes on demand. @param {string} type @param {BlobRef} blob */
+  reference(type, blob) {
+    const box = el('div', {class: 'note'}, `${type}: ${blob.size.toLocaleString()} bytes `);
     const load = el('button', {type: 'button', class: 'link', text: 'load'});
     load.addEventListener('click', async () => {
-      const payload = await this.loadBlob(message.blob.blob_id);
+      const payload = await this.loadBlob(blob.blob_id);
       if (payload) box.replaceWith(el('pre', {class: 'tool-output', text: JSON.stringify(payload, null, 2)}));
     });
     box.append(load);
     this.container().append(box);
   }
 
+  /** @param {string} blobId @returns {Promise<any>} */
   async loadBlob(blobId) {
     const top = this.owner || this;
     return top.options.loadBlob ? top.options.loadBlob(blobId) : null;
-  }
-
-  endTurn(ts) {
-    this.settle();
-    for (const card of this.cards.values()) card.interrupt();
-    if (this.turn) {
-      const parts = [];
-      if (this.turnStart && ts) parts.push(fmtDuration(ts - this.turnStart));
-      if (this.stepUsage) parts.push(`${fmtTokens(this.stepUsage)} tokens`);
-      this.turn.foot.textContent = parts.join(' · ');
-    }
-    this.text = this.think = null;
-    this.stepUsage = null;
-    if (!this.options.nested) this.onTurn('end');
-  }
-
-  addUsage(usage) {
-    if (!usage) return;
-    this.stepUsage = (this.stepUsage || 0) + (usage.input_other || 0) + (usage.output || 0) +
-      (usage.input_cache_read || 0) + (usage.input_cache_creation || 0);
   }
 }

@@ -1,0 +1,145 @@
+"""The replicas as deployed (docs/deploy.md): a throwaway PostgreSQL, three `serve --store`
+replicas and HAProxy running exactly the configuration `serve haproxy-config` ships, driven
+through HAProxy by the real SDK: a session created, a turn, SIGKILL of the owning replica
+mid-turn, the session taken over by another replica (the interrupted turn closed in the
+record, every recorded message there once), and the next turn working."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import psycopg
+import pytest
+
+from soulwire.sdk.remote import RemoteSession
+from tests.postgres_cluster import Cluster
+from tests.server.serve_client import ServeProcess, WireSocket
+from tests.server.test_haproxy import _free_port
+from tests.store.test_serve_replicas import PG_ENV, recorded_kinds, wait_for
+from tests.system_tools import require
+from tests.tool_calls import call
+from tests.wire_client import Sandbox
+
+pytestmark = pytest.mark.cluster
+_deployments = itertools.count(1)
+"""One database per deployment (test_cluster_drain.py deploys on the same cluster)."""
+
+
+@pytest.fixture
+def deployment(
+    sandbox: Sandbox, pg_cluster: Cluster, tmp_path: Path
+) -> Iterator[tuple[str, list[ServeProcess], str]]:
+    """(HAProxy's base URL, the replicas, the store URL with its password)."""
+    haproxy = require("haproxy")
+    url = pg_cluster.create_database(f"deployment{next(_deployments)}")
+    bare = url.replace(f":{PG_ENV['PGPASSWORD']}@", "@")
+    front = f"127.0.0.1:{_free_port()}"
+    sandbox.scripts = ["text: step1\n" + call("tc-1", "Shell", {"command": "echo ok"})]
+    replicas: list[ServeProcess] = []
+    proxy: subprocess.Popen[bytes] | None = None
+    try:
+        for _ in range(3):
+            replicas.append(ServeProcess(sandbox, "--store", bare, "--allow-host", front, env=PG_ENV))
+        generated = subprocess.run(
+            [sys.executable, "-m", "soulwire", "serve", "haproxy-config", "--listen", front,
+             "--check-interval", "200", *(a for r in replicas for a in ("--replica", r.base))],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        config = tmp_path / "haproxy.cfg"
+        config.write_text(generated.stdout)
+        proxy = subprocess.Popen([haproxy, "-db", "-f", str(config)], stderr=subprocess.DEVNULL)
+        assert wait_for(lambda: _healthy(f"http://{front}"))
+        yield f"http://{front}", replicas, url
+    finally:
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait(timeout=30)
+        for replica in replicas:
+            replica.close()
+
+
+def _healthy(base: str) -> bool:
+    try:
+        return httpx2.get(base + "/healthz", timeout=5).status_code == 200
+    except httpx2.HTTPError:
+        return False
+
+
+def test_a_session_survives_the_sigkill_of_its_replica_behind_haproxy(deployment, sandbox: Sandbox):
+    base, replicas, url = deployment
+    token = replicas[0].token
+    auth = {"Authorization": f"Bearer {token}"}
+    created = httpx2.post(base + "/api/sessions", json={}, headers=auth, timeout=30)
+    assert created.status_code == 201, created.text
+    session = created.json()["id"]
+    ws = base.replace("http://", "ws://") + f"/ws/sessions/{session}"
+
+    from websockets.sync.client import connect
+
+    with connect(f"{ws}?token={token}") as connection:
+        wire = WireSocket(connection)
+        wire.initialize()
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT owner FROM sw_owners WHERE session_id = %s", (session,)).fetchone()
+        assert row is not None
+        (owner,) = [r for r in replicas if r.base == row[0]]
+        # An observer on another replica than the owner (straight to it, not through HAProxy)
+        # watches all that follows, the failover included.
+        watcher = next(r for r in replicas if r is not owner)
+        observer = watcher.ws(session, mode="observer", since_seq=0)
+        wire.request("prompt", {"user_input": "run it"})
+        wire.until(lambda m: m.get("method") == "request" and m["params"]["type"] == "ApprovalRequest")
+        os.killpg(owner.proc.pid, signal.SIGKILL)  # mid-turn: the approval is pending
+
+    sandbox.scripts = ["text: after the failover"]
+    sandbox.write()  # (the replica taking over reads its script when it opens the session)
+
+    async def next_turn() -> list[dict[str, Any]]:
+        async with RemoteSession.attach(ws, token) as remote:
+            events: list[dict[str, Any]] = []
+            async for event in remote.prompt("and now?"):
+                events.append(event)
+                if event["type"] == "TurnBegin" and event["payload"]["user_input"] == "and now?":
+                    events = [event]
+            return events
+
+    def turn_ran() -> bool:
+        try:
+            events = anyio.run(next_turn)
+        except Exception:  # HAProxy has not yet taken the dead replica out of its ring
+            return False
+        return events[-1]["type"] == "TurnEnd" and events[0]["payload"]["user_input"] == "and now?"
+
+    assert wait_for(turn_ran, timeout=60)
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT owner FROM sw_owners WHERE session_id = %s", (session,)).fetchone()
+        seqs = [
+            r[0]
+            for r in conn.execute("SELECT seq FROM sw_wire WHERE session_id = %s ORDER BY seq", (session,))
+        ]
+    assert row is not None and row[0] != owner.base and row[0] in [r.base for r in replicas]
+    assert seqs == list(range(1, len(seqs) + 1))  # every recorded message once, no gap
+    records = httpx2.get(base + f"/api/sessions/{session}/records", headers=auth, timeout=30).json()
+    messages = [r["message"] for r in records["records"]]
+    kinds = [m["type"] for m in messages]
+    assert kinds == recorded_kinds(url, session)
+    assert kinds.count("TurnBegin") == 2 and kinds.count("TurnEnd") == 2
+    first_end = kinds.index("TurnEnd")
+    interrupted = [m for m in messages[:first_end] if m["type"] == "ToolResult"]
+    assert interrupted and "interrupted" in str(interrupted[0]["payload"])
+    watched = observer.until(lambda m: (m.get("params") or {}).get("seq") == seqs[-1], timeout=60)
+    got = [
+        (m["params"]["seq"], m["params"]["type"], m["params"]["payload"])
+        for m in watched
+        if "seq" in (m.get("params") or {})
+    ]
+    assert got == [(n, m["type"], m["payload"]) for n, m in zip(seqs, messages, strict=True)]

@@ -1,0 +1,72 @@
+"""Checkpoints in the web UI, in headless Chromium against a real `soulwire serve` with the
+scripted model: each turn lists the files it changed (a click shows the diff), "Rewind to
+here" names a file edited by hand and rewinds when forced, "Fork from here" makes a session
+with its own work dir. Marked `browser`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tool_calls import call
+from tests.web.browser import TIMEOUT_MS, open_page
+
+pytestmark = pytest.mark.browser
+
+TURNS = (
+    call("w", "WriteFile", {"path": "a.txt", "content": "by the agent\n"}),
+    "text: one",
+    call("s", "Shell", {"command": "rm keep.txt"}),
+    "text: two",
+)
+
+
+def test_turn_files_diff_rewind_with_a_conflict_and_fork_with_a_work_dir(chromium, serve, tmp_path):
+    server = serve(*TURNS)
+    work = server.sandbox.work
+    (work / "keep.txt").write_text("kept\n")
+    session_id = server.create_session(checkpoints=True, yolo=True)
+    web = open_page(chromium, server)
+    web.open_session(session_id)
+    for prompt, answer in (("write it", "one"), ("remove it", "two")):
+        web.send(prompt)
+        web.wait_text(answer)
+        web.wait_idle()
+    page = web.page
+    first, second = (
+        page.locator(".turn-checkpoint[data-turn='1']"),
+        page.locator(".turn-checkpoint[data-turn='2']"),
+    )
+    first.locator(".changed-file").get_by_text("A a.txt").wait_for(timeout=TIMEOUT_MS)
+    second.locator(".changed-file").get_by_text("D keep.txt").wait_for(timeout=TIMEOUT_MS)
+
+    first.locator(".changed-file").click()
+    diff = page.locator("dialog.checkpoint-dialog[open] .unified")
+    diff.wait_for(timeout=TIMEOUT_MS)
+    assert "+by the agent" in diff.inner_text()
+    page.locator("dialog.checkpoint-dialog[open]").get_by_text("Close").click()
+
+    (work / "keep.txt").write_text("mine\n")  # by hand: the rewind would overwrite it
+    second.locator(".rewind-here").click()
+    page.click("dialog.checkpoint-dialog[open] .rewind-go")
+    page.locator(".rewind-problem .conflicts").get_by_text("keep.txt").wait_for(timeout=TIMEOUT_MS)
+    assert (work / "keep.txt").read_text() == "mine\n"  # refused: nothing touched
+    page.click("dialog.checkpoint-dialog[open] .rewind-force")
+    page.locator(".rewind-note").wait_for(timeout=TIMEOUT_MS)
+    assert (work / "keep.txt").read_text() == "kept\n" and (work / "a.txt").exists()
+    assert page.locator(".transcript .user").all_inner_texts() == ["write it"]  # turn 2 is gone
+    first.locator(".changed-file").get_by_text("A a.txt").wait_for(timeout=TIMEOUT_MS)
+
+    fork_dir = tmp_path / "fork"
+    first.locator(".fork-here").click()
+    page.fill("#fork-work-dir", str(fork_dir))
+    page.click("dialog.checkpoint-dialog[open] .fork-go")
+    page.wait_for_function("id => !location.hash.includes(id)", arg=session_id)
+    web.wait_session()
+    forked = page.evaluate("() => window.__soulwire.view.id")
+    info = server.api("GET", f"/api/sessions/{forked}").json()
+    assert info["work_dir"] == str(fork_dir) and info["turns"] == 1
+    assert (fork_dir / "a.txt").read_text() == "by the agent\n" and (
+        fork_dir / "keep.txt"
+    ).read_text() == "kept\n"
+    assert page.locator(".transcript .user").all_inner_texts() == ["write it"]
+    assert web.errors == [] and web.dialogs == []
