@@ -28,8 +28,10 @@ def servers(pidfile: Path | None = None, **extra: dict[str, Any]) -> str:
 
 
 def pids(pidfile: Path) -> list[int]:
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() and time.monotonic() < deadline:
+    # opened for append before its line is written: wait for a whole line
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().endswith("\n")):
+        assert time.monotonic() < deadline, "the MCP server wrote no pid"
         time.sleep(0.02)
     return [int(p) for p in pidfile.read_text().split()]
 

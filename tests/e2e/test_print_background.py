@@ -99,7 +99,7 @@ def test_keep_alive_on_exit_does_not_wait_and_leaves_the_command_running(sandbox
     assert not (sandbox.work / "kept.txt").exists()
     (sandbox.work / "go").touch()  # the engine has exited: only a command that outlived it writes
     deadline = time.monotonic() + 10
-    while not (sandbox.work / "kept.txt").exists():
+    while not (sandbox.work / "kept.txt").exists() or not (sandbox.work / "kept.txt").read_text():
         assert time.monotonic() < deadline, "the background command did not outlive the run"
         time.sleep(0.02)
     assert (sandbox.work / "kept.txt").read_text() == "later\n"

@@ -195,9 +195,10 @@ def test_open_in_editor_runs_the_configured_command_inside_the_work_dir_only(ser
         ).status_code
         == 204
     )
-    deadline = time.monotonic() + 10
-    while not marker.exists():
-        assert time.monotonic() < deadline
+    # the shell creates the file before `echo` writes its line: wait for the whole line
+    deadline = time.monotonic() + 30
+    while not (marker.exists() and marker.read_text().endswith("\n")):
+        assert time.monotonic() < deadline, "the open command did not run"
         time.sleep(0.05)
     assert marker.read_text().strip() == f"{sandbox.work / 'main.py'}:3"
     for outside in ("../config.json", "/etc/passwd", "missing.py"):

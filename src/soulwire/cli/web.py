@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -85,7 +86,9 @@ def run_web(command: str, argv: list[str]) -> int:
                 return 2
             _open(base, token, target, args.no_browser, command)
             return 0
-        if status != 0:  # the port is taken (another program, or a server with another token)
+        # Taken by another program, or a server with another token (or one too busy to answer
+        # the probe in time: a refused connection is the only sign of a free port).
+        if status != 0 or _accepts_connections(host, int(port)):
             sys.stderr.write(f"soulwire {command}: {args.listen} is taken; starting on a free port\n")
             listen = f"{host}:0"
 
@@ -136,6 +139,14 @@ def _read_token(share: Path) -> str | None:
         return (share / "server-token").read_text(encoding="ascii").strip() or None
     except OSError:
         return None
+
+
+def _accepts_connections(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host.strip("[]"), port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _get(base: str, token: str, path: str) -> tuple[int, object]:
