@@ -6,6 +6,7 @@ kept across a resume, and what a client that knows no budgets sees."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -427,6 +428,68 @@ def test_an_acp_sub_agents_reported_usage_counts_against_the_tree(engine, sandbo
     assert payloads(messages, "BudgetExceeded") == [
         {"scope": "tree", "limit": "tokens", "spent": 5_110.0, "max": 3_000.0}
     ]
+
+
+USAGE_AGENT = str(Path(__file__).resolve().parents[1] / "acp" / "agents" / "usage_agent.py")
+ACP_SIBLING_CASES = {
+    # limit: (the budget, what the first agent reports, the limit's spent when it is reached)
+    "tree-tokens": ({"tree": {"tokens": 3000}}, ("--tokens", "5000"), 5_110.0),
+    "turn-usd": ({"turn": {"usd": 0.5}}, ("--cost", "0.6"), 0.611),
+    "tree-time_s": ({"tree": {"time_s": 2}}, ("--tokens", "10", "--work-s", "2.5"), None),
+}
+
+
+@pytest.mark.parametrize("case", list(ACP_SIBLING_CASES))
+def test_an_acp_sub_agent_is_not_prompted_once_a_sibling_reached_the_limit(engine, sandbox, case):
+    """Two ACP sub-agents in one step: the first's reported spend (tokens, cost) or its wall time
+    reaches the limit; the second, started beside it but answering `session/new` only after the
+    test saw the limit reached, is not prompted: its call gets the budget's "Not run" result, the
+    limit is announced once, and the parent's next call is not made."""
+    from tests.acp.test_delegate import TURN_S, delegate_call
+
+    budget, reported, spent = ACP_SIBLING_CASES[case]
+    scope, kind = case.split("-")
+    signals = sandbox.root / "signals"
+    signals.mkdir()
+
+    def agent(name: str, *extra: str) -> dict[str, Any]:
+        return {"command": [sys.executable, USAGE_AGENT, name, str(signals), *extra]}
+
+    sandbox.config_extra = {
+        "acp_agents": {
+            "first": agent("first", *reported),
+            "second": agent("second", "--tokens", "700", "--wait", "go"),
+        },
+        "prices": PRICES,
+    }
+    both = f"{delegate_call('a1', 'first', 'half')}\n{delegate_call('a2', 'second', 'other half')}"
+    wire = start(engine, step(both, 100, 10), step("text: never", 100, 10), budget=budget)
+    request = wire.request("prompt", {"user_input": "go"})
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + TURN_S
+    while "BudgetExceeded" not in event_types(seen):
+        message = wire.recv(max(0.01, deadline - time.monotonic()))
+        assert message is not None and message.get("id") != request, (message, seen)
+        seen.append(message)
+    (signals / "go").touch()  # the second agent answers session/new now: the limit is reached
+    messages, response = wire.until_response(request, timeout=TURN_S)
+    messages = seen + messages
+    assert response["result"] == {"status": "budget_exceeded"}
+    assert (signals / "first.prompted").exists() and not (signals / "second.prompted").exists()
+    first, second = results(messages)["a1"], results(messages)["a2"]
+    assert first["is_error"] is False and "first did its part" in first["output"]
+    assert second["is_error"] is True and second["message"].startswith(
+        f"Not run: the {scope} budget's {kind}"
+    )
+    assert model_calls(messages) == 1  # the parent's second call is not made
+    [exceeded] = payloads(messages, "BudgetExceeded")
+    assert (exceeded["scope"], exceeded["limit"]) == (scope, kind)
+    if spent is not None:  # what the first agent reported, over the parent's own call: nothing of the second
+        assert exceeded["spent"] == pytest.approx(spent)
+    else:
+        assert exceeded["spent"] >= 1.0
+    tree = payloads(messages, "BudgetUpdate")[-1]["spent"]["tree"]
+    assert tree["tokens"] == 110 + (5_000 if case == "tree-tokens" else 10 if kind == "time_s" else 0)
 
 
 def test_a_background_agents_wall_time_counts_in_the_tree_after_the_turn(tmp_path: Path):
