@@ -385,6 +385,93 @@ def test_no_compaction_call_is_made_once_the_limit_is_reached(engine, sandbox):
     assert payloads(messages, "BudgetUpdate")[-1]["spent"]["tree"]["tokens"] == 1_120
 
 
+OVERFLOW = "error: 400 context length exceeded"
+"""A provider's context-overflow error (the engine compacts and tries the step's call once more)."""
+
+
+def test_an_overflow_the_provider_counted_to_the_limit_makes_no_compaction_call(engine, sandbox):
+    """A call fails with a context overflow the provider counted (1,200 tokens, reported with the
+    error): charged, it reaches the limit, so the compaction it would trigger makes no call (the
+    summary's script is still there: raised, the next prompt's call plays it)."""
+    wire = start(
+        engine,
+        step("text: answer one", 100, 10),
+        f"{OVERFLOW}\n{usage_line(1200)}",
+        "text: after the raise",
+        args=("--budget-tokens", "1000"),
+    )
+    assert run_turn(wire, "q1")[1] == {"status": "finished"}
+    messages, result = run_turn(wire, "q2")
+    assert result == {"status": "budget_exceeded"}
+    assert payloads(messages, "BudgetExceeded") == [
+        {"scope": "tree", "limit": "tokens", "spent": 1310.0, "max": 1000.0}
+    ]
+    assert "StepRetry" not in event_types(messages) and model_calls(messages) == 0
+    set_budget(wire, tree={"tokens": 10_000})
+    messages, result = run_turn(wire, "continue")
+    assert result == {"status": "finished"}
+    assert "after the raise" in [p.get("text") for p in payloads(messages, "ContentPart")]
+
+
+def test_the_steps_call_after_an_overflow_compaction_that_reached_the_limit_is_not_made(engine, sandbox):
+    """A context overflow (200 tokens counted) is compacted; the summary's 800 tokens reach the
+    limit: the step's call that would follow the compaction is not made."""
+    wire = start(
+        engine,
+        step("text: answer one", 100, 10),
+        f"{OVERFLOW}\n{usage_line(200)}",
+        step("text: the summary", 300, 500),
+        "text: never",
+        args=("--budget-tokens", "1000"),
+    )
+    assert run_turn(wire, "q1")[1] == {"status": "finished"}
+    messages, result = run_turn(wire, "q2")
+    assert result == {"status": "budget_exceeded"}
+    assert "CompactionEnd" in event_types(messages) and model_calls(messages) == 0  # the summary only
+    assert payloads(messages, "BudgetExceeded") == [
+        {"scope": "tree", "limit": "tokens", "spent": 1110.0, "max": 1000.0}
+    ]
+    assert "never" not in [p.get("text") for p in payloads(messages, "ContentPart")]
+
+
+def test_a_retry_whose_wait_outlasts_the_time_limit_is_not_made(tmp_path: Path):
+    """A real provider stream (a fake server on 127.0.0.1): the first call is refused with 429 and
+    `Retry-After: 3`; the retry is announced (the limit is not reached yet), and after the wait
+    the turn's 1.5 s time limit is: the retry is not made."""
+    from tests.e2e.test_providers import provider_config
+    from tests.fake_llm_server import FakeLLMServer
+    from tests.provider_streams import Answer, error_reply, stream_reply
+    from tests.wire_client import engine_env
+
+    (tmp_path / "work").mkdir()
+    with FakeLLMServer() as server:
+        config = provider_config("kimi", server.url)
+        config["budgets"] = {"turn": {"time_s": 1.5}}
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(config))
+        argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(path)]
+        wire = WireProcess(
+            [*argv, "--work-dir", str(tmp_path / "work")], engine_env(tmp_path), tmp_path / "work"
+        )
+        try:
+            wire.initialize(**BUDGET_CLIENT)
+            server.queue(
+                error_reply("kimi", 429, "rate limited", {"retry-after": "3"}),
+                stream_reply("kimi", Answer("m1", text=["never"])),
+            )
+            messages, response = wire.prompt("go", timeout=60)
+        finally:
+            wire.close()
+        assert response["result"] == {"status": "budget_exceeded"}, response
+        assert len(server.requests) == 1
+    [retry] = payloads(messages, "StepRetry")
+    assert retry["wait_s"] >= 3
+    [exceeded] = payloads(messages, "BudgetExceeded")
+    assert (exceeded["scope"], exceeded["limit"], exceeded["max"]) == ("turn", "time_s", 1.5)
+    types = event_types(messages)
+    assert types.index("StepRetry") < types.index("BudgetExceeded")
+
+
 def test_init_makes_no_call_once_the_limit_is_reached(engine, sandbox):
     """`/init` runs an agent of its own: at a reached limit it makes no call, writes nothing,
     and its turn ends `budget_exceeded`."""
