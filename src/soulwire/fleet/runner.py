@@ -86,6 +86,8 @@ class Fleet:
         self.pending: list[Task] = []
         self._planned_from: tuple[int, int, int] | None = None
         self._before: dict[str, TaskResult] = {}
+        """The last lines earlier runs wrote of the tasks to run: what a task that continues its
+        session (its budget stopped it, or it was interrupted) spent before is carried over."""
         self._plan()
         self.running: dict[str, float] = {}
         """Task id → time.monotonic() when it started."""
@@ -120,8 +122,6 @@ class Fleet:
         skip = {r.id for r in self.skipped}
         self.pending = [t for t in self.tasks if t.id not in skip]
         self._before = {t.id: earlier[t.id] for t in self.pending if t.id in earlier}
-        """The last lines of the tasks to run that earlier runs wrote: what a task that continues
-        its session (a budget stopped it, or it was interrupted) spent before is carried over."""
 
     @asynccontextmanager
     async def results(self) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
