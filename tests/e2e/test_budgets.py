@@ -522,16 +522,25 @@ ACP_SIBLING_CASES = {
     # limit: (the budget, what the first agent reports, the limit's spent when it is reached)
     "tree-tokens": ({"tree": {"tokens": 3000}}, ("--tokens", "5000"), 5_110.0),
     "turn-usd": ({"turn": {"usd": 0.5}}, ("--cost", "0.6"), 0.611),
-    "tree-time_s": ({"tree": {"time_s": 2}}, ("--tokens", "10", "--work-s", "2.5"), None),
+    # time: lowered while the first agent works (as if the clock ran past it), then reached when
+    # its answer is charged (an agent started under a load that outlasts the limit is refused)
+    "tree-time_s": ({"tree": {"time_s": 3600}}, ("--tokens", "10", "--hold", "release"), None),
 }
+
+
+def wait_for_file(path: Path, within: float) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("case", list(ACP_SIBLING_CASES))
 def test_an_acp_sub_agent_is_not_prompted_once_a_sibling_reached_the_limit(engine, sandbox, case):
-    """Two ACP sub-agents in one step: the first's reported spend (tokens, cost) or its wall time
-    reaches the limit; the second, started beside it but answering `session/new` only after the
-    test saw the limit reached, is not prompted: its call gets the budget's "Not run" result, the
-    limit is announced once, and the parent's next call is not made."""
+    """Two ACP sub-agents in one step: the first's reported spend (tokens, cost) or the wall time
+    while it works reaches the limit; the second, started beside it but answering `session/new`
+    only after the test saw the limit reached, is not prompted: its call gets the budget's "Not
+    run" result, the limit is announced once, and the parent's next call is not made."""
     from tests.acp.test_delegate import TURN_S, delegate_call
 
     budget, reported, spent = ACP_SIBLING_CASES[case]
@@ -552,6 +561,10 @@ def test_an_acp_sub_agent_is_not_prompted_once_a_sibling_reached_the_limit(engin
     both = f"{delegate_call('a1', 'first', 'half')}\n{delegate_call('a2', 'second', 'other half')}"
     wire = start(engine, step(both, 100, 10), step("text: never", 100, 10), budget=budget)
     request = wire.request("prompt", {"user_input": "go"})
+    if kind == "time_s":
+        wait_for_file(signals / "first.prompted", TURN_S)
+        wire.request("set_budget", {"tree": {"time_s": 0.01}})
+        (signals / "release").touch()
     seen: list[dict[str, Any]] = []
     deadline = time.monotonic() + TURN_S
     while "BudgetExceeded" not in event_types(seen):
@@ -574,7 +587,7 @@ def test_an_acp_sub_agent_is_not_prompted_once_a_sibling_reached_the_limit(engin
     if spent is not None:  # what the first agent reported, over the parent's own call: nothing of the second
         assert exceeded["spent"] == pytest.approx(spent)
     else:
-        assert exceeded["spent"] >= 1.0
+        assert exceeded["spent"] >= exceeded["max"] == 0.01
     tree = payloads(messages, "BudgetUpdate")[-1]["spent"]["tree"]
     assert tree["tokens"] == 110 + (5_000 if case == "tree-tokens" else 10 if kind == "time_s" else 0)
 

@@ -1,9 +1,9 @@
 """A scripted ACP agent that reports what its turn spent, for the budget tests:
-`usage_agent.py NAME DIR [--tokens N] [--cost USD] [--work-s S] [--wait FILE]`.
+`usage_agent.py NAME DIR [--tokens N] [--cost USD] [--wait FILE] [--hold FILE]`.
 
 It answers `initialize`; with `--wait FILE` it answers `session/new` only once `DIR/FILE`
 exists (the test makes it when it has seen what it waits for). At `session/prompt` it writes
-`DIR/NAME.prompted`, works `--work-s` seconds (the turn's wall time), says one line, sends a
+`DIR/NAME.prompted`, with `--hold FILE` works until `DIR/FILE` exists, says one line, sends a
 `usage_update` with the cost (if any) and answers `end_turn` with the token usage."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ parser.add_argument("name")
 parser.add_argument("dir", type=Path)
 parser.add_argument("--tokens", type=int, default=0)
 parser.add_argument("--cost", type=float, default=None)
-parser.add_argument("--work-s", type=float, default=0.0)
+parser.add_argument("--hold", default=None)
 parser.add_argument("--wait", default=None)
 args = parser.parse_args()
 WAIT_S = 60.0
@@ -58,8 +58,8 @@ for line in sys.stdin:
         send({"id": message["id"], "result": {"sessionId": args.name}})
     elif method == "session/prompt":
         (args.dir / f"{args.name}.prompted").touch()
-        if args.work_s:
-            time.sleep(args.work_s)  # the delegated turn's work (its wall time is what is tested)
+        if args.hold:
+            wait_for(args.dir / args.hold)
         text = {"type": "text", "text": f"{args.name} did its part"}
         update(args.name, {"sessionUpdate": "agent_message_chunk", "content": text})
         if args.cost is not None:
