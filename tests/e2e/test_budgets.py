@@ -435,9 +435,10 @@ def test_the_steps_call_after_an_overflow_compaction_that_reached_the_limit_is_n
 
 
 def test_a_retry_whose_wait_outlasts_the_time_limit_is_not_made(tmp_path: Path):
-    """A real provider stream (a fake server on 127.0.0.1): the first call is refused with 429 and
-    `Retry-After: 3`; the retry is announced (the limit is not reached yet), and after the wait
-    the turn's 1.5 s time limit is: the retry is not made."""
+    """A real provider stream (a fake server on 127.0.0.1): after a first prompt (the provider's
+    client loaded), a 1.5 s turn limit; the next call is refused with 429 and `Retry-After: 3`,
+    the retry is announced (the limit is not reached yet), and after the wait the limit is: the
+    retry is not made."""
     from tests.e2e.test_providers import provider_config
     from tests.fake_llm_server import FakeLLMServer
     from tests.provider_streams import Answer, error_reply, stream_reply
@@ -446,7 +447,6 @@ def test_a_retry_whose_wait_outlasts_the_time_limit_is_not_made(tmp_path: Path):
     (tmp_path / "work").mkdir()
     with FakeLLMServer() as server:
         config = provider_config("kimi", server.url)
-        config["budgets"] = {"turn": {"time_s": 1.5}}
         path = tmp_path / "config.json"
         path.write_text(json.dumps(config))
         argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(path)]
@@ -455,15 +455,18 @@ def test_a_retry_whose_wait_outlasts_the_time_limit_is_not_made(tmp_path: Path):
         )
         try:
             wire.initialize(**BUDGET_CLIENT)
+            server.queue(stream_reply("kimi", Answer("m1", text=["hello"])))
+            assert wire.prompt("hi", timeout=60)[1]["result"] == {"status": "finished"}
+            set_budget(wire, turn={"time_s": 1.5})
             server.queue(
                 error_reply("kimi", 429, "rate limited", {"retry-after": "3"}),
-                stream_reply("kimi", Answer("m1", text=["never"])),
+                stream_reply("kimi", Answer("m2", text=["never"])),
             )
             messages, response = wire.prompt("go", timeout=60)
         finally:
             wire.close()
         assert response["result"] == {"status": "budget_exceeded"}, response
-        assert len(server.requests) == 1
+        assert len(server.requests) == 2  # the first prompt's call and the refused one
     [retry] = payloads(messages, "StepRetry")
     assert retry["wait_s"] >= 3
     [exceeded] = payloads(messages, "BudgetExceeded")
