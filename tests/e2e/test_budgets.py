@@ -6,6 +6,7 @@ kept across a resume, and what a client that knows no budgets sees."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -384,6 +385,96 @@ def test_no_compaction_call_is_made_once_the_limit_is_reached(engine, sandbox):
     assert payloads(messages, "BudgetUpdate")[-1]["spent"]["tree"]["tokens"] == 1_120
 
 
+OVERFLOW = "error: 400 context length exceeded"
+"""A provider's context-overflow error (the engine compacts and tries the step's call once more)."""
+
+
+def test_an_overflow_the_provider_counted_to_the_limit_makes_no_compaction_call(engine, sandbox):
+    """A call fails with a context overflow the provider counted (1,200 tokens, reported with the
+    error): charged, it reaches the limit, so the compaction it would trigger makes no call (the
+    summary's script is still there: raised, the next prompt's call plays it)."""
+    wire = start(
+        engine,
+        step("text: answer one", 100, 10),
+        f"{OVERFLOW}\n{usage_line(1200)}",
+        "text: after the raise",
+        args=("--budget-tokens", "1000"),
+    )
+    assert run_turn(wire, "q1")[1] == {"status": "finished"}
+    messages, result = run_turn(wire, "q2")
+    assert result == {"status": "budget_exceeded"}
+    assert payloads(messages, "BudgetExceeded") == [
+        {"scope": "tree", "limit": "tokens", "spent": 1310.0, "max": 1000.0}
+    ]
+    assert "StepRetry" not in event_types(messages) and model_calls(messages) == 0
+    set_budget(wire, tree={"tokens": 10_000})
+    messages, result = run_turn(wire, "continue")
+    assert result == {"status": "finished"}
+    assert "after the raise" in [p.get("text") for p in payloads(messages, "ContentPart")]
+
+
+def test_the_steps_call_after_an_overflow_compaction_that_reached_the_limit_is_not_made(engine, sandbox):
+    """A context overflow (200 tokens counted) is compacted; the summary's 800 tokens reach the
+    limit: the step's call that would follow the compaction is not made."""
+    wire = start(
+        engine,
+        step("text: answer one", 100, 10),
+        f"{OVERFLOW}\n{usage_line(200)}",
+        step("text: the summary", 300, 500),
+        "text: never",
+        args=("--budget-tokens", "1000"),
+    )
+    assert run_turn(wire, "q1")[1] == {"status": "finished"}
+    messages, result = run_turn(wire, "q2")
+    assert result == {"status": "budget_exceeded"}
+    assert "CompactionEnd" in event_types(messages) and model_calls(messages) == 0  # the summary only
+    assert payloads(messages, "BudgetExceeded") == [
+        {"scope": "tree", "limit": "tokens", "spent": 1110.0, "max": 1000.0}
+    ]
+    assert "never" not in [p.get("text") for p in payloads(messages, "ContentPart")]
+
+
+def test_a_retry_whose_wait_outlasts_the_time_limit_is_not_made(tmp_path: Path):
+    """A real provider stream (a fake server on 127.0.0.1): after a first prompt (the provider's
+    client loaded), a 1.5 s turn limit; the next call is refused with 429 and `Retry-After: 3`,
+    the retry is announced (the limit is not reached yet), and after the wait the limit is: the
+    retry is not made."""
+    from tests.e2e.test_providers import provider_config
+    from tests.fake_llm_server import FakeLLMServer
+    from tests.provider_streams import Answer, error_reply, stream_reply
+    from tests.wire_client import engine_env
+
+    (tmp_path / "work").mkdir()
+    with FakeLLMServer() as server:
+        config = provider_config("kimi", server.url)
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(config))
+        argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(path)]
+        wire = WireProcess(
+            [*argv, "--work-dir", str(tmp_path / "work")], engine_env(tmp_path), tmp_path / "work"
+        )
+        try:
+            wire.initialize(**BUDGET_CLIENT)
+            server.queue(stream_reply("kimi", Answer("m1", text=["hello"])))
+            assert wire.prompt("hi", timeout=60)[1]["result"] == {"status": "finished"}
+            set_budget(wire, turn={"time_s": 1.5})
+            server.queue(
+                error_reply("kimi", 429, "rate limited", {"retry-after": "3"}),
+                stream_reply("kimi", Answer("m2", text=["never"])),
+            )
+            messages, response = wire.prompt("go", timeout=60)
+        finally:
+            wire.close()
+        assert response["result"] == {"status": "budget_exceeded"}, response
+        assert len(server.requests) == 2  # the first prompt's call and the refused one
+    [retry] = payloads(messages, "StepRetry")
+    assert retry["wait_s"] >= 3
+    [exceeded] = payloads(messages, "BudgetExceeded")
+    assert (exceeded["scope"], exceeded["limit"], exceeded["max"]) == ("turn", "time_s", 1.5)
+    types = event_types(messages)
+    assert types.index("StepRetry") < types.index("BudgetExceeded")
+
+
 def test_init_makes_no_call_once_the_limit_is_reached(engine, sandbox):
     """`/init` runs an agent of its own: at a reached limit it makes no call, writes nothing,
     and its turn ends `budget_exceeded`."""
@@ -427,6 +518,81 @@ def test_an_acp_sub_agents_reported_usage_counts_against_the_tree(engine, sandbo
     assert payloads(messages, "BudgetExceeded") == [
         {"scope": "tree", "limit": "tokens", "spent": 5_110.0, "max": 3_000.0}
     ]
+
+
+USAGE_AGENT = str(Path(__file__).resolve().parents[1] / "acp" / "agents" / "usage_agent.py")
+ACP_SIBLING_CASES = {
+    # limit: (the budget, what the first agent reports, the limit's spent when it is reached)
+    "tree-tokens": ({"tree": {"tokens": 3000}}, ("--tokens", "5000"), 5_110.0),
+    "turn-usd": ({"turn": {"usd": 0.5}}, ("--cost", "0.6"), 0.611),
+    # time: lowered while the first agent works (as if the clock ran past it), then reached when
+    # its answer is charged (an agent started under a load that outlasts the limit is refused)
+    "tree-time_s": ({"tree": {"time_s": 3600}}, ("--tokens", "10", "--hold", "release"), None),
+}
+
+
+def wait_for_file(path: Path, within: float) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("case", list(ACP_SIBLING_CASES))
+def test_an_acp_sub_agent_is_not_prompted_once_a_sibling_reached_the_limit(engine, sandbox, case):
+    """Two ACP sub-agents in one step: the first's reported spend (tokens, cost) or the wall time
+    while it works reaches the limit; the second, started beside it but answering `session/new`
+    only after the test saw the limit reached, is not prompted: its call gets the budget's "Not
+    run" result, the limit is announced once, and the parent's next call is not made."""
+    from tests.acp.test_delegate import TURN_S, delegate_call
+
+    budget, reported, spent = ACP_SIBLING_CASES[case]
+    scope, kind = case.split("-")
+    signals = sandbox.root / "signals"
+    signals.mkdir()
+
+    def agent(name: str, *extra: str) -> dict[str, Any]:
+        return {"command": [sys.executable, USAGE_AGENT, name, str(signals), *extra]}
+
+    sandbox.config_extra = {
+        "acp_agents": {
+            "first": agent("first", *reported),
+            "second": agent("second", "--tokens", "700", "--wait", "go"),
+        },
+        "prices": PRICES,
+    }
+    both = f"{delegate_call('a1', 'first', 'half')}\n{delegate_call('a2', 'second', 'other half')}"
+    wire = start(engine, step(both, 100, 10), step("text: never", 100, 10), budget=budget)
+    request = wire.request("prompt", {"user_input": "go"})
+    if kind == "time_s":
+        wait_for_file(signals / "first.prompted", TURN_S)
+        wire.request("set_budget", {"tree": {"time_s": 0.01}})
+        (signals / "release").touch()
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + TURN_S
+    while "BudgetExceeded" not in event_types(seen):
+        message = wire.recv(max(0.01, deadline - time.monotonic()))
+        assert message is not None and message.get("id") != request, (message, seen)
+        seen.append(message)
+    (signals / "go").touch()  # the second agent answers session/new now: the limit is reached
+    messages, response = wire.until_response(request, timeout=TURN_S)
+    messages = seen + messages
+    assert response["result"] == {"status": "budget_exceeded"}
+    assert (signals / "first.prompted").exists() and not (signals / "second.prompted").exists()
+    first, second = results(messages)["a1"], results(messages)["a2"]
+    assert first["is_error"] is False and "first did its part" in first["output"]
+    assert second["is_error"] is True and second["message"].startswith(
+        f"Not run: the {scope} budget's {kind}"
+    )
+    assert model_calls(messages) == 1  # the parent's second call is not made
+    [exceeded] = payloads(messages, "BudgetExceeded")
+    assert (exceeded["scope"], exceeded["limit"]) == (scope, kind)
+    if spent is not None:  # what the first agent reported, over the parent's own call: nothing of the second
+        assert exceeded["spent"] == pytest.approx(spent)
+    else:
+        assert exceeded["spent"] >= exceeded["max"] == 0.01
+    tree = payloads(messages, "BudgetUpdate")[-1]["spent"]["tree"]
+    assert tree["tokens"] == 110 + (5_000 if case == "tree-tokens" else 10 if kind == "time_s" else 0)
 
 
 def test_a_background_agents_wall_time_counts_in_the_tree_after_the_turn(tmp_path: Path):

@@ -158,33 +158,82 @@ def check_each_stopped(results: dict[str, TaskResult]) -> None:
             assert result.cost_usd == pytest.approx(result.usage.input_other * 100 / 1e6), (kind, scope)
 
 
-def test_each_limit_at_each_scope_stops_a_task_and_a_raised_one_continues_it(lab: FleetLab) -> None:
-    """Twelve tasks, each with one limit at one scope: each is stopped after its first
-    command (`failed`, `budget_exceeded`); run again with the limits raised, each continues its
-    session where it stopped and finishes."""
-    each_limit_at_each_scope(lab)
-    lab.write_tasks()
-    run = fleet_cli(lab, "run", "tasks.jsonl", "--no-progress", "--concurrency", "4")
-    assert run.returncode == 1, run.stderr
-    check_each_stopped(read_results(lab.root / "tasks.results.jsonl"))
-
+def raise_each_limit(lab: FleetLab) -> None:
+    """Each task's limit raised in the task file, its scripts what a new engine plays next."""
     for line in lab.lines:
+        if "-" not in str(line["id"]):
+            continue
         kind, scope = str(line["id"]).split("-")
         line["budget"] = {scope: {kind: RAISED_VALUE[kind]}}
         rest = scripts(kind)[calls_made(kind) :]  # a new engine replays the scripts from the start
         (lab.root / "scripts" / f"{line['id']}.json").write_text(json.dumps(rest))
     lab.write_tasks()
-    # A task its own limit stopped is finished (failed) in its results file: a new results file
-    # over the same task directories runs it again, continuing its session.
-    again = fleet_cli(
-        lab, "run", "tasks.jsonl", "--out", "raised.jsonl", "--run-dir", "tasks.results.run",
-        "--no-progress", "--concurrency", "4",
-    )  # fmt: skip
+
+
+def check_each_continued(results: dict[str, TaskResult]) -> None:
+    """Each task continued its session and finished; its line holds both runs' spend."""
+    for kind in KINDS:
+        for scope in SCOPES:
+            result = results[f"{kind}-{scope}"]
+            assert (result.status, result.final_message, result.resumed) == ("done", "continued", True), (
+                kind,
+                scope,
+                result,
+            )
+            # the first run's calls, then the second command's (not run before: a tool-call limit)
+            assert result.usage.input_other == 2 * STEP_TOKENS, (kind, scope)
+            assert result.steps == 3, (kind, scope)
+
+
+def test_each_limit_at_each_scope_stops_a_task_and_a_raised_one_continues_it(lab: FleetLab) -> None:
+    """Twelve tasks, each with one limit at one scope, and one with room: each limited one is
+    stopped after its first command (`failed`, `budget_exceeded`); the same command again, with
+    the limits raised in the task file, over the same results file: each stopped task continues
+    its session where it stopped and finishes, its line holding both runs' spend; the finished
+    task is kept, not run again."""
+    each_limit_at_each_scope(lab)
+    lab.task("roomy", shell_step("r1", 600), "text: roomy done")
+    lab.write_tasks()
+    command = ("run", "tasks.jsonl", "--no-progress", "--concurrency", "4")
+    run = fleet_cli(lab, *command)
+    assert run.returncode == 1, run.stderr
+    first = read_results(lab.root / "tasks.results.jsonl")
+    check_each_stopped(first)
+    assert first["roomy"].status == "done"
+
+    raise_each_limit(lab)
+    again = fleet_cli(lab, *command)
     assert again.returncode == 0, again.stderr
-    results = read_results(lab.root / "raised.jsonl")
-    assert {r.id: (r.status, r.final_message, r.resumed) for r in results.values()} == {
-        f"{kind}-{scope}": ("done", "continued", True) for kind in KINDS for scope in SCOPES
-    }
+    results = read_results(lab.root / "tasks.results.jsonl")
+    check_each_continued(results)
+    assert results["roomy"] == first["roomy"]  # kept: its line is the first run's
+    lines = (lab.root / "tasks.results.jsonl").read_text().splitlines()
+    assert sum('"id":"roomy"' in line for line in lines) == 1
+
+
+def test_a_budget_stopped_task_run_again_unchanged_stays_stopped_and_keeps_its_spend(lab: FleetLab) -> None:
+    """The same command again, its tree limit unchanged: the task continues its session, whose
+    limit its first call crossed: no model call is made (the script a new engine would play is
+    not), it is stopped again, and its line still holds what the first run spent."""
+    lab.task(
+        "capped",
+        shell_step("c1", 1200),
+        shell_step("c2", 600),
+        "text: never",
+        budget={"tree": {"tokens": 1000}},
+    )
+    lab.write_tasks()
+    command = ("run", "tasks.jsonl", "--no-progress", "--engines", "fresh")
+    assert fleet_cli(lab, *command).returncode == 1
+    first = read_results(lab.root / "tasks.results.jsonl")["capped"]
+    assert (first.status, first.reason, first.usage.input_other) == ("failed", "budget_exceeded", 1200)
+    (lab.root / "scripts" / "capped.json").write_text(json.dumps(["text: never"]))
+    run = fleet_cli(lab, *command)
+    assert run.returncode == 1, run.stderr
+    result = read_results(lab.root / "tasks.results.jsonl")["capped"]
+    assert (result.status, result.reason, result.resumed) == ("failed", "budget_exceeded", True)
+    assert (result.usage.input_other, result.steps, result.session_id) == (1200, 1, first.session_id)
+    assert result.final_message == first.final_message
 
 
 RUN_TOTALS = {"usd": 0.1, "time_s": 4.0}

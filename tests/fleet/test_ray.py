@@ -326,17 +326,33 @@ def test_a_task_starts_from_a_checkpoint_of_an_earlier_run_on_ray(lab: FleetLab,
     assert (Path(earlier.work_dir or "") / "a.txt").read_text() == "v2\n"  # the earlier run's
 
 
-async def test_each_limit_at_each_scope_stops_its_task_on_ray(lab: FleetLab, ray_address: str) -> None:
+async def test_each_limit_at_each_scope_stops_its_task_on_ray_and_a_raised_one_continues_it(
+    lab: FleetLab, ray_address: str
+) -> None:
     """The local fleet's twelve tasks (tests/fleet/test_budget.py), each with one limit at one
-    scope, on Ray workers: each is stopped by its limit after its first command."""
-    from tests.fleet.test_budget import check_each_stopped, each_limit_at_each_scope
+    scope, on Ray workers: each is stopped by its limit after its first command; run again over
+    the same results file with the limits raised, each continues its session on a worker where it
+    stopped (the same session, both runs' spend in its line) and finishes."""
+    from tests.fleet.test_budget import (
+        check_each_continued,
+        check_each_stopped,
+        each_limit_at_each_scope,
+        raise_each_limit,
+    )
 
     each_limit_at_each_scope(lab)
+    out = lab.root / "results.jsonl"
     tasks = fleet.load_tasks(lab.write_tasks())
-    results = await fleet.run_all(
-        tasks, concurrency=2, out=lab.root / "results.jsonl", backend=backend(lab, ray_address)
-    )
+    results = await fleet.run_all(tasks, concurrency=2, out=out, backend=backend(lab, ray_address))
     check_each_stopped({r.id: r for r in results})
+    sessions = {r.id: r.session_id for r in results}
+
+    raise_each_limit(lab)
+    tasks = fleet.load_tasks(lab.root / "tasks.jsonl")
+    again = await fleet.run_all(tasks, concurrency=2, out=out, backend=backend(lab, ray_address))
+    assert len(again) == 12
+    check_each_continued(fleet.read_results(out))
+    assert all(r.node for r in again) and {r.id: r.session_id for r in again} == sessions
 
 
 @pytest.mark.parametrize("kind", ["usd", "time_s"])

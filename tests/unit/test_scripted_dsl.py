@@ -92,3 +92,19 @@ def test_provider_pops_one_script_per_call_and_reports_exhaustion():
         anyio.run(collect)
     with pytest.raises(ProviderError, match="exhausted at turn 3"):
         anyio.run(collect)
+
+
+def test_an_error_with_a_usage_line_reports_the_usage_of_the_failed_call():
+    provider = ScriptedEchoProvider(
+        ["error: 400 context length exceeded\nusage: input_other=1200", "error: 503"]
+    )
+
+    async def failed() -> StreamResult:
+        result = StreamResult()
+        with pytest.raises(ProviderError):
+            async for _ in provider.stream(ChatRequest("", []), result):
+                pass
+        return result
+
+    assert anyio.run(failed).usage == TokenUsage(input_other=1200)
+    assert anyio.run(failed).usage is None  # no usage line: the failed call reported none

@@ -25,7 +25,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from soulwire.engine.budget import Meter
+from soulwire.engine.budget import Limit, Meter, not_run
 from soulwire.errors import SoulwireError
 from soulwire.tools.base import ActionRequest, ApprovalOutcome, Approver
 from soulwire.wire.fold import Merger
@@ -63,6 +63,14 @@ class AcpAgentSpec(BaseModel):
 
 class AcpAgentError(SoulwireError):
     """One line for the parent's Agent call."""
+
+
+class _OverBudget(SoulwireError):
+    """A budget limit is reached: the agent is not prompted (its call is not made)."""
+
+    def __init__(self, limit: Limit) -> None:
+        super().__init__(f"the {limit[1]} budget's {limit[2]} limit is reached")
+        self.limit = limit
 
 
 def declared_agents(raw_config: dict[str, Any]) -> dict[str, AcpAgentSpec]:
@@ -272,24 +280,31 @@ class AcpDelegate:
         timeout: float | None = None,
         meter: Meter | None = None,
     ) -> ToolReturnValue:
-        """The delegated turn; its final text, or one error. What the agent reports it spent
-        (the prompt's `usage`, its `usage_update`'s cost) is charged to `meter`."""
+        """The delegated turn; its final text, or one error. Its prompt is a model call of the
+        tree's: a limit of `meter` reached (by a sibling, the clock) stops it before the agent is
+        started or prompted, as a sub-agent's call would be. What the agent reports it spent
+        (the prompt's `usage`, its `usage_update`'s cost) is charged to `meter` when its turn
+        has ended (every update it sent read)."""
         turn = _Turn(emit)
         state: dict[str, Any] = {"session": None, "exited": False, "usage": None}
         try:
             with anyio.fail_after(timeout):
-                stop = await self._drive(prompt, work_dir, approver, turn, log_dir, state)
+                if meter is not None and (limit := meter.reached()) is not None:
+                    raise _OverBudget(limit)
+                stop = await self._drive(prompt, work_dir, approver, turn, log_dir, state, meter)
+        except _OverBudget as refused:
+            turn.finish()
+            return not_run(refused.limit)
         except AcpAgentError as exc:
-            _charge(meter, state["usage"], turn.cost_usd)
             turn.finish()
             return tool_error(f"ACP agent `{self.name}`: {exc}", brief="Sub-agent failed")
         except TimeoutError:
-            _charge(meter, state["usage"], turn.cost_usd)
             turn.finish()
             return tool_error(
                 f"ACP agent `{self.name}` timed out after {timeout} s.", brief="Sub-agent timed out"
             )
-        _charge(meter, state["usage"], turn.cost_usd)
+        finally:  # (a turn cut short, by an error or a cancel, spent what it reported so far)
+            _charge(meter, state["usage"], turn.cost_usd)
         text = turn.finish()
         if stop not in ("end_turn", "max_tokens", "max_turn_requests"):
             return tool_error(f"ACP agent `{self.name}` stopped: {stop}.", brief="Sub-agent stopped")
@@ -303,6 +318,7 @@ class AcpDelegate:
         turn: _Turn,
         log_dir: Path,
         state: dict[str, Any],
+        meter: Meter | None,
     ) -> str:
         from acp import RequestError
         from acp.client.connection import ClientSideConnection
@@ -326,7 +342,7 @@ class AcpDelegate:
                     # The agent may die with its stdout still open (a child holds it): its exit
                     # ends the call as the end of its output would.
                     group.start_soon(_watch, process, group.cancel_scope, state)
-                    stop = await self._talk(conn, prompt, work_dir, state, turn)
+                    stop = await self._talk(conn, prompt, work_dir, state, turn, meter)
                     group.cancel_scope.cancel()
             except BaseExceptionGroup as failed:  # the one error of the call, for the clauses below
                 raise failed.exceptions[0] from None
@@ -351,7 +367,9 @@ class AcpDelegate:
             with anyio.CancelScope(shield=True):
                 await _stop(conn, process)
 
-    async def _talk(self, conn: Any, prompt: str, work_dir: Path, state: dict[str, Any], turn: _Turn) -> str:
+    async def _talk(
+        self, conn: Any, prompt: str, work_dir: Path, state: dict[str, Any], turn: _Turn, meter: Meter | None
+    ) -> str:
         from acp import PROTOCOL_VERSION
         from acp.schema import ClientCapabilities, Implementation
 
@@ -363,6 +381,8 @@ class AcpDelegate:
             )
             session = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
         state["session"] = session.session_id
+        if meter is not None and (limit := meter.reached()) is not None:  # reached while it started
+            raise _OverBudget(limit)
         with anyio.CancelScope() as silence:
             turn.idle_s, turn.silence = self.spec.idle_timeout_s, silence
             turn.heard()

@@ -451,6 +451,12 @@ class Meter:
         )
         return ledger.reached(own=self.own, floor_tokens=floor, floor_usd=floor * cheapest / 1_000_000)
 
+    def reached(self) -> Limit | None:
+        """The limit reached already (turn and tree; the session too for the session's own soul)
+        that stops this soul's next call, if any: what an ACP sub-agent's prompt is checked
+        against (its input is not ours to know)."""
+        return self.ledger.reached(own=self.own) if self.ledger.limited else None
+
     def check_call(self, context_tokens: int, model_name: str) -> None:
         """`stop_before_call` for a model call made inside a step (the loop checked before
         the step): raises BudgetStop instead of the call."""
@@ -464,7 +470,7 @@ class Meter:
     def charge(self, usage: TokenUsage | None, model_name: str) -> None:
         """Charge a model call (a call that reported no usage is not known to have spent)."""
         if usage is None:
-            self._crossed = self.ledger.limited and self.ledger.reached(own=self.own) is not None
+            self._crossed = self.reached() is not None
             return
         self._last_input = usage.input + usage.output  # the next call's input holds all of it
         self._crossed = self.ledger.charge(usage, model_name, own=self.own)

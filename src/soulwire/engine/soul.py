@@ -516,6 +516,8 @@ class Soul:
             # One compaction-and-retry when the provider says the context is too long.
             if not await self._compact_after_overflow(model):
                 raise
+            if self.meter is not None:  # the summary spent: the step's call is checked anew
+                self.meter.check_call(self.context.token_count, model.model_name)
             reply, result = await self._stream_reply(model, n)
         parts, calls = reply.finish()
         meter, allowed = self.meter, len(calls)

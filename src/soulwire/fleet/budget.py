@@ -191,9 +191,24 @@ def _figure(kind: RunKind, value: float) -> str:
     return str(int(value))
 
 
+def stopped_by_own_budget(result: TaskResult) -> bool:
+    """Whether the task's own budget stopped it (`failed`, `budget_exceeded`): a later run of
+    the same results file continues its session (with the budget that run gives it)."""
+    return result.status == "failed" and result.reason == REASON
+
+
 def stopped_by_run_total(result: TaskResult) -> bool:
     """Whether the run total stopped the task (or kept it from starting)."""
     return result.status == "cancelled" and (result.reason or "").startswith(f"{REASON}: the run's")
 
 
-__all__ = ["REASON", "RUN_KINDS", "RunLimits", "RunSettings", "RunTotal", "stopped_by_run_total", "tokens_of"]
+__all__ = [
+    "REASON",
+    "RUN_KINDS",
+    "RunLimits",
+    "RunSettings",
+    "RunTotal",
+    "stopped_by_own_budget",
+    "stopped_by_run_total",
+    "tokens_of",
+]

@@ -19,7 +19,8 @@ from soulwire.wire.types import TokenUsage
 
 Status = Literal["done", "failed", "timed_out", "cancelled"]
 FINISHED: frozenset[str] = frozenset({"done", "failed", "timed_out"})
-"""Statuses a re-run skips; a `cancelled` task (Ctrl-C) runs again."""
+"""Statuses a re-run skips; a `cancelled` task (Ctrl-C) runs again, and so does a task its own
+budget stopped (`failed`, `budget_exceeded`): it continues its session."""
 
 
 class CheckOutcome(BaseModel):
@@ -55,6 +56,8 @@ class TaskResult(BaseModel):
     passed: bool | None = None
     """The check's verdict (None without a check): done and the check passed."""
     usage: Usage = Field(default_factory=Usage)
+    """Tokens of the task's turn; a task that continued its session (`resumed`): with its
+    earlier runs' (as the last line before said them)."""
     steps: int = 0
     duration_s: float = 0.0
     session_id: str | None = None
@@ -67,7 +70,8 @@ class TaskResult(BaseModel):
     attempts: int = 1
     """Runs of the task: more than 1 when its engine (or Ray worker) died under it."""
     resumed: bool = False
-    """The task continued the session (and workspace) of a run that was interrupted."""
+    """The task continued the session (and workspace) of an earlier run that was interrupted
+    or that its own budget stopped."""
     checkpoint: str | None = None
     """The last checkpoint of the task's session (a task with checkpoints on): a later run
     starts from it with `from_checkpoint: "RUN/TASK@CHECKPOINT"`."""
@@ -159,6 +163,33 @@ def task_cost(
     return round(price.cost(tokens), 6)
 
 
+def with_earlier_spend(result: TaskResult, before: TaskResult) -> TaskResult:
+    """`result` of a run that continued the task's session, with `before` (the task's last line
+    of an earlier run) added: its tokens, steps and cost (unknown if either is, unless `before`
+    spent nothing); a run that said nothing keeps the earlier final message."""
+    was, now = before.usage, result.usage
+    usage = Usage(
+        input_other=was.input_other + now.input_other,
+        output=was.output + now.output,
+        input_cache_read=was.input_cache_read + now.input_cache_read,
+        input_cache_creation=was.input_cache_creation + now.input_cache_creation,
+    )
+    if before.usage == Usage() and before.cost_usd is None:
+        cost = result.cost_usd
+    elif before.cost_usd is None or result.cost_usd is None:
+        cost = None
+    else:
+        cost = round(before.cost_usd + result.cost_usd, 6)
+    return result.model_copy(
+        update={
+            "usage": usage,
+            "steps": before.steps + result.steps,
+            "cost_usd": cost,
+            "final_message": result.final_message or before.final_message,
+        }
+    )
+
+
 def read_results(path: Path, skipped: list[int] | None = None) -> dict[str, TaskResult]:
     """The last result of every task in a results file (missing file: none). A line that is
     not a result — a line cut short when the driver was killed — is ignored; its number
@@ -227,4 +258,5 @@ __all__ = [
     "read_results",
     "task_cost",
     "task_model_name",
+    "with_earlier_spend",
 ]

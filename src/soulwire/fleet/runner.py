@@ -1,5 +1,6 @@
-"""The fleet driver: skips the tasks a results file already has, runs the rest through a
-backend under a concurrency limit, and writes and yields each result as it finishes."""
+"""The fleet driver: skips the tasks a results file already has (but for those their own
+budget stopped: they continue), runs the rest through a backend under a concurrency limit,
+and writes and yields each result as it finishes."""
 
 from __future__ import annotations
 
@@ -17,10 +18,17 @@ import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from soulwire.fleet.backend import Backend, EngineSettings, LimiterSlot
-from soulwire.fleet.budget import RunLimits, RunTotal, tokens_of
+from soulwire.fleet.budget import RunLimits, RunTotal, stopped_by_own_budget, tokens_of
 from soulwire.fleet.errors import first_error
 from soulwire.fleet.local import LocalBackend
-from soulwire.fleet.results import ResultsWriter, Status, TaskResult, read_results, task_cost
+from soulwire.fleet.results import (
+    ResultsWriter,
+    Status,
+    TaskResult,
+    read_results,
+    task_cost,
+    with_earlier_spend,
+)
 from soulwire.fleet.runlock import RunLock
 from soulwire.fleet.tasks import Task
 
@@ -77,6 +85,9 @@ class Fleet:
         """Results of tasks an earlier run finished (not run again)."""
         self.pending: list[Task] = []
         self._planned_from: tuple[int, int, int] | None = None
+        self._before: dict[str, TaskResult] = {}
+        """The last lines earlier runs wrote of the tasks to run: what a task that continues its
+        session (its budget stopped it, or it was interrupted) spent before is carried over."""
         self._plan()
         self.running: dict[str, float] = {}
         """Task id → time.monotonic() when it started."""
@@ -103,9 +114,14 @@ class Fleet:
             return
         self._planned_from = stamp
         earlier = read_results(self.out) if self.out is not None else {}
-        self.skipped = [earlier[t.id] for t in self.tasks if t.id in earlier and earlier[t.id].finished]
+        self.skipped = [
+            earlier[t.id]
+            for t in self.tasks
+            if t.id in earlier and earlier[t.id].finished and not stopped_by_own_budget(earlier[t.id])
+        ]
         skip = {r.id for r in self.skipped}
         self.pending = [t for t in self.tasks if t.id not in skip]
+        self._before = {t.id: earlier[t.id] for t in self.pending if t.id in earlier}
 
     @asynccontextmanager
     async def results(self) -> AsyncGenerator[MemoryObjectReceiveStream[TaskResult]]:
@@ -194,7 +210,8 @@ class Fleet:
         total = self.run_total
         if total is None:
             return False
-        total.tally([*self.skipped, *self.finished, *self.records.values()], self._live_cost)
+        running = [self._carried(r) for r in self.records.values()]
+        total.tally([*self.skipped, *self.finished, *running], self._live_cost)
         if total.reached() is None:
             return False
         for scope in self._scopes.values():
@@ -259,7 +276,7 @@ class Fleet:
                 self.records.pop(task.id, None)
                 self.cancelled.append(task.id)
                 if writer is not None:
-                    writer.write(_stopped(record, "cancelled", "the fleet was interrupted"))
+                    writer.write(self._carried(_stopped(record, "cancelled", "the fleet was interrupted")))
                 raise
             except Exception as exc:  # a backend bug must not lose the other tasks' results
                 leaf = first_error(exc)
@@ -276,6 +293,7 @@ class Fleet:
         self, result: TaskResult, writer: ResultsWriter | None, send: MemoryObjectSendStream[TaskResult]
     ) -> None:
         """Keep, write and yield a task's result (and count its spend against the run total)."""
+        result = self._carried(result)
         self.finished.append(result)
         self._check_total()
         if writer is not None:  # fsynced in a worker thread (the event loop goes on), and
@@ -284,6 +302,14 @@ class Fleet:
                 async with self._write_lock:
                     await anyio.to_thread.run_sync(writer.write, result)
         send.send_nowait(result)
+
+    def _carried(self, result: TaskResult) -> TaskResult:
+        """`result` of a task that continued its session, with what its earlier runs spent (the
+        last line before holds it): the results file's last line is the task's whole spend."""
+        before = self._before.get(result.id)
+        if not result.resumed or before is None:
+            return result
+        return with_earlier_spend(result, before)
 
 
 def _stamp(path: Path | None) -> tuple[int, int, int] | None:

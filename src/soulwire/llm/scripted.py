@@ -1,5 +1,9 @@
 """Offline providers driven by the echo DSL (spec §11): `_scripted_echo` pops one script per
-model call from a file; `_echo` reads the script from the last user message."""
+model call from a file; `_echo` reads the script from the last user message.
+
+Beyond the spec: a script with an `error:` line and a `usage:` line fails with that error
+having reported that usage, as a provider that counted the failed call does (the engine
+charges it against the budget)."""
 
 from __future__ import annotations
 
@@ -230,7 +234,8 @@ async def _play(script: str, result: StreamResult) -> AsyncIterator[WireModel]:
     import anyio.lowlevel
 
     head = _preflight(script)
-    if head.error is not None:
+    if head.error is not None:  # with a `usage:` line, the failed call reports it (counted, so billed)
+        result.message_id, result.usage = head.message_id, head.usage
         raise head.error
     result.message_id = head.message_id
     result.usage = head.usage
