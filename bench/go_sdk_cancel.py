@@ -174,6 +174,9 @@ def main() -> None:
     parser.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
                         help="one more engine executable to run beside them (repeatable)")  # fmt: skip
     args = parser.parse_args()
+    if not Path(args.soulwire).exists():
+        print(f"go_sdk_cancel: no soulwire executable at {args.soulwire} (pass --soulwire)", file=sys.stderr)
+        raise SystemExit(2)
     engines = {"soulwire": args.soulwire}
     engines.update(dict(extra.split("=", 1) for extra in args.also))
     if args.kimi and Path(args.kimi).exists():
