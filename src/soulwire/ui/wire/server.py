@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     )
 
 SHUTDOWN_GRACE_S = 2.0
+# Between a turn's last event and the prompt's answer (see _run_prompt).
+ANSWER_GAP_S = 0.003
 
 
 BUDGET_EVENT_NAMES = ("BudgetUpdate", "BudgetWarning", "BudgetExceeded")
@@ -341,6 +343,12 @@ class WireServer:
             outcome = None
             with scope:
                 outcome = await self.runtime.soul.run(user_input)
+            # The published Go SDK reads events and answers on two paths; when the answer
+            # arrives while the turn's last event is still being handled, it sleeps a whole
+            # second before it ends the turn (its waitForDataExchange). A few milliseconds between
+            # the last event and the answer spares its users that second on most turns
+            # (bench/go_sdk_cancel.py, RESULTS §23); other clients do not notice it.
+            await anyio.sleep(ANSWER_GAP_S)
             if outcome is None:
                 return {"status": "cancelled"}
             status = outcome.status
