@@ -119,6 +119,27 @@ class _Level:
         return out + [TurnEnd() for _ in range(self.turns)]
 
 
+def resumed_notice(asked: list[str], interrupted: list[str]) -> Notification:
+    """The Notification that opens the continuation of a turn a dead process left waiting
+    for approvals (engine/recovery.py): which calls are asked again, which were cut short."""
+    body = f"{ENGINE_STOPPED[0].upper()}{ENGINE_STOPPED[1:]} during this turn; it continues here"
+    body += f": {len(asked)} approval{'s' if len(asked) != 1 else ''} asked again"
+    if interrupted:
+        body += f", {len(interrupted)} running call{'s' if len(interrupted) != 1 else ''} interrupted"
+    return Notification(
+        id="n" + uuid4_hex()[:8],
+        category="turn",
+        type="turn.resumed",
+        source_kind="engine",
+        source_id="",
+        title="Turn resumed",
+        body=body + ".",
+        severity="info",
+        created_at=time.time(),
+        payload={"reason": ENGINE_STOPPED, "asked": asked, "interrupted": interrupted},
+    )
+
+
 @dataclass
 class OpenTurn:
     """How to close the last turn of a record, and the sub-agents it left running."""
@@ -162,4 +183,4 @@ def close_open_turn(
     return OpenTurn(messages, agents)
 
 
-__all__ = ["ENGINE_STOPPED", "OpenTurn", "close_open_turn", "interrupted_result"]
+__all__ = ["ENGINE_STOPPED", "OpenTurn", "close_open_turn", "interrupted_result", "resumed_notice"]
