@@ -280,7 +280,6 @@ class Soul:
     async def _continue(self, plan: Continuation) -> TurnOutcome:
         """The rest of the step that was waiting (its finished calls keep their results, the
         running ones are told they were cut short), then the agent loop from the next step."""
-        model = self._require_model("")
         self.rejected = False
         calls = plan.calls
         values: list[ToolReturnValue | None] = [plan.results.get(c.id) for c in calls]
@@ -295,7 +294,9 @@ class Soul:
         if not await self._step_tools(plan.step, calls, values, published, run):
             self.steps_run = plan.step
             return TurnOutcome("finished")
-        return await self._run_loops(model, first=plan.step + 1)
+        # (the model is needed from here on: without one the turn ends as a prompt's would,
+        # its calls answered in both records)
+        return await self._run_loops(self._require_model(""), first=plan.step + 1)
 
     async def inner_turn(self, user_input: UserInput) -> TurnOutcome:
         """The body of a turn (no TurnBegin/TurnEnd of its own): the input joins the context

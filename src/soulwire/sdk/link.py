@@ -8,7 +8,8 @@ or below that `seq` (nothing is delivered twice), and answers a request the serv
 again (`resent`) with the answer it already gave, if it gave one (and delivers one it never
 saw). A prompt still unanswered is named when re-attaching (`prompt_id`): a replica that took
 the session over after its owner died answers it when the turn it continued ends (or says it
-was interrupted). The peer above never notices. The `websockets` library is imported when the link connects."""
+was interrupted). The peer above never notices. The `websockets` library is imported when the
+link connects."""
 
 from __future__ import annotations
 
@@ -207,9 +208,12 @@ class ReconnectingStream:
                 self.complete = False
                 self.last_seq = int(params.get("last_seq") or 0)
             return None
-        if self._prompt is not None and b'"method"' not in line[:40]:
-            if json.loads(line).get("id") == self._prompt:
-                self._prompt = None  # answered
+        if (
+            self._prompt is not None
+            and b'"method"' not in line[:40]
+            and json.loads(line).get("id") == self._prompt
+        ):
+            self._prompt = None  # answered
         return self._delivering(line)
 
     def _delivering(self, line: bytes) -> bytes:
