@@ -8,12 +8,14 @@ message there once), and the next turn working."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -156,3 +158,48 @@ def test_a_session_survives_the_sigkill_of_its_replica_behind_haproxy(deployment
         if "seq" in (m.get("params") or {})
     ]
     assert got == [(n, m["type"], m["payload"]) for n, m in zip(seqs, messages, strict=True)]
+
+
+def test_a_remote_session_gets_the_approval_asked_again_after_its_replica_dies(deployment, sandbox: Sandbox):
+    """`RemoteSession` through HAProxy: its request handler is asked on the owner, which is
+    SIGKILLed before the handler answers; re-attached through HAProxy from its `seq`, the
+    handler is asked again by the replica that took the session over, approves, and the same
+    `prompt()` yields the rest of the turn up to its TurnEnd."""
+    from soulwire.sdk.remote import RemoteSession
+
+    base, replicas, url = deployment
+    token = replicas[0].token
+    created = httpx2.post(
+        base + "/api/sessions", json={}, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert created.status_code == 201, created.text
+    session = created.json()["id"]
+    ws = base.replace("http://", "ws://") + f"/ws/sessions/{session}"
+    asked: list[str] = []
+
+    def on_request(kind: str, payload: dict[str, Any]) -> Any:
+        asked.append(payload["id"])
+        if len(asked) == 1:  # on the owner: it dies before the answer
+            with psycopg.connect(url) as conn:
+                row = conn.execute("SELECT owner FROM sw_owners WHERE session_id = %s", (session,)).fetchone()
+            assert row is not None
+            (owner,) = [r for r in replicas if r.base == row[0]]
+            sandbox.scripts = ["text: the rest of the turn"]
+            sandbox.write()  # (the replica taking over reads its script when it opens the session)
+            os.killpg(owner.proc.pid, signal.SIGKILL)
+            return None  # left to the deadline: the owner is gone anyway
+        return {"request_id": payload["id"], "response": "approve"}
+
+    async def main() -> list[dict[str, Any]]:
+        async with RemoteSession.attach(ws, token, on_request=on_request) as remote:
+            return [event async for event in remote.prompt("run it")]
+
+    events = anyio.run(main)
+    assert len(asked) == 2 and asked[0] == asked[1]  # the same request, asked again
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "TurnBegin" and kinds[-1] == "TurnEnd" and kinds.count("TurnBegin") == 1
+    results = [e["payload"] for e in events if e["type"] == "ToolResult"]
+    assert len(results) == 1 and results[0]["return_value"]["is_error"] is False
+    assert "the rest of the turn" in json.dumps(events)
+    seqs = [e["seq"] for e in events if "seq" in e]
+    assert seqs == sorted(set(seqs))  # nothing twice
