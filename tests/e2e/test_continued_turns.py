@@ -176,4 +176,8 @@ def test_a_turn_killed_in_its_model_call_is_closed_by_the_host_that_takes_it_ove
     messages = wire_messages(rig.dir / "wire.jsonl")
     assert_well_formed(messages)
     assert [m["type"] for m in messages][-3:] == ["StepInterrupted", "Notification", "TurnEnd"]
-    assert messages[-2]["payload"]["type"] == "turn.interrupted"
+    notice = messages[-2]["payload"]
+    assert (
+        notice["type"] == "turn.interrupted" and notice["payload"]["lost"] == "the model's reply in progress"
+    )
+    assert notice["body"].endswith("; lost: the model's reply in progress.")
