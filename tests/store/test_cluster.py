@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx2
 import psycopg
 import pytest
@@ -203,3 +204,54 @@ def test_a_remote_session_gets_the_approval_asked_again_after_its_replica_dies(d
     assert "the rest of the turn" in json.dumps(events)
     seqs = [e["seq"] for e in events if "seq" in e]
     assert seqs == sorted(set(seqs))  # nothing twice
+
+
+def test_an_sdk_turn_whose_replica_dies_while_a_call_runs_fails_as_interrupted(deployment, sandbox: Sandbox):
+    """Through HAProxy, the SDK's `Session` runs a turn whose approved Shell call is running
+    (nothing waits for an approval) when the owner is SIGKILLed: the replica that takes the
+    session over closes the turn as interrupted, and the SDK's turn — re-attached, naming its
+    prompt — fails with that error instead of waiting for an answer that cannot come; the
+    next prompt works."""
+    from soulwire import sdk
+    from soulwire.sdk.errors import InvalidStateError
+    from tests.e2e.test_faults_lifetime import processes_with
+
+    base, replicas, url = deployment
+    tag = "31.7182"
+    sandbox.scripts = ["text: running\n" + call("tc-1", "Shell", {"command": f"sleep {tag}"})]
+    sandbox.write()  # (read by the replica that opens the session)
+    token = replicas[0].token
+    created = httpx2.post(
+        base + "/api/sessions", json={}, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert created.status_code == 201, created.text
+    session = created.json()["id"]
+    ws = base.replace("http://", "ws://") + f"/ws/sessions/{session}"
+    stream = sdk.Session.attach(
+        ws, token, on_approval=lambda _a: sdk.ApprovalDecision.approve(), reconnect_timeout=60
+    )
+
+    def kill_owner() -> None:
+        assert wait_for(lambda: bool(processes_with(tag))), "the call never ran"
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT owner FROM sw_owners WHERE session_id = %s", (session,)).fetchone()
+        assert row is not None
+        (owner,) = [r for r in replicas if r.base == row[0]]
+        sandbox.scripts = ["text: after the failover"]
+        sandbox.write()
+        os.killpg(owner.proc.pid, signal.SIGKILL)
+        for pid in processes_with(tag):  # (the call's own process group outlived its replica)
+            os.kill(pid, signal.SIGKILL)
+
+    async def main() -> str:
+        async with stream:
+            turn = stream.prompt("run it")
+            await anyio.to_thread.run_sync(kill_owner)
+            with pytest.raises(InvalidStateError) as failed:
+                await turn
+            assert failed.value.data == {"reason": "interrupted"}
+            return (await stream.prompt("and now?")).text
+
+    assert "after the failover" in anyio.run(main)
+    kinds = recorded_kinds(url, session)
+    assert kinds.count("TurnBegin") == 2 and kinds.count("TurnEnd") == 2
