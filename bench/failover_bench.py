@@ -8,8 +8,9 @@ created through HAProxy, a Wire client attached through HAProxy (`since_seq`), a
 tool call waits for an approval; then the owning replica (found in `sw_owners`) is SIGKILLed and
 the client does what the SDK's RemoteSession does: re-connects through HAProxy at once (then
 every 0.2 s while refused), re-attaching from its last `seq`. Measured from the SIGKILL to the
-first `event` message that reaches the client from the new owner: the recorded end of the
-interrupted turn when the re-attach is complete (`path: backlog`); when the new owner cannot
+first `event` message that reaches the client from the new owner: the recorded start of the
+continued turn (its `turn.resumed` notice: the approval is asked again) when the re-attach is
+complete (`path: backlog`); when the new owner cannot
 send what was missed (`complete: false`), the client sends its next prompt and the event is
 that turn's `TurnBegin` (`path: prompt`). Also reported: when the client saw its connection
 drop, and when the new owner answered the attach. The killed replica is started again on its

@@ -96,28 +96,76 @@ def test_a_killed_server_restarts_with_its_sessions_and_says_what_it_loaded(serv
         again.close()
 
 
-def test_a_turn_the_killed_server_left_open_shows_as_interrupted_after_the_restart(serve, sandbox):
-    """What the web UI draws: the history of the reopened session ends the killed turn, and the
-    tool call that was waiting for its approval has an error result saying why (the approval
-    itself answered first, so no face keeps waiting for it)."""
+def test_a_turn_the_killed_server_left_waiting_for_an_approval_continues_after_the_restart(serve, sandbox):
+    """A server killed while a turn waits for an approval (its model call done, its tool call
+    asked about) takes the session over from its files when it restarts, as a replica does
+    from the database: the approval is asked again — the same request, the same call — the
+    call runs once it is approved, and the turn goes on to its end (one turn in the record,
+    every message once); a client that names its unanswered prompt gets that prompt's answer."""
     server = serve(call("c1", "Shell", {"command": "echo hi"}))
     session = server.create_session()
     ws = server.ws(session, since_seq=0)
     ws.until(is_attached)
     ws.initialize(serve={"seq": True})
-    ws.request("prompt", {"user_input": "do A"})
+    prompt_id = ws.request("prompt", {"user_input": "do A"})
     asked = ws.until(lambda m: m.get("method") == "request")[-1]  # the approval the user never gave
+    os.killpg(server.proc.pid, signal.SIGKILL)
+    server.proc.wait()
+
+    sandbox.scripts = ["text: done after the restart", "text: and B"]  # the steps of the new process
+    again = ServeProcess(sandbox)
+    try:
+        ws = again.ws(session, since_seq=0, client_key="k" * 20, prompt_id=prompt_id)
+        seen = ws.until(lambda m: m.get("method") == "request")
+        reissued = seen[-1]
+        before, after = (dict(m["params"]["payload"], source_id=None) for m in (asked, reissued))
+        assert after == before  # the same request id, call, action and display
+        ws.respond(reissued["id"], {"request_id": reissued["params"]["payload"]["id"], "response": "approve"})
+        rest = ws.until(lambda m: m.get("id") == prompt_id)
+        assert rest[-1]["result"] == {"status": "finished"}  # the prompt's answer, from the new process
+        history = again.api("GET", f"/api/sessions/{session}/history").json()["records"]
+        kinds = [r["type"] for r in history]
+        assert kinds.count("TurnBegin") == 1 and kinds.count("TurnEnd") == 1 and kinds[-1] == "TurnEnd"
+        assert kinds.count("ToolCall") == 1 and kinds.count("ToolResult") == 1
+        result = next(r for r in history if r["type"] == "ToolResult")["payload"]
+        assert result["tool_call_id"] == "c1" and result["return_value"]["is_error"] is False
+        assert "hi" in json.dumps(result["return_value"])
+        resumed = next(r for r in history if r["type"] == "Notification")["payload"]
+        assert resumed["type"] == "turn.resumed" and resumed["payload"]["asked"] == ["c1"]
+        assert [r["payload"]["n"] for r in history if r["type"] == "StepBegin"] == [1, 2]
+        after_the_call = history[kinds.index("StepBegin", kinds.index("ToolResult")) :]
+        assert "done after the restart" in json.dumps(after_the_call)
+        ws.initialize(serve={"seq": True})
+        _, done = ws.call("prompt", {"user_input": "do B"})
+        assert done["result"]["status"] == "finished", done
+        assert "Traceback" not in "".join(again.stderr_lines)
+    finally:
+        again.close()
+
+
+def test_a_turn_the_killed_server_left_running_a_call_shows_as_interrupted_after_the_restart(serve, sandbox):
+    """What the web UI draws: a turn killed while nothing waited for an approval (its tool call
+    ran) is closed in the history of the reopened session, the call with an error result saying
+    why; a client that names its unanswered prompt is told it was interrupted."""
+    sandbox.config_extra["default_yolo"] = True
+    server = serve(call("c1", "Shell", {"command": "sleep 600"}))
+    session = server.create_session()
+    ws = server.ws(session, since_seq=0)
+    ws.until(is_attached)
+    ws.initialize(serve={"seq": True})
+    prompt_id = ws.request("prompt", {"user_input": "do A"})
+    ws.until(lambda m: is_event("ToolCall")(m))
     os.killpg(server.proc.pid, signal.SIGKILL)
     server.proc.wait()
 
     sandbox.scripts = ["text: after the restart"]
     again = ServeProcess(sandbox)
     try:
-        ws = again.ws(session, since_seq=0)
-        ws.until(is_attached)
+        ws = again.ws(session, since_seq=0, prompt_id=prompt_id)
+        answer = ws.until(lambda m: m.get("id") == prompt_id)[-1]
+        assert answer["error"]["data"] == {"reason": "interrupted"}
         history = again.api("GET", f"/api/sessions/{session}/history").json()["records"]
-        assert [r["type"] for r in history][-5:] == [
-            "ApprovalResponse",
+        assert [r["type"] for r in history][-4:] == [
             "ToolResult",
             "StepInterrupted",
             "Notification",
@@ -126,11 +174,6 @@ def test_a_turn_the_killed_server_left_open_shows_as_interrupted_after_the_resta
         value = history[-4]["payload"]["return_value"]
         assert history[-4]["payload"]["tool_call_id"] == "c1" and value["is_error"] is True
         assert value["message"] == "interrupted: the engine stopped before this call finished"
-        assert history[-5]["payload"] == {
-            "request_id": asked["params"]["payload"]["id"],
-            "response": "reject",
-            "feedback": "interrupted: the engine stopped before this approval was answered",
-        }
         ws.initialize(serve={"seq": True})
         _, done = ws.call("prompt", {"user_input": "do B"})
         assert done["result"]["status"] == "finished"

@@ -102,3 +102,16 @@ def test_the_approvals_left_waiting_are_answered_once_and_forgotten():
         ("r2", "reject"),
     ]
     assert store.load_state() == {"custom_title": "t"}  # answered: no longer waiting
+
+
+def test_approvals_kept_with_their_calls_are_answered_by_a_resume_that_closes_the_turn():
+    """The state keeps `{id, tool_call_id}` for each waiting approval (a host that continues the
+    turn asks them again: engine/recovery.py); the CLI's resume closes the turn and answers them."""
+    store = MemoryBackend().open("s")
+    store.save_state({"pending_approvals": [{"id": "r1", "tool_call_id": "c1"}]})
+    for record in (m("TurnBegin", user_input="do A"), m("StepBegin", n=1), call("c1")):
+        store.record_wire(record)
+    close_interrupted_turn(store, Context(store, "prompt"))
+    closing = list(store.wire_records())[3:]
+    assert [r["type"] for r in closing][:2] == ["ApprovalResponse", "ToolResult"]
+    assert closing[0]["payload"]["request_id"] == "r1" and store.load_state() == {}

@@ -6,21 +6,28 @@ session. Marked `browser`."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+import httpx2
 import psycopg
 import pytest
 
 from tests.postgres_cluster import PASSWORD, Cluster
 from tests.server.serve_client import ServeProcess
 from tests.store.conftest import pg_cluster
-from tests.store.test_serve_replicas import PG_ENV
+from tests.store.test_cluster import deployment
+from tests.store.test_serve_replicas import PG_ENV, wait_for
 from tests.web.browser import open_page
 from tests.wire_client import Sandbox
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("postgres")]
-__all__ = ["pg_cluster"]  # (the PostgreSQL cluster fixture of tests/store)
+__all__ = ["deployment", "pg_cluster"]  # (fixtures of tests/store: the cluster, the replicas behind HAProxy)
 
 
 @pytest.fixture
@@ -64,4 +71,71 @@ def test_a_page_on_another_replica_watches_the_session_and_takes_control_on_its_
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT owner FROM sw_owners WHERE session_id = %s", (session,)).fetchone()
     assert row == (a.base,)  # every turn ran on A
+    assert not web.dialogs, web.dialogs
+
+
+@dataclass
+class _Front:
+    """HAProxy in front of the replicas, as `open_page` sees a server."""
+
+    base: str
+    token: str
+
+
+def test_a_page_through_haproxy_answers_the_approval_asked_again_after_its_replica_dies(
+    chromium, deployment: tuple[str, list[ServeProcess], str], sandbox: Sandbox
+):
+    """The web UI through HAProxy: a turn waits for an approval (the dialog is open) when the
+    owning replica is SIGKILLed; the page reconnects through HAProxy to another replica, which
+    takes the session over and asks the approval again; approving it in the page runs the call
+    there and the turn ends normally, every recorded message once; the next prompt works."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    base, replicas, url = deployment
+    token = replicas[0].token
+    created = httpx2.post(
+        base + "/api/sessions", json={}, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert created.status_code == 201, created.text
+    session = created.json()["id"]
+    web = open_page(chromium, _Front(base, token))  # type: ignore[arg-type]
+    web.open_session(session)
+    web.send("run it")
+    web.approval().get_by_text("echo ok").first.wait_for()
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT owner FROM sw_owners WHERE session_id = %s", (session,)).fetchone()
+    assert row is not None
+    (owner,) = [r for r in replicas if r.base == row[0]]
+    sandbox.scripts = ["text: the rest of the turn", "text: after the failover"]
+    sandbox.write()  # (the replica taking over reads its script when it opens the session)
+    os.killpg(owner.proc.pid, signal.SIGKILL)
+
+    def taken_over() -> bool:
+        with psycopg.connect(url) as conn:
+            found = conn.execute("SELECT owner FROM sw_owners WHERE session_id = %s", (session,)).fetchone()
+        return found is not None and found[0] != owner.base
+
+    assert wait_for(taken_over, timeout=60)
+    rest = web.page.locator(".transcript").get_by_text("the rest of the turn").first
+    approve = web.page.locator("dialog.request-dialog[open]").get_by_role("button", name="Approve Y")
+    deadline = time.monotonic() + 60
+    while not rest.is_visible():
+        assert time.monotonic() < deadline, "the turn did not go on"
+        try:  # (an answer given before the page was back is lost with the old connection: the
+            approve.click(timeout=1_000)  # new owner asks again, in a new dialog)
+        except PlaywrightTimeout:
+            continue
+    web.wait_idle()
+    web.send("and now?")
+    web.wait_text("after the failover")
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT seq, kind, message FROM sw_wire WHERE session_id = %s ORDER BY seq", (session,)
+        ).fetchall()
+    assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
+    kinds = [r[1] for r in rows]
+    assert kinds.count("TurnBegin") == 2 and kinds.count("TurnEnd") == 2 and kinds.count("ToolResult") == 1
+    result = json.loads(next(r[2] for r in rows if r[1] == "ToolResult"))["payload"]["return_value"]
+    assert result["is_error"] is False and "ok" in json.dumps(result)
+    assert all("WebSocket" in e for e in web.errors), web.errors  # (the dead replica's socket)
     assert not web.dialogs, web.dialogs

@@ -91,12 +91,28 @@ class ApprovalBroker:
         self._pending: dict[str, _Pending] = {}
         self.on_pending: Callable[[], None] | None = None
         """Called when a request starts or stops waiting (the state keeper records which do,
-        so that a process killed meanwhile has them answered when the session reopens)."""
+        so that a process killed meanwhile has them asked again, or answered, when the session
+        reopens: engine/recovery.py)."""
+        self.reissue: dict[str, str] = {}
+        """Tool call id → the id of the approval request a process that died had asked for it:
+        the continued turn asks again under the same id (engine/recovery.py)."""
 
     @property
     def pending_ids(self) -> list[str]:
         """The requests the client was asked and has not answered, oldest first."""
         return list(self._pending)
+
+    @property
+    def pending_entries(self) -> list[dict[str, str]]:
+        """What the state keeps of the requests waiting for an answer (`id`, `tool_call_id`,
+        and `agent_id` for a sub-agent's), the ones still to be asked again included."""
+        entries = [{"id": i, "tool_call_id": c} for c, i in self.reissue.items()]
+        for request_id, pending in self._pending.items():
+            entry = {"id": request_id, "tool_call_id": pending.asked.tool_call_id}
+            if pending.asked.agent_id is not None:
+                entry["agent_id"] = pending.asked.agent_id
+            entries.append(entry)
+        return entries
 
     @property
     def bypassed(self) -> bool:
@@ -135,7 +151,7 @@ class ApprovalBroker:
         elif self.bypassed or (asked.confined and self.mode == "on-escape"):
             return ApprovalOutcome(approved=True)
         request = ApprovalRequest(
-            id=uuid4(),
+            id=self.reissue.pop(asked.tool_call_id, None) or uuid4(),
             tool_call_id=asked.tool_call_id,
             sender=asked.sender,
             action=asked.action,

@@ -4,7 +4,7 @@ for (spec §4.1). Every started turn ends with TurnEnd, whatever ends it."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -30,7 +30,13 @@ from soulwire.llm.errors import (
 from soulwire.llm.message import Message
 from soulwire.llm.provider import ChatRequest, StreamResult, ToolSpec
 from soulwire.llm.registry import ResolvedModel
-from soulwire.sessions.interrupted import CANCELLED, STEP_FAILED, interrupted_result
+from soulwire.sessions.interrupted import (
+    CANCELLED,
+    ENGINE_STOPPED,
+    STEP_FAILED,
+    interrupted_result,
+    resumed_notice,
+)
 from soulwire.tools.base import (
     Approver,
     ClientTools,
@@ -72,6 +78,7 @@ if TYPE_CHECKING:
     from soulwire.engine.dmail import DMailBox
     from soulwire.engine.flows import Flow
     from soulwire.engine.overlay import OverlayTurns
+    from soulwire.engine.recovery import Continuation
     from soulwire.engine.workspace import Workspace
     from soulwire.tools.mcp_client import MCPManager
     from soulwire.tools.sandbox import SandboxPolicy
@@ -217,7 +224,18 @@ class Soul:
         `internal`: the engine's own prompt (print mode's word that background tasks ended),
         not the user's: no UserPromptSubmit hook, slash command or Ralph loop."""
         self.bus.emit(TurnBegin(user_input=user_input))
-        self._asked = False
+        return await self._turn(lambda: self._turn_body(user_input, internal=internal), asked=False)
+
+    async def continue_turn(self, plan: Continuation) -> TurnOutcome:
+        """Continue the turn a dead process left waiting for approvals (engine/recovery.py),
+        inside the TurnBegin it recorded: the waiting calls run again (and ask again), the
+        loop goes on from the next step, and the turn ends with TurnEnd as `run`'s do."""
+        return await self._turn(lambda: self._continue(plan), asked=True)
+
+    async def _turn(self, body: Callable[[], Awaitable[TurnOutcome]], *, asked: bool) -> TurnOutcome:
+        """What every turn does around its body: the meter, checkpoints and overlay, and
+        TurnEnd however it ends (`asked`: the request is in the context already)."""
+        self._asked = asked
         meter = self.meter
         if meter is not None:
             meter.turn_begin()
@@ -226,20 +244,7 @@ class Soul:
                 await self.workspace.turn_begin()
             if self.overlay is not None:
                 await self.overlay.turn_begin()
-            if internal:
-                return await self.inner_turn(user_input)
-            # UserPromptSubmit runs inside the turn (TurnBegin first, unlike the reference):
-            # clients expect every event of a prompt between TurnBegin and TurnEnd.
-            refusal = await hook_points.prompt_refusal(self.hooks, user_input)
-            if refusal is not None:
-                self.bus.emit(TextPart(text=refusal))
-                return TurnOutcome("finished")
-            command = parse_slash(user_input)
-            if command is not None:
-                return await self.slash_commands.run(self, command) or TurnOutcome("finished")
-            if self.loop_control.max_ralph_iterations != 0:
-                return await self._ralph(user_input)
-            return await self.inner_turn(user_input)
+            return await body()
         except BaseException as exc:
             if self._asked:  # the model must know this request was not finished
                 cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
@@ -255,6 +260,43 @@ class Soul:
                 await self.workspace.turn_end()
             self.bus.emit(TurnEnd())
             self.bus.flush()
+
+    async def _turn_body(self, user_input: UserInput, *, internal: bool) -> TurnOutcome:
+        if internal:
+            return await self.inner_turn(user_input)
+        # UserPromptSubmit runs inside the turn (TurnBegin first, unlike the reference):
+        # clients expect every event of a prompt between TurnBegin and TurnEnd.
+        refusal = await hook_points.prompt_refusal(self.hooks, user_input)
+        if refusal is not None:
+            self.bus.emit(TextPart(text=refusal))
+            return TurnOutcome("finished")
+        command = parse_slash(user_input)
+        if command is not None:
+            return await self.slash_commands.run(self, command) or TurnOutcome("finished")
+        if self.loop_control.max_ralph_iterations != 0:
+            return await self._ralph(user_input)
+        return await self.inner_turn(user_input)
+
+    async def _continue(self, plan: Continuation) -> TurnOutcome:
+        """The rest of the step that was waiting (its finished calls keep their results, the
+        running ones are told they were cut short), then the agent loop from the next step."""
+        self.rejected = False
+        calls = plan.calls
+        values: list[ToolReturnValue | None] = [plan.results.get(c.id) for c in calls]
+        published = [v is not None for v in values]  # (on record already)
+        for index, call in enumerate(calls):
+            if values[index] is None and call.id not in plan.asked:
+                values[index] = interrupted_result(ENGINE_STOPPED)
+        self.bus.emit(resumed_notice(list(plan.asked), plan.interrupted))
+        if self.mcp is not None:  # a waiting call may be an MCP server's
+            await self.mcp.settle(self.bus.emit)
+        run = [i for i, c in enumerate(calls) if c.id in plan.asked]
+        if not await self._step_tools(plan.step, calls, values, published, run):
+            self.steps_run = plan.step
+            return TurnOutcome("finished")
+        # (the model is needed from here on: without one the turn ends as a prompt's would,
+        # its calls answered in both records)
+        return await self._run_loops(self._require_model(""), first=plan.step + 1)
 
     async def inner_turn(self, user_input: UserInput) -> TurnOutcome:
         """The body of a turn (no TurnBegin/TurnEnd of its own): the input joins the context
@@ -318,13 +360,13 @@ class Soul:
             self.bus.emit(SteerInput(user_input=user_input))
         return bool(steers)
 
-    async def _run_loops(self, model: ResolvedModel) -> TurnOutcome:
-        """The agent loop, then the Stop hooks: one that blocks with a reason gets one more
-        loop, with the reason as the user's message."""
+    async def _run_loops(self, model: ResolvedModel, *, first: int = 1) -> TurnOutcome:
+        """The agent loop (from step `first`), then the Stop hooks: one that blocks with a
+        reason gets one more loop, with the reason as the user's message."""
         if self.mcp is not None:  # servers still connecting are waited for (spec §4 step 3)
             await self.mcp.settle(self.bus.emit)
         try:
-            outcome = await self._agent_loop(model)
+            outcome = await self._agent_loop(model, first=first)
             if outcome.status == "finished":
                 reason = await hook_points.stop(self.hooks, active=False)
                 if reason is not None:
@@ -355,9 +397,9 @@ class Soul:
             raise LLMNotSupported(self.model.model_name, missing)
         return self.model
 
-    async def _agent_loop(self, model: ResolvedModel) -> TurnOutcome:
+    async def _agent_loop(self, model: ResolvedModel, *, first: int = 1) -> TurnOutcome:
         limit = self.loop_control.max_steps_per_turn
-        n = 0
+        n = first - 1
         while True:
             n += 1
             if n > limit:
@@ -534,14 +576,30 @@ class Soul:
         self.context.append(Message(role="assistant", content=parts, tool_calls=calls or None))
         if result.usage is not None:
             self.context.record_usage(result.usage.total)
-        plan_mode = self.plan_mode()
         values: list[ToolReturnValue | None] = [None] * len(calls)
-        published: list[bool] = [False] * len(calls)
+        if allowed < len(calls):  # the budget does not let the others run: their result says so
+            from soulwire.engine.budget import not_run
+
+            refused = not_run(meter.ledger.hit if meter is not None else None)
+            values[allowed:] = [refused] * (len(calls) - allowed)
+        return await self._step_tools(n, calls, values, [False] * len(calls), range(allowed))
+
+    async def _step_tools(
+        self,
+        n: int,
+        calls: Sequence[ToolCall],
+        values: list[ToolReturnValue | None],
+        published: list[bool],
+        run: Sequence[int],
+    ) -> bool:
+        """Run the step's calls at indices `run` (the others have their value already) and
+        close every call; True when the loop should run another step."""
+        plan_mode = self.plan_mode()
         contexts = self._tool_contexts(calls)
         try:
             if self.workspace is not None and calls:
                 await self.workspace.before_tools(n, [c.function.name for c in calls])
-            await self._run_tools(calls, contexts, values, published, allowed)
+            await self._run_tools(calls, contexts, values, published, run)
         except BaseException as exc:
             why = CANCELLED if isinstance(exc, anyio.get_cancelled_exc_class()) else STEP_FAILED
             self._close_calls(calls, values, published, why)
@@ -591,11 +649,11 @@ class Soul:
         contexts: list[ToolContext],
         values: list[ToolReturnValue | None],
         published: list[bool],
-        allowed: int,
+        run: Sequence[int],
     ) -> None:
-        """Run the step's first `allowed` tool calls concurrently, filling `values` (the budget
-        does not let the others run: they get a result that says so); results are published in
-        call order, each marked in `published`."""
+        """Run the step's tool calls at indices `run` concurrently, filling `values` (the
+        others have theirs: refused by the budget, or recorded by a process that died);
+        results not published yet are published in call order, each marked in `published`."""
         if not calls:
             return
         done = [anyio.Event() for _ in calls]
@@ -617,19 +675,16 @@ class Soul:
                 del self.running_calls[call.id]
                 done[index].set()
 
-        if allowed < len(calls):
-            from soulwire.engine.budget import not_run
-
-            refused = not_run(meter.ledger.hit if meter is not None else None)
-            values[allowed:] = [refused] * (len(calls) - allowed)
-            for event in done[allowed:]:
+        running = set(run)
+        for index, event in enumerate(done):
+            if index not in running:
                 event.set()
         async with anyio.create_task_group() as group:
-            for index in range(allowed):
+            for index in run:
                 group.start_soon(run_one, index)
             for index, call in enumerate(calls):
                 await done[index].wait()
                 value = values[index]
-                if value is not None:
+                if value is not None and not published[index]:
                     self.bus.emit(ToolResult(tool_call_id=call.id, return_value=value))
                     published[index] = True

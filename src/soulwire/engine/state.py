@@ -32,8 +32,9 @@ _SAVE_AFTER = (ToolResult, StatusUpdate, TurnEnd)
 _PLAN_KEYS = ("plan_slug", "plan_session_id")
 """Which plan file belongs to the session (engine/plan.py)."""
 PENDING_APPROVALS_KEY = "pending_approvals"
-"""The ids of the approval requests waiting for the client's answer, while any do (a process
-killed meanwhile leaves them for the next one to answer: engine/recovery.py)."""
+"""The approval requests waiting for the client's answer, while any do: `{id, tool_call_id}`
+each (`agent_id` too for a sub-agent's; older sessions kept the ids alone). A process killed
+meanwhile leaves them for the next one to ask again or answer: engine/recovery.py."""
 
 
 def default_state() -> dict[str, Any]:
@@ -178,7 +179,7 @@ class StateKeeper:
                 state[key] = self._live[key]
         for key, read in self.extras.items():
             state[key] = read()
-        pending = self._broker.pending_ids
+        pending = self._broker.pending_entries
         if pending:
             state[PENDING_APPROVALS_KEY] = pending
         else:

@@ -27,7 +27,7 @@ from soulwire.engine.hooks import Hook, HookEngine
 from soulwire.engine.plan import PlanMode
 from soulwire.engine.plan_tools import EnterPlanMode, ExitPlanMode
 from soulwire.engine.questions import AskUserQuestion, QuestionAsker
-from soulwire.engine.recovery import close_interrupted_turn
+from soulwire.engine.recovery import Continuation, close_interrupted_turn, plan_continuation
 from soulwire.engine.skills import SkillCatalog, session_skills
 from soulwire.engine.slash import default_commands
 from soulwire.engine.soul import Soul
@@ -124,6 +124,12 @@ class Runtime:
     """The session's budget and what it spent (engine/budget.py)."""
     models: SessionModels | None = None
     """Every model the session resolved (its providers are closed when it ends)."""
+    continuation: Continuation | None = None
+    """The turn a dead process left waiting for approvals, to be continued by the host
+    (`SessionOptions.continue_turn`; engine/recovery.py) — taken when it starts."""
+    interrupted_turn: bool = False
+    """With `continue_turn`: the session opened with a turn a dead process left open (then
+    continued, or closed as interrupted)."""
 
     def attach_client(self, channel: ClientChannel) -> None:
         """Route approvals, questions, client hooks and external tool calls to a connected client."""
@@ -302,11 +308,19 @@ def build_runtime(
         arguments = builtin_args(options.work_dir, list(options.add_dirs), skills.prompt_section())
         prompt = render_system_prompt(agent, arguments)
     context = Context(session.store, prompt)
-    # The last process may have died inside a turn: close it in both records (and the turns
-    # of the sub-agents it was running), so that the model and every face know.
-    left_running = close_interrupted_turn(session.store, context)
-    if left_running:
-        close_interrupted_subagents(session.store.dir, left_running, PROTOCOL_VERSION)
+    # The last process may have died inside a turn: a host that takes sessions over (serve)
+    # continues one that was only waiting for approvals (not in an overlay: its writes died
+    # with it); any other is closed in both records (and the turns of the sub-agents it was
+    # running), so that the model and every face know.
+    overlay = (options.overlay or config.overlay) != "off" or (session.store.dir / "overlay").exists()
+    interrupted = options.continue_turn and session.store.has_open_turn()
+    continuation = plan_continuation(session.store, context) if interrupted and not overlay else None
+    if continuation is not None:
+        broker.reissue = dict(continuation.asked)
+    else:
+        left_running = close_interrupted_turn(session.store, context)
+        if left_running:
+            close_interrupted_subagents(session.store.dir, left_running, PROTOCOL_VERSION)
     toolset = Toolset()
     soul = Soul(
         bus=bus,
@@ -388,7 +402,9 @@ def build_runtime(
         from soulwire.runtime.checkpoints import enable_checkpoints
 
         enable_checkpoints(runtime)
-    if (options.overlay or config.overlay) != "off" or (session.store.dir / "overlay").exists():
+    runtime.continuation = continuation
+    runtime.interrupted_turn = interrupted
+    if overlay:
         from soulwire.runtime.overlay import enable_overlay
 
         enable_overlay(runtime)

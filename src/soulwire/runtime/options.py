@@ -38,6 +38,10 @@ class SessionOptions(SessionSettings):
     stores: SessionStores | None = None
     """Where the session is kept (None: the share dir's files; `serve --store` passes its
     PostgreSQL stores)."""
+    continue_turn: bool = False
+    """A turn a dead process left waiting only for approvals is continued — its approvals
+    asked again — instead of closed as interrupted (`serve`, which takes sessions over from
+    their store; engine/recovery.py). The CLI's resume closes it."""
     keep_empty_session: bool = False
     """Keep the session's directory at close even when nothing was said (a server's session
     exists from its creation on)."""

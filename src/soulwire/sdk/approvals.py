@@ -195,12 +195,22 @@ class Approval(_Pending):
         if not self._claim(by):
             return False
         self.decision = decision
+        self._respond(self.request_id, self._result(decision))
+        self._settle()
+        return True
+
+    def _result(self, decision: ApprovalDecision) -> dict[str, Any]:
         result: dict[str, Any] = {"request_id": self.request.id, "response": decision.response}
         if decision.feedback:
             result["feedback"] = decision.feedback
-        self._respond(self.request_id, result)
-        self._settle()
-        return True
+        return result
+
+    def asked_again(self) -> None:
+        """The engine sent this request again (a re-attach, or a replica that took the session
+        over and asks again): the answer given, if any, is sent again (it may have been lost
+        with the old connection); one not given yet is still being asked."""
+        if self.answered and self.decision is not None:
+            self._respond(self.request_id, self._result(self.decision))
 
     def approve(self) -> bool:
         """Run the tool this once."""

@@ -5,8 +5,11 @@ The link's stream survives dropped connections: it re-opens the WebSocket from t
 `seq` it delivered (taking the controller role back, with the same `client_key` so answers
 to requests sent before the drop arrive on the new connection), drops anything numbered at
 or below that `seq` (nothing is delivered twice), and answers a request the server sends
-again (`resent`) with the answer it already gave, if it gave one. The peer above never
-notices. The `websockets` library is imported when the link connects."""
+again (`resent`) with the answer it already gave, if it gave one (and delivers one it never
+saw). A prompt still unanswered is named when re-attaching (`prompt_id`): a replica that took
+the session over after its owner died answers it when the turn it continued ends (or says it
+was interrupted). The peer above never notices. The `websockets` library is imported when the
+link connects."""
 
 from __future__ import annotations
 
@@ -94,6 +97,12 @@ class ReconnectingStream:
         self._lines: deque[bytes] = deque()
         self._outbox: deque[bytes] = deque()
         self._answers: OrderedDict[str, bytes] = OrderedDict()
+        self._delivered: OrderedDict[str, None] = OrderedDict()
+        """Ids of the requests delivered to the peer (one sent again that is not among them
+        was never seen here: it is delivered)."""
+        self._prompt: str | None = None
+        """The id of our `prompt` not answered yet (sent as `prompt_id` when re-attaching: a
+        replica that took the session over answers it; server/takeover.py)."""
         self._closing = False
         self._broken = False
         self.ended = anyio.Event()
@@ -109,6 +118,8 @@ class ReconnectingStream:
         }
         if self.epoch is not None:
             query["epoch"] = self.epoch
+        if again and self._prompt is not None:
+            query["prompt_id"] = self._prompt
         if self.mode == "controller" and (again or self._take):
             query["take"] = 1  # our old connection may still count as the controller
         return f"{self.url}?{urlencode(query)}"
@@ -186,10 +197,9 @@ class ReconnectingStream:
         seq = seq_of(line)
         if seq is not None:
             if seq <= self.last_seq:
-                self._answer_again(line)
-                return None
+                return self._sent_again(line)
             self.last_seq = seq
-            return line
+            return self._delivering(line)
         if line.startswith(b'{"jsonrpc":"2.0","method":"attached"'):
             params = json.loads(line).get("params") or {}
             self.attached = params
@@ -198,17 +208,39 @@ class ReconnectingStream:
                 self.complete = False
                 self.last_seq = int(params.get("last_seq") or 0)
             return None
+        if (
+            self._prompt is not None
+            and b'"method"' not in line[:40]
+            and json.loads(line).get("id") == self._prompt
+        ):
+            self._prompt = None  # answered
+        return self._delivering(line)
+
+    def _delivering(self, line: bytes) -> bytes:
+        """`line`, delivered: a request's id is remembered."""
+        if b'"method":"request"' in line[:80]:
+            request_id = json.loads(line).get("id")
+            if isinstance(request_id, str):
+                self._delivered[request_id] = None
+                while len(self._delivered) > MAX_ANSWERS:
+                    self._delivered.popitem(last=False)
         return line
 
-    def _answer_again(self, line: bytes) -> None:
+    def _sent_again(self, line: bytes) -> bytes | None:
         """A request sent again after a reconnect: repeat the answer we gave (it may have
-        been lost with the old connection); one not answered yet is being answered."""
+        been lost with the old connection); one delivered and not answered yet is being
+        answered; one never delivered (asked again by a replica that took the session over,
+        or sent just as the old connection died) is delivered now."""
         if b'"resent":true' not in line:
-            return
+            return None
         request_id = json.loads(line).get("id")
-        answer = self._answers.get(request_id) if isinstance(request_id, str) else None
+        if not isinstance(request_id, str):
+            return None
+        answer = self._answers.get(request_id)
         if answer is not None:
             self._outbox.append(answer)
+            return None
+        return None if request_id in self._delivered else self._delivering(line)
 
     # -- sending ------------------------------------------------------------------------
     @property
@@ -224,6 +256,9 @@ class ReconnectingStream:
                 self._answers[request_id] = message
                 while len(self._answers) > MAX_ANSWERS:
                     self._answers.popitem(last=False)
+        elif b'"method":"prompt"' in message[:80]:
+            request_id = json.loads(message).get("id")
+            self._prompt = request_id if isinstance(request_id, str) else None
         self._outbox.append(message)
 
     async def drain(self) -> None:

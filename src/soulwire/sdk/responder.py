@@ -151,6 +151,10 @@ class Responder:
         pending.start_timer(self.timeout)
 
     def _approval(self, conn: Engine, request_id: str, request: ApprovalRequest, turn: Turn | None) -> None:
+        known = self.pending.get(request.id)
+        if isinstance(known, Approval):  # the same request again: one question, one answer
+            known.asked_again()
+            return
         bound = turn is not None
         approval = Approval(
             request, request_id, conn.respond, default=self.default, turn_bound=bound, spawn=self._spawn

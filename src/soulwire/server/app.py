@@ -268,9 +268,10 @@ async def _warm_prices() -> None:
 
 
 def _attach_from_query(websocket: WebSocket) -> AttachParams | None:
-    """`?since_seq=N&mode=observer&take=1&epoch=E&client_key=K`: attach as the connection opens."""
+    """`?since_seq=N&mode=observer&take=1&epoch=E&client_key=K&prompt_id=P`: attach as the
+    connection opens."""
     query = websocket.query_params
-    if not any(k in query for k in ("since_seq", "mode", "take", "epoch", "client_key")):
+    if not any(k in query for k in ("since_seq", "mode", "take", "epoch", "client_key", "prompt_id")):
         return None
     raw: dict[str, Any] = {}
     if "since_seq" in query:
@@ -283,6 +284,8 @@ def _attach_from_query(websocket: WebSocket) -> AttachParams | None:
         raw["epoch"] = query["epoch"]
     if "client_key" in query:
         raw["client_key"] = query["client_key"]
+    if "prompt_id" in query:
+        raw["prompt_id"] = query["prompt_id"]
     return AttachParams.model_validate(raw)
 
 

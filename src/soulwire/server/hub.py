@@ -59,10 +59,11 @@ from soulwire.server.protocol import (
 )
 from soulwire.server.record_stream import STORE_EPOCH, backlog, new_ring, recorded_line, renumbered
 from soulwire.server.ring import EVENT_HEAD, insert_members
+from soulwire.server.takeover import TakenTurn
 from soulwire.sessions.store import StoreUnavailable
 from soulwire.ui.wire.errors import store_unavailable
 from soulwire.wire import jsonrpc
-from soulwire.wire.jsonrpc import INVALID_STATE, RPCError, error_line, response_line
+from soulwire.wire.jsonrpc import CONTINUED_TURN, INVALID_STATE, RPCError, error_line, response_line
 from soulwire.wire.serde import event_line, numbered_part_line
 from soulwire.wire.types import WireModel
 
@@ -119,6 +120,10 @@ class LiveSession:
         self.finished = anyio.Event()
         self.loaded: dict[str, Any] = {"session_id": self.id}
         """What opening the session loaded (id, records, content hash): a resume proves it."""
+        self.taken = TakenTurn(runtime)
+        """The turn a dead process left open, as this run answers it (server/takeover.py)."""
+        if self.taken.continuing:
+            self._forwarded[CONTINUED_TURN] = Forwarded(None, None, "prompt")
         self.server = WireServer(runtime)
         self._send_event = self.server.take_events()
         runtime.bus.subscribe(self._event)
@@ -329,6 +334,8 @@ class LiveSession:
         self.regroup()
         for line in self._orphans.pop(client.key, []) if client.key else []:
             client.deliver(line)  # after the backlog: answers to requests in it
+        if params.prompt_id is not None:
+            self.taken.claim(client, params.prompt_id)
         resent = self._resend_pending(client, up_to=start) if client.mode == "controller" else []
         result = AttachResult(
             session_id=self.id,
@@ -484,6 +491,8 @@ class LiveSession:
             raise self.refusal
         if method in _AUDITED:
             self._audit(client, method, prompt_detail(params) if method in ("prompt", "steer") else {})
+        if method == "prompt":
+            self.taken.prompted()
         self._counter += 1
         forwarded_id = f"c{client.number}:{self._counter}"
         self._forwarded[forwarded_id] = Forwarded(client, request_id, method)
@@ -583,6 +592,9 @@ class LiveSession:
     def _route_response(self, body: dict[str, Any]) -> None:
         request_id = body.get("id")
         forwarded = self._forwarded.pop(request_id, None) if isinstance(request_id, str) else None
+        if request_id == CONTINUED_TURN and forwarded is not None:
+            self.taken.ended(body)
+            return
         if forwarded is None or forwarded.client is None:
             return  # an answer to the hub's own cancel, or to an input error nobody can own
         client = forwarded.client

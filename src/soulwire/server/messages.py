@@ -110,6 +110,10 @@ class AttachParams(BaseModel):
     client_key: str | None = Field(default=None, min_length=16, max_length=128)
     """A secret the client keeps across its connections: answers to requests it sent on a
     connection that dropped reach the connection that re-attaches with the same key."""
+    prompt_id: str | None = Field(default=None, min_length=1, max_length=256)
+    """The id of the client's `prompt` still unanswered when its connection dropped: if the
+    session was taken over with that turn open, its answer comes under this id
+    (server/takeover.py)."""
 
 
 def line_of(body: dict[str, Any]) -> bytes:

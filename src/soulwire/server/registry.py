@@ -644,6 +644,7 @@ class SessionRegistry:
             config_path=settings.config_path,
             session_id=session_id,
             keep_empty_session=True,
+            continue_turn=True,  # a takeover continues a turn left waiting for approvals
             stores=settings.stores,
             **vars(session),
         )

@@ -97,6 +97,17 @@ class _Level:
             key: _SubagentKey = tuple(v if isinstance(v, str) else None for v in fields)  # pyright: ignore[reportAssignmentType]
             self.subagents.setdefault(key, _Level()).fold(payload.get("event"))
 
+    def lost(self) -> str | None:
+        """What the interruption cut short at this level, as the notice names it."""
+        if self.compacting:
+            return "the compaction in progress"
+        if self.calls:
+            n = len(self.calls)
+            return f"{n} tool call{'s' if n != 1 else ''} in progress (no result)"
+        if self.stepping:
+            return "the model's reply in progress"
+        return None
+
     @property
     def is_open(self) -> bool:
         return bool(self.turns or self.calls)
@@ -117,6 +128,27 @@ class _Level:
         if self.stepping:
             out.append(StepInterrupted())
         return out + [TurnEnd() for _ in range(self.turns)]
+
+
+def resumed_notice(asked: list[str], interrupted: list[str]) -> Notification:
+    """The Notification that opens the continuation of a turn a dead process left waiting
+    for approvals (engine/recovery.py): which calls are asked again, which were cut short."""
+    body = f"{ENGINE_STOPPED[0].upper()}{ENGINE_STOPPED[1:]} during this turn; it continues here"
+    body += f": {len(asked)} approval{'s' if len(asked) != 1 else ''} asked again"
+    if interrupted:
+        body += f", {len(interrupted)} running call{'s' if len(interrupted) != 1 else ''} interrupted"
+    return Notification(
+        id="n" + uuid4_hex()[:8],
+        category="turn",
+        type="turn.resumed",
+        source_kind="engine",
+        source_id="",
+        title="Turn resumed",
+        body=body + ".",
+        severity="info",
+        created_at=time.time(),
+        payload={"reason": ENGINE_STOPPED, "asked": asked, "interrupted": interrupted},
+    )
 
 
 @dataclass
@@ -141,6 +173,7 @@ def close_open_turn(
     if not level.turns:
         return None
     agents = [agent for (_, agent, _), sub in level.subagents.items() if agent and sub.is_open]
+    lost = level.lost()
     feedback = f"{_PREFIX}{why} before this approval was answered"
     messages: list[WireModel] = [
         ApprovalResponse(request_id=i, response="reject", feedback=feedback) for i in approvals
@@ -153,13 +186,14 @@ def close_open_turn(
         source_kind="engine",
         source_id="",
         title="Turn interrupted",
-        body=f"{why[0].upper()}{why[1:]} before this turn finished (closed when the session reopened).",
+        body=f"{why[0].upper()}{why[1:]} before this turn finished (closed when the session reopened)"
+        + (f"; lost: {lost}." if lost else "."),
         severity="warning",
         created_at=time.time(),
-        payload={"reason": why},
+        payload={"reason": why, "lost": lost} if lost else {"reason": why},
     )
     messages.insert(len(messages) - level.turns, notice)  # just before the TurnEnds
     return OpenTurn(messages, agents)
 
 
-__all__ = ["ENGINE_STOPPED", "OpenTurn", "close_open_turn", "interrupted_result"]
+__all__ = ["ENGINE_STOPPED", "OpenTurn", "close_open_turn", "interrupted_result", "resumed_notice"]

@@ -30,9 +30,16 @@ BUSY = "busy"
 IDLE = "idle"
 SESSION_HELD = "session_held"
 STORE_UNAVAILABLE = "store_unavailable"
+INTERRUPTED = "interrupted"
 """`data.reason` of an INVALID_STATE error: a turn is running, or none is; the session is held
 by another process (`data.holder`: its `pid`, `host`, `since`); the session store (a shared
-database) cannot be reached, so nothing can be recorded until it is back."""
+database) cannot be reached, so nothing can be recorded until it is back; the turn of a prompt
+was closed as interrupted (the process running it stopped: server/takeover.py)."""
+
+
+CONTINUED_TURN = "continued-turn"
+"""The id of the answer an engine writes when a turn it continued ends (a turn a dead process
+left waiting for approvals: no client sent that prompt to it; server/takeover.py)."""
 
 
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,7 +31,7 @@ from soulwire.ui.wire.handshake import (
 )
 from soulwire.ui.wire.replay import ReplayCounts, replay_records
 from soulwire.wire import jsonrpc
-from soulwire.wire.jsonrpc import RPCError, busy_error, idle_error
+from soulwire.wire.jsonrpc import CONTINUED_TURN, RPCError, busy_error, idle_error
 from soulwire.wire.lines import LineReader
 from soulwire.wire.messages import (
     EVENT_TYPES,
@@ -51,6 +51,7 @@ from soulwire.wire.types import WireModel
 if TYPE_CHECKING:
     from types import ModuleType
 
+    from soulwire.engine.soul import TurnOutcome
     from soulwire.wire.methods import (
         InitializeParams,
         SetBudgetParams,
@@ -337,12 +338,42 @@ class WireServer:
         self._busy = True
         return self._run_replay(scope)
 
+    def _start_continuation(self, peer: Peer) -> None:
+        """Continue the turn a dead process left waiting for approvals (the runtime's
+        `continuation`, engine/recovery.py) as a job, as a prompt runs: a prompt is refused
+        meanwhile, `cancel` and `steer` act on it. Its answer is written as the answer to
+        the request `CONTINUED_TURN` nobody here sent (the server's hub gives it to the client
+        whose prompt that turn was: server/takeover.py)."""
+        plan, self.runtime.continuation = self.runtime.continuation, None
+        if plan is None:
+            return
+        scope = anyio.CancelScope()
+        self._scope = scope
+        self._idle = anyio.Event()
+        self._busy = True
+        self._prompting = True
+
+        async def run() -> None:
+            try:
+                result = await self._run_turn(scope, lambda: self.runtime.soul.continue_turn(plan))
+                line = jsonrpc.response_line(CONTINUED_TURN, result)
+            except Exception as exc:  # what a prompt's answer would have said
+                line = jsonrpc.error_line(CONTINUED_TURN, rpc_error_for(exc))
+            peer.send(line)
+
+        peer.start_soon(run)
+
     # -- jobs ---------------------------------------------------------------
     async def _run_prompt(self, scope: anyio.CancelScope, user_input: Any) -> dict[str, Any]:
+        return await self._run_turn(scope, lambda: self.runtime.soul.run(user_input))
+
+    async def _run_turn(
+        self, scope: anyio.CancelScope, turn: Callable[[], Awaitable[TurnOutcome]]
+    ) -> dict[str, Any]:
         try:
             outcome = None
             with scope:
-                outcome = await self.runtime.soul.run(user_input)
+                outcome = await turn()
             # The published Go SDK reads events and answers on two paths; when the answer
             # arrives while the turn's last event is still being handled, it sleeps a whole
             # second before it ends the turn (its waitForDataExchange). A few milliseconds between
@@ -397,6 +428,7 @@ class WireServer:
         ):
             self.peer = peer
             self._write = peer.send
+            self._start_continuation(peer)
             if signals:
                 peer.start_soon(self._watch_signals, peer)
             peer.start_soon(self._preload_provider)
