@@ -208,10 +208,11 @@ def stdio_stream(sandbox: Sandbox, chunks: int) -> dict[str, float]:
 
 
 _STREAM_WORKER = """
-import asyncio, json, os, sys, time, traceback
+import asyncio, json, os, re, sys, time, traceback
 from websockets.asyncio.client import connect
 
 OPEN_TIMEOUT_S = 300  # the server opens every session at once: the handshake waits for its runtime
+PART = re.compile(sys.argv[1][1:])  # once per streamed part, however they are framed
 
 def rpc(rid, method, params):
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
@@ -234,7 +235,7 @@ async def one(url, batch, ready, go):
             parts = 0
             while True:
                 frame = await ws.recv()
-                parts += frame.count('"type":"ContentPart"')
+                parts += len(PART.findall(frame))
                 if '"id":"s","result"' in frame:
                     return parts
     except BaseException:  # say which session failed and stop: the parent must not wait for it
@@ -244,7 +245,7 @@ async def one(url, batch, ready, go):
         os._exit(1)
 
 async def main():
-    batch = sys.argv[1] == "1"
+    batch = sys.argv[1][0] == "1"
     urls = sys.argv[2:]
     ready, go = [], asyncio.Event()
     started = time.time()
@@ -262,12 +263,19 @@ asyncio.run(main())
 
 
 def ws_stream_processes(
-    server: ServeProcess, concurrent: int, chunks: int, processes: int, batch: bool
+    server: ServeProcess,
+    concurrent: int,
+    chunks: int,
+    processes: int,
+    batch: bool,
+    part: str = '"type":"ContentPart"',
 ) -> dict[str, float]:
     """Aggregate ContentPart events/s with `concurrent` sessions streaming at once, read by
     `processes` client processes (asyncio, no JSON decoding of events: substring counts), so
     the client neither shares one GIL across all sockets nor spends more than the server.
-    A worker whose session fails exits with the error on its stderr (raised here)."""
+    `part`: a pattern each streamed part adds once to what a client receives (a ContentPart
+    each, or its text where the stream reaches clients folded: a shared store's record). A worker whose
+    session fails exits with the error on its stderr (raised here)."""
     import subprocess
 
     urls = [
@@ -278,7 +286,7 @@ def ws_stream_processes(
     for index in range(processes):
         mine = urls[index::processes]
         if mine:
-            argv = [sys.executable, "-c", _STREAM_WORKER, "1" if batch else "0", *mine]
+            argv = [sys.executable, "-c", _STREAM_WORKER, ("1" if batch else "0") + part, *mine]
             workers.append(
                 subprocess.Popen(
                     argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
