@@ -106,3 +106,44 @@ def test_nothing_reaches_a_client_before_the_store_commits_it(
             server.close()
         except ConnectionClosed:
             pass
+
+
+def test_an_answer_that_waited_for_a_lost_commit_is_the_store_s_error(
+    sandbox: Sandbox, store: tuple[str, str]
+) -> None:
+    """The writer's batch fails (its connection cut) while a turn's answer waits for it: the
+    client gets -32000 `store_unavailable` instead of a turn nobody recorded, nothing of the
+    turn is in the record, and the session carries on from what the store holds."""
+    url, bare = store
+    sandbox.scripts = ["text: one", "text: two", "text: three"]
+    server = ServeProcess(sandbox, "--store", bare, env=PG_ENV)
+    try:
+        session = server.create_session()
+        wire = server.ws(session)
+        wire.initialize(serve={"seq": True})
+        assert wire.call("prompt", {"user_input": "one"})[1]["result"]["status"] == "finished"
+        kept = _rows(url, session)
+
+        with psycopg.connect(url) as holder:
+            holder.execute("SELECT 1 FROM sw_sessions WHERE id = %s FOR UPDATE", (session,))
+            prompt = wire.request("prompt", {"user_input": "two"})
+            assert wait_for(lambda: _writer_waits_on_lock(url))
+            with psycopg.connect(url, autocommit=True) as killer:  # the writer's connection dies
+                killer.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                )
+            holder.rollback()
+        seen = wire.until(lambda m: m.get("id") == prompt and "method" not in m)
+        error = seen[-1]["error"]
+        assert error["code"] == -32000 and error["data"] == {"reason": "store_unavailable"}, seen[-1]
+        assert not [m for m in seen if "seq" in (m.get("params") or {})], seen  # nothing it lost
+        assert _rows(url, session) == kept  # nothing of the turn: not half-written
+
+        _, answer = wire.call("prompt", {"user_input": "three"})
+        assert answer.get("result", {}).get("status") == "finished", answer
+        rows = _rows(url, session)
+        assert [seq for seq, _ in rows] == list(range(1, len(rows) + 1))  # no gap
+        assert [kind for _, kind in rows].count("TurnBegin") == 2
+    finally:
+        server.close()

@@ -332,7 +332,8 @@ class PostgresSessionStore:
         self.gate: CommitGate | None = None
         """Set by the live session's hub (`set_gate`): no append waits for its commit."""
         self._unraised: WriteFailed | None = None
-        """A failure the gate took (`take_failure`) that the session's next call still raises."""
+        """A failure the gate took (`take_failure`) that the session's next call still raises
+        (the turn it cut short stops; a new turn does not: its clients were told already)."""
 
     def ensure_dir(self) -> None:
         ensure_private_dir(self.dir)
@@ -484,6 +485,8 @@ class PostgresSessionStore:
         waits: the gate holds back what follows one until it is committed."""
         import time
 
+        if message.get("type") == "TurnBegin":  # the lost turn's error was told; this one is new
+            self._unraised = None
         if self._next_seq is None:
             with self._conn() as conn:
                 row = conn.execute(
