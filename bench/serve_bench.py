@@ -208,39 +208,51 @@ def stdio_stream(sandbox: Sandbox, chunks: int) -> dict[str, float]:
 
 
 _STREAM_WORKER = """
-import asyncio, json, sys, time
+import asyncio, json, os, re, sys, time, traceback
 from websockets.asyncio.client import connect
+
+OPEN_TIMEOUT_S = 300  # the server opens every session at once: the handshake waits for its runtime
+PART = re.compile(sys.argv[1][1:])  # once per streamed part, however they are framed
 
 def rpc(rid, method, params):
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
 
 async def one(url, batch, ready, go):
-    async with connect(url, max_size=None, compression=None, ping_interval=None) as ws:
-        init = {"protocol_version": "1.10", "client": {"name": "bench", "version": "1"}}
-        if batch:
-            init["serve"] = {"seq": True, "batch": True}
-        await ws.send(rpc("i", "initialize", init))
-        await ws.send(rpc("w", "prompt", {"user_input": "warm"}))
-        while '"id":"w"' not in (await ws.recv()):
-            pass
-        ready.append(1)
-        await go.wait()
-        await ws.send(rpc("s", "prompt", {"user_input": "stream"}))
-        parts = 0
-        while True:
-            frame = await ws.recv()
-            parts += frame.count('"type":"ContentPart"')
-            if '"id":"s","result"' in frame:
-                return parts
+    try:
+        async with connect(
+            url, max_size=None, compression=None, ping_interval=None, open_timeout=OPEN_TIMEOUT_S
+        ) as ws:
+            init = {"protocol_version": "1.10", "client": {"name": "bench", "version": "1"}}
+            if batch:
+                init["serve"] = {"seq": True, "batch": True}
+            await ws.send(rpc("i", "initialize", init))
+            await ws.send(rpc("w", "prompt", {"user_input": "warm"}))
+            while '"id":"w"' not in (await ws.recv()):
+                pass
+            ready.append(time.time())
+            await go.wait()
+            await ws.send(rpc("s", "prompt", {"user_input": "stream"}))
+            parts = 0
+            while True:
+                frame = await ws.recv()
+                parts += len(PART.findall(frame))
+                if '"id":"s","result"' in frame:
+                    return parts
+    except BaseException:  # say which session failed and stop: the parent must not wait for it
+        print(url.split("?")[0], file=sys.stderr)
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
 
 async def main():
-    batch = sys.argv[1] == "1"
+    batch = sys.argv[1][0] == "1"
     urls = sys.argv[2:]
     ready, go = [], asyncio.Event()
+    started = time.time()
     tasks = [asyncio.create_task(one(u, batch, ready, go)) for u in urls]
     while len(ready) < len(urls):
         await asyncio.sleep(0.01)
-    print("ready", flush=True)
+    print(json.dumps({"ready_s": max(ready) - started}), flush=True)
     sys.stdin.readline()
     go.set()
     counts = await asyncio.gather(*tasks)
@@ -251,11 +263,19 @@ asyncio.run(main())
 
 
 def ws_stream_processes(
-    server: ServeProcess, concurrent: int, chunks: int, processes: int, batch: bool
+    server: ServeProcess,
+    concurrent: int,
+    chunks: int,
+    processes: int,
+    batch: bool,
+    part: str = '"type":"ContentPart"',
 ) -> dict[str, float]:
     """Aggregate ContentPart events/s with `concurrent` sessions streaming at once, read by
     `processes` client processes (asyncio, no JSON decoding of events: substring counts), so
-    the client neither shares one GIL across all sockets nor spends more than the server."""
+    the client neither shares one GIL across all sockets nor spends more than the server.
+    `part`: a pattern each streamed part adds once to what a client receives (a ContentPart
+    each, or its text where the stream reaches clients folded: a shared store's record). A worker whose
+    session fails exits with the error on its stderr (raised here)."""
     import subprocess
 
     urls = [
@@ -266,19 +286,30 @@ def ws_stream_processes(
     for index in range(processes):
         mine = urls[index::processes]
         if mine:
-            argv = [sys.executable, "-c", _STREAM_WORKER, "1" if batch else "0", *mine]
-            workers.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
-    for worker in workers:
-        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+            argv = [sys.executable, "-c", _STREAM_WORKER, ("1" if batch else "0") + part, *mine]
+            workers.append(
+                subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
+            )
+
+    def report(worker: subprocess.Popen[str]) -> dict[str, Any]:
+        assert worker.stdout is not None and worker.stderr is not None
+        line = worker.stdout.readline()
+        if not line:  # it exited: one of its sessions failed
+            for other in workers:
+                other.kill()
+            raise RuntimeError(f"a stream worker failed:\n{worker.stderr.read()}")
+        return json.loads(line)
+
+    ready_s = max(report(worker)["ready_s"] for worker in workers)
     start, cpu = time.time(), cpu_s(server.proc.pid)
     for worker in workers:
         assert worker.stdin is not None
         worker.stdin.write("go\n")
         worker.stdin.flush()
-    reports = []
+    reports = [report(worker) for worker in workers]
     for worker in workers:
-        assert worker.stdout is not None
-        reports.append(json.loads(worker.stdout.readline()))
         worker.wait()
     wall = max(r["end"] for r in reports) - start
     used = cpu_s(server.proc.pid) - cpu
@@ -291,6 +322,7 @@ def ws_stream_processes(
         "events": events,
         "events_per_s": events / wall,
         "server_cpu_us_per_event": used / events * 1e6,
+        "ready_s": ready_s,
     }
 
 

@@ -51,7 +51,11 @@ def streaming(
 ) -> dict[str, Any]:
     server = ServeProcess(box, "--idle-timeout", "3600", *store, env=env)
     try:
-        return ws_stream_processes(server, args.sessions, args.chunks, args.client_processes, batch=True)
+        # Parts counted by their text ("tok<i> "): on PostgreSQL clients read the record, where
+        # the stream is folded every 25 ms (SHARED_RECORD_WINDOW_S); on the file store each part.
+        return ws_stream_processes(
+            server, args.sessions, args.chunks, args.client_processes, batch=True, part=r"tok\d"
+        )
     finally:
         stop(server)
 

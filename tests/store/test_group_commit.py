@@ -151,3 +151,48 @@ def test_a_lost_connection_fails_its_batch_once_and_the_session_carries_on(
     assert _rows(pg_url, "lost") == [1]  # nothing of the batch, nothing twice
     assert store.record_wire_at({"type": "TurnEnd", "payload": {}}) == 2  # from what the database holds
     assert _rows(pg_url, "lost") == [1, 2]
+
+
+def test_behind_a_gate_nothing_waits_and_a_failed_batch_takes_what_followed_it(
+    backend: PostgresBackend, pg_url: str
+):
+    """A live session's store (sessions/pg_gate.py): no append waits for its commit; the gate
+    is told what was committed, and when a batch fails, that it and everything the session
+    queued after it are lost (never written: no gap); the failure is raised once, then the
+    session carries on from what the database holds."""
+    import threading
+
+    from soulwire.sessions.pg_gate import CommitGate
+
+    store = backend.open("gated")
+    store.record_wire(_event(1))
+    store.sync()
+    recorded: list[int] = []
+    lost: list[Exception] = []
+    failing, committed = threading.Event(), threading.Event()
+    gate = CommitGate(lambda seq, _: recorded.append(seq), committed.set, lost.append, failing.set)
+    store.set_gate(gate)
+    with psycopg.connect(pg_url) as other:
+        other.execute("SELECT 1 FROM sw_sessions WHERE id = 'gated' FOR UPDATE")
+        store.record_wire({"type": "TurnBegin", "payload": {}})  # returns: the writer is stuck
+        while not _waiting_on_lock(pg_url):
+            pass
+        store.record_wire({"type": "StepBegin", "payload": {"n": 1}})  # queued behind it
+        store.save_state({"version": 2})  # (returns at once too)
+        assert gate.outcome(gate.submitted) == "pending" and not committed.is_set()
+        with psycopg.connect(pg_url, autocommit=True) as killer:  # the writer's connection dies
+            killer.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+        other.rollback()
+    assert failing.wait(30)
+    store.take_failure()  # (the hub does this on its loop when told)
+    assert len(lost) == 1 and gate.lost == (0, 3) and gate.outcome(3) == "lost"
+    assert _rows(pg_url, "gated") == [1] and recorded == []
+    with pytest.raises(WriteFailed, match="could not record session gated"):
+        store.record_wire({"type": "TurnEnd", "payload": {}})  # raised once
+    assert store.record_wire_at({"type": "TurnEnd", "payload": {}}) == 2  # from what the database holds
+    assert committed.wait(30)
+    assert gate.outcome(gate.submitted) == "committed" and recorded == [2]
+    assert _rows(pg_url, "gated") == [1, 2]

@@ -48,6 +48,12 @@ def test_a_database_lost_mid_run_refuses_prompts_until_it_is_back(sandbox: Sandb
         assert wait_for(lambda: server.api("GET", f"/api/sessions/{session}").status_code == 503)
         listing = server.api("GET", "/api/sessions")
         assert "session store is unreachable" in listing.json()["detail"]
+        # The replica's heartbeat sees the outage too (its one line) before the database comes
+        # back: the refusals above come at once, sooner than its next beat.
+        assert wait_for(
+            lambda: any("serve: the session store is unreachable" in line for line in server.stderr_lines),
+            timeout=60,
+        )
 
         own_cluster.start()
 

@@ -60,6 +60,7 @@ from soulwire.server.protocol import (
 from soulwire.server.record_stream import STORE_EPOCH, backlog, new_ring, recorded_line, renumbered
 from soulwire.server.ring import EVENT_HEAD, insert_members
 from soulwire.server.takeover import TakenTurn
+from soulwire.sessions.pg_gate import CommitGate, Outcome
 from soulwire.sessions.store import StoreUnavailable
 from soulwire.ui.wire.errors import store_unavailable
 from soulwire.wire import jsonrpc
@@ -143,12 +144,25 @@ class LiveSession:
         self._call_soon_threadsafe: Callable[[Callable[[], None]], object] = _unset
         self._committed: deque[tuple[int, str]] = deque()
         """Messages the store committed, not yet numbered into the ring (`_recorded`)."""
+        self._held: deque[tuple[int, bytes]] = deque()
+        """What the engine sent after appends the store had not committed yet, with how many
+        it waits for (`send`): sent on in order as the commits come in (`_release`)."""
+        self._releasing = False
+        self._wake_due = False
+        self._commits_ready: anyio.Event | None = None
+        self._lost: str | None = None
+        """While a held message goes on failed (what it waited for was lost): why."""
+        self._lost_reason = "the session store lost what it had not committed"
+        self._gate: CommitGate | None = None
+        self._take_failure: Callable[[], None] = lambda: None
         if self.by_store:
             from soulwire.sessions.postgres import PostgresSessionStore
 
             store = runtime.session.store
             assert isinstance(store, PostgresSessionStore)  # (the one shared store there is)
-            store.on_recorded = self._recorded
+            self._gate = CommitGate(self._recorded, self._wake, self._store_lost, self._store_failing)
+            store.set_gate(self._gate)
+            self._take_failure = store.take_failure
 
     def preload(self, rows: list[tuple[int, str]], last_seq: int) -> None:
         """Start the ring with the newest stored messages (a shared store: what a client
@@ -160,11 +174,28 @@ class LiveSession:
 
     def _recorded(self, seq: int, text: str) -> None:
         """A wire message committed to the shared store (called from the store's writer
-        thread, or the loop's): queued in order, numbered into the ring on the loop."""
+        thread): queued in order, numbered into the ring on the loop (`_wake`)."""
         self._committed.append((seq, text))
-        if self._loop_thread and threading.get_ident() != self._loop_thread:
-            self._call_soon_threadsafe(self._number_committed)
-        else:
+
+    def _wake(self) -> None:
+        """Appends were committed (the writer's thread): number them and send on what waited
+        for them, on the loop (`_take_commits`), once for all that came meanwhile."""
+        ready = self._commits_ready
+        if ready is None:  # (not running yet: numbered by the first message sent)
+            return
+        if not self._wake_due:
+            self._wake_due = True
+            self._call_soon_threadsafe(ready.set)
+
+    async def _take_commits(self) -> None:
+        """The session's task that numbers what the store committed (a task, not a loop
+        callback: a request let go opens its deadline's cancel scope)."""
+        ready = self._commits_ready
+        assert ready is not None  # (made before this task starts)
+        while True:
+            await ready.wait()
+            ready = self._commits_ready = anyio.Event()  # before the flag: no wake is missed
+            self._wake_due = False
             self._number_committed()
 
     def _number_committed(self) -> None:
@@ -172,6 +203,9 @@ class LiveSession:
         delivers anything unnumbered (an answer, an unrecorded event): a prompt's answer must
         not overtake the TurnEnd committed before it."""
         if not self._committed:
+            if self._held:
+                self._release()
+                self.flush()
             return
         while self._committed:
             seq, text = self._committed.popleft()
@@ -180,7 +214,48 @@ class LiveSession:
             self.ring.add(line)
             if self.pending and line.find(b'"type": "TurnEnd"', 0, 80) >= 0:
                 self._drop_pending("turn_end")  # (the raw stream does not pass `send` then)
+        if self._held:
+            self._release()
         self.flush()
+
+    def _release(self) -> None:
+        """Send on the held messages whose wait is over, in order: those whose appends were
+        committed, and, failed, those whose appends were lost (`_send_now`)."""
+        if self._releasing or self._gate is None:
+            return  # (a message let go numbered more: the loop below goes on with it)
+        self._releasing = True
+        try:
+            held, gate = self._held, self._gate
+            while held:
+                outcome = gate.outcome(held[0][0])
+                if outcome == "pending":
+                    break
+                self._send_gated(held.popleft()[1], outcome)
+        finally:
+            self._releasing = False
+
+    def _send_gated(self, message: bytes, outcome: Outcome) -> None:
+        if outcome == "lost":
+            self._lost = self._lost_reason
+            try:
+                self._send_now(message)
+            finally:
+                self._lost = None
+        else:
+            self._send_now(message)
+
+    def _store_failing(self) -> None:
+        """Some of the store's appends failed (called from its writer's thread): taken on the
+        loop, where the engine's next call would take it otherwise."""
+        if self._loop_thread and not self.closed:
+            self._call_soon_threadsafe(self._take_failure)
+
+    def _store_lost(self, failure: Exception) -> None:
+        """The store lost what it had not committed (told on the session's thread): what waited
+        for it goes on now, failed — an answer becomes the store's error, a request is not asked
+        (the engine gets the error) — so nothing is acted on that was not recorded."""
+        self._lost_reason = str(failure)
+        self._wake()
 
     @property
     def seq(self) -> int:
@@ -256,8 +331,23 @@ class LiveSession:
         self.close()
 
     def send(self, message: bytes) -> None:
-        """A message from the engine: numbered and fanned out, or routed to its requester."""
+        """A message from the engine: numbered and fanned out, or routed to its requester. On
+        a shared store, one that follows a message the store has not committed yet waits for
+        that commit (`_held`): no client sees an answer or a request before the record it
+        follows is durable, nor out of its order."""
         self._number_committed()
+        gate = self._gate
+        if gate is not None:
+            appends = gate.submitted
+            outcome = gate.outcome(appends)
+            if self._held or outcome == "pending":
+                self._held.append((appends, message))
+            else:
+                self._send_gated(message, outcome)
+            return
+        self._send_now(message)
+
+    def _send_now(self, message: bytes) -> None:
         if message.startswith(EVENT_HEAD):
             if self._replaying_for is not None:
                 self._replaying_for.deliver(message)
@@ -275,8 +365,14 @@ class LiveSession:
             return
         body = json.loads(message)
         if body.get("method") == "request" and isinstance(body.get("id"), str):
+            if self._lost is not None:  # never asked: what it follows was not recorded
+                self._to_engine(error_line(body["id"], store_unavailable(self._lost)))
+                return
             self._open_request(body, message)
         elif "method" not in body:
+            if self._lost is not None and "result" in body:  # what it reports was not recorded
+                del body["result"]
+                body["error"] = store_unavailable(self._lost).to_json()
             self._route_response(body)
         else:
             self._publish("event", message)
@@ -289,8 +385,12 @@ class LiveSession:
             self._call_soon_threadsafe = _call_soon(threadsafe=True)
             self._loop_thread = threading.get_ident()
             self._update_direct()
+            self._number_committed()  # (anything committed before the loop was known)
             async with anyio.create_task_group() as group:
                 self._group = group
+                if self._gate is not None:
+                    self._commits_ready = anyio.Event()  # (set in the task: none is missed)
+                    group.start_soon(self._take_commits)
                 await self.server.serve(self, signals=self.signals)
                 group.cancel_scope.cancel()
         finally:

@@ -582,7 +582,7 @@ class SessionRegistry:
             if self.draining:
                 raise SessionError(503, "this replica is draining: another one takes the session")
             try:
-                found = self.locate(session_id)
+                found = await self.off_loop(lambda: self.locate(session_id))  # (a query on a database)
                 if self.replica is not None:
                     await self.replica.own(found.id, found.work_dir, self._materialiser(found))
                 try:
@@ -600,8 +600,12 @@ class SessionRegistry:
         live = self.live.get(session_id)
         if self.followers is None or (live is not None and not live.closed):
             return await self.open(session_id)
-        found = self.locate(session_id)
-        owner = self._owner(found)
+
+        def located() -> tuple[Located, str | None]:  # two queries: off the event loop
+            found = self.locate(session_id)
+            return found, self._owner(found)
+
+        found, owner = await self.off_loop(located)
         if owner is None:
             return await self.open(session_id)
         try:

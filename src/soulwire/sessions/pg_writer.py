@@ -12,8 +12,10 @@ each session's records keep theirs.
 A batch that fails is retried one session at a time, so one session's fault (a second writer on
 its `seq`) does not cost the others their records; a lost connection fails every session in the
 batch. A failed session's next call raises `WriteFailed` once (nothing of the failed batch was
-kept: each session's part of a batch is one transaction), and its store starts again from what
-the database holds."""
+kept: each session's part of a batch is one transaction, and what it queued after that batch
+is dropped with it, so its record never has a gap), and its store starts again from what the
+database holds. A session's listener (`listen`) is told of the failure at once, from the
+writer's thread."""
 
 from __future__ import annotations
 
@@ -100,6 +102,8 @@ class GroupWriter:
         self._last: dict[str, int] = {}
         """Each session's last submission (what its `settle` waits for)."""
         self._failed: dict[str, BaseException] = {}
+        self._listeners: dict[str, Callable[[], None]] = {}
+        """Told (from the writer's thread) when a session's appends failed (`listen`)."""
         self._thread: threading.Thread | None = None
         self._closing = False
         self.batches = 0
@@ -138,6 +142,25 @@ class GroupWriter:
                 self._cond.wait()
             self._raise_failure(session_id)
 
+    def take_failure(self, session_id: str) -> WriteFailed | None:
+        """The session's failed appends as the error its next call would raise, consumed here
+        (None: none failed)."""
+        with self._cond:
+            try:
+                self._raise_failure(session_id)
+            except WriteFailed as exc:
+                return exc
+            return None
+
+    def listen(self, session_id: str, on_failure: Callable[[], None] | None) -> None:
+        """Call `on_failure` (from the writer's thread) when the session's appends fail; None
+        stops."""
+        with self._cond:
+            if on_failure is None:
+                self._listeners.pop(session_id, None)
+            else:
+                self._listeners[session_id] = on_failure
+
     def close(self) -> None:
         """Write what is queued, then stop the thread."""
         with self._cond:
@@ -150,6 +173,8 @@ class GroupWriter:
     def _raise_failure(self, session_id: str) -> None:
         failure = self._failed.pop(session_id, None)
         if failure is not None:
+            # What the session queued after the failed batch goes with it (it would leave a gap).
+            self._queue = [q for q in self._queue if q[0] != session_id]
             reason = _line(failure)
             import psycopg
             from psycopg_pool import PoolTimeout
@@ -168,20 +193,29 @@ class GroupWriter:
                 if not self._queue:  # closing, and nothing left
                     return
                 queued, self._queue = self._queue, []
+                if self._failed:  # queued after a failed batch, before the session heard: dropped
+                    queued = [q for q in queued if q[0] not in self._failed]
                 last = self._submitted
             batch = _Batch()
             for session_id, work_dir, kind, row, _ in queued:
                 batch.add(session_id, work_dir, kind, row)
-            failed = self._write(batch)
+            failed = self._write(batch) if queued else {}
             for session_id, _, _, _, after in queued:
                 if after is not None and session_id not in failed:
                     after()  # before the waiters wake: a settled message has been announced
             with self._cond:
                 self._failed.update(failed)
+                listeners = [self._listeners.get(session_id) for session_id in failed]
                 self._done = last
                 if len(self._last) > _FORGET_AFTER:  # sessions with nothing pending
                     self._last = {k: v for k, v in self._last.items() if v > last}
                 self._cond.notify_all()
+            for listener in listeners:
+                if listener is not None:
+                    try:
+                        listener()
+                    except Exception:  # (a session closing): the writer goes on for the others
+                        pass
 
     def _write(self, batch: _Batch) -> dict[str, BaseException]:
         """Commit the batch; returns the sessions whose part could not be committed."""

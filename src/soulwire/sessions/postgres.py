@@ -14,16 +14,16 @@ psycopg is imported here only, when a PostgreSQL store is opened (`soulwire[post
 
 from __future__ import annotations
 
-import functools
 import json
 import tempfile
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, LiteralString, cast
 
 from soulwire.errors import SoulwireError
 from soulwire.sessions.paths import ensure_private_dir, session_dir
+from soulwire.sessions.pg_gate import CommitGate
 from soulwire.sessions.pg_writer import WIRE_CHANNEL, GroupWriter, WriteFailed
 from soulwire.sessions.store import StoreUnavailable, new_session_id
 
@@ -329,9 +329,11 @@ class PostgresSessionStore:
         self.dir = session_dir(self.share, work_dir or "/", session_id)
         self.existed = False
         """Set by `PostgresStores.open` (a query; the transfer tools do not need it)."""
-        self.on_recorded: Callable[[int, str], None] | None = None
-        """Told (seq, message text) of each wire message once it is committed: the live
-        session's numbered stream on the replica that runs it (server/hub.py)."""
+        self.gate: CommitGate | None = None
+        """Set by the live session's hub (`set_gate`): no append waits for its commit."""
+        self._unraised: WriteFailed | None = None
+        """A failure the gate took (`take_failure`) that the session's next call still raises
+        (the turn it cut short stops; a new turn does not: its clients were told already)."""
 
     def ensure_dir(self) -> None:
         ensure_private_dir(self.dir)
@@ -339,6 +341,27 @@ class PostgresSessionStore:
     def sibling(self, session_id: str, work_dir: str) -> PostgresSessionStore:
         """Another session of the same database (a fork's), its local files under the same share."""
         return PostgresSessionStore(self._backend, session_id, work_dir=work_dir, share=self.share)
+
+    def set_gate(self, gate: CommitGate) -> None:
+        """Let a reader gate what it delivers on the commits (sessions/pg_gate.py; the live
+        session's hub, server/hub.py): from then on no append waits for its commit — a wire
+        message other than a streamed part, `save_state(wait=True)` and `wait_for_state`
+        return at once, and the gate holds back what follows them until they are committed."""
+        self.gate = gate
+        self._writer.listen(self.session_id, gate.on_failing)
+
+    def take_failure(self) -> None:
+        """Take the writer's failure for this session now, if it has one (the gate is told;
+        the session's next call still raises it)."""
+        failure = self._writer.take_failure(self.session_id)
+        if failure is not None:
+            self._unraised = failure
+            self._lost(failure)
+
+    def _lost(self, failure: WriteFailed) -> None:
+        self._forget()
+        if self.gate is not None:
+            self.gate.lose(failure)
 
     def _conn(self):
         """A connection for a read or a write of its own, once the queued appends are in."""
@@ -349,17 +372,28 @@ class PostgresSessionStore:
         """Wait for this session's queued appends; after a failed one, start again from the
         database (raising the failure once)."""
         try:
+            self._raise_taken()
             self._writer.settle(self.session_id)
-        except WriteFailed:
-            self._forget()
+        except WriteFailed as exc:
+            if exc is not self._unraised:
+                self._lost(exc)
+            self._unraised = None
             raise
 
-    def _submit(self, kind: str, row: tuple[Any, ...], after: Callable[[], None] | None = None) -> None:
+    def _submit(self, kind: str, row: tuple[Any, ...], seq: int = 0, text: str = "") -> None:
         try:
+            self._raise_taken()
+            after = None if self.gate is None else self.gate.next(seq, text)
             self._writer.submit(self.session_id, self.work_dir, kind, row, after)
-        except WriteFailed:
-            self._forget()
+        except WriteFailed as exc:
+            if exc is not self._unraised:
+                self._lost(exc)
+            self._unraised = None
             raise
+
+    def _raise_taken(self) -> None:
+        if self._unraised is not None:
+            raise self._unraised
 
     def _forget(self) -> None:
         self._next_seq = None
@@ -447,9 +481,12 @@ class PostgresSessionStore:
         queued for the next group commit (durable once the session settles: `sync`, a read,
         close, or its next message of another kind); any other message returns once it, and
         every part before it, is committed — so what a client acts on (a tool call, a turn's
-        end, a step) is durable before the client can see it."""
+        end, a step) is durable before the client can see it. Behind a `gate`, no message
+        waits: the gate holds back what follows one until it is committed."""
         import time
 
+        if message.get("type") == "TurnBegin":  # the lost turn's error was told; this one is new
+            self._unraised = None
         if self._next_seq is None:
             with self._conn() as conn:
                 row = conn.execute(
@@ -460,13 +497,9 @@ class PostgresSessionStore:
         at = time.time() if recorded_at is None else recorded_at
         kind = str(message.get("type", ""))
         text = _dumps(message)
-        announce = self.on_recorded
-        # Numbered into the hub's stream once committed (from the writer's thread for a
-        # streamed part; before this returns for any other message, which settles below).
-        after = None if announce is None else functools.partial(announce, seq, text)
-        self._submit("wire", (self.session_id, seq, kind, at, text), after)
+        self._submit("wire", (self.session_id, seq, kind, at, text), seq, text)
         self._next_seq = seq + 1
-        if kind not in STREAMED_KINDS:
+        if kind not in STREAMED_KINDS and self.gate is None:  # (a gate waits for it instead)
             self._settle()
         return seq
 
@@ -513,11 +546,12 @@ class PostgresSessionStore:
 
     def save_state(self, state: dict[str, Any], *, wait: bool = True) -> None:
         self._submit("state", (_dumps(state),))  # the text now: `state` may change after the call
-        if wait:
+        if wait and self.gate is None:
             self._settle()
 
     def wait_for_state(self) -> None:
-        self._settle()
+        if self.gate is None:
+            self._settle()
 
     # checkpoints of the workspace: content-addressed objects (shared by all sessions)
     def put_objects(self, objects: Mapping[str, bytes]) -> None:
@@ -581,6 +615,8 @@ class PostgresSessionStore:
             self._settle()
         finally:
             self._forget()
+            if self.gate is not None:
+                self._writer.listen(self.session_id, None)
 
     def delete(self) -> None:
         with self._conn() as conn, conn.transaction():
