@@ -178,6 +178,7 @@ class SessionRegistry:
             self.replica = Replica(backend.url, settings.advertise, settings.lease_s, recheck=backend.recheck)
             group.start_soon(self.replica.heartbeat, self.live.values, self._close_all)
             self.followers = Followers(backend.url, settings.hub, group)
+            settings.hub.relay = backend.writer.relay  # (what followers' observers get unrecorded)
 
     # -- finding sessions ---------------------------------------------------------------
     def _work_dirs(self) -> dict[str, str]:
