@@ -8,6 +8,15 @@ table — so a lost or coalesced notification costs nothing but a later read, an
 store's order, each once. They are numbered by their `seq` in a ring exactly as the owner's
 hub numbers them (`STORE_EPOCH`), so a client may move between replicas with `since_seq`.
 
+What the owner's clients get beyond the record (requests to the client with their deadline,
+`request/resolved`, `role/changed`, `approvals/rules/changed`, the engine's unrecorded events)
+comes through `sw_live` (sessions/pg_writer.py, `GroupWriter.relay`), each line with the
+record's seq it followed there: it is delivered after that seq here too, so an observer sees
+the stream an observer of the owner sees, in the same order. A rewind cuts the record and
+its later messages reuse seqs: the row this replica read last is then gone or another, and
+the session is followed again from the store, its readers closed to re-attach and reload
+(as the owner's are).
+
 Only observers attach here: a follower has no engine, so whatever would drive the session is
 answered with an error naming the replica that runs it (clients that drive it go there)."""
 
