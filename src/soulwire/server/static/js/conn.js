@@ -17,6 +17,10 @@ import {observerToken, sessions} from './api.js';
 /** @typedef {{complete: boolean, epoch: string, mode: string, last_seq: number}} AttachResult  the `attached` notification */
 /** @typedef {'connecting' | 'reconnecting' | 'live' | 'role'} ConnState */
 
+/** Attempts to re-attach as controller after a drop before watching instead (their back-off
+ * adds up to more than a replica's default lease, 10 s). */
+const REATTACH_TRIES = 6;
+
 /** A JSON-RPC error answer, with its code and data. */
 export class RpcError extends Error {
   /** @param {{code: number, message: string, data?: unknown}} error */
@@ -102,6 +106,11 @@ export class WireConnection {
           setTimeout(() => { if (!this.closed && this.ws === ws) this.connect().then(resolve, () => {}); }, delay);
         };
         if (attached || !this.wantControl || this.observeOnly) { retry(); return; }
+        // A controlling connection that dropped (its replica died, or handed the session over)
+        // is refused at first while the dead owner's lease still names it: keep asking for
+        // control for a while (the replica reached takes the session over once the lease is
+        // gone), instead of settling to watch a session nobody runs any more.
+        if (this.lastSeq !== null && this.mode === 'controller' && this.retry < REATTACH_TRIES) { retry(); return; }
         // Refused before the handshake: is the session run by another replica (a 307 there)?
         this.ownerElsewhere().then(owner => {
           if (this.closed || this.ws !== ws) return;

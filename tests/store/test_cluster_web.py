@@ -1,0 +1,143 @@
+"""The web UI on the deployment as shipped (docs/deploy.md): a throwaway PostgreSQL, three
+`serve --store` replicas and HAProxy running exactly what `serve haproxy-config` generates, with
+named users, in headless Chromium. A member drives a session from a page reached through
+HAProxy (a turn with an approval); an observer user watches it from a page on a third replica
+(the request appearing and who approved it, live); the owning replica is SIGKILLed mid-turn,
+and the member's page — without a reload — shows the interrupted turn closed and runs the next
+turn on the replica that took the session over, the observer's page seeing it all; the
+observer cannot drive; an admin's page lists the audit trail. Marked `cluster`."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import httpx2
+import psycopg
+import pytest
+
+from tests.server.serve_client import ServeProcess
+from tests.server.test_serve_users import add, until_status
+from tests.store.test_cluster import deployment
+from tests.store.test_serve_replicas import PG_ENV, wait_for
+from tests.tool_calls import call
+from tests.web.browser import TIMEOUT_MS, WebPage, open_page
+from tests.web.conftest import chromium
+from tests.wire_client import Sandbox
+
+pytestmark = pytest.mark.cluster
+__all__ = ["chromium", "deployment"]  # (fixtures, by their names)
+
+
+class _Front:
+    """HAProxy's address, in the shape the page helpers take (`base`)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+
+def _login(chromium: Any, server: Any, token: str) -> WebPage:
+    web = open_page(chromium, server, login=False)
+    web.page.goto(f"{server.base}/web/login?token={token}")
+    web.page.wait_for_selector("body[data-ready='1']", timeout=TIMEOUT_MS)
+    return web
+
+
+def _owner(url: str, session: str) -> str | None:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT owner FROM sw_owners WHERE session_id = %s", (session,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def _tools(web: WebPage, state: str) -> int:
+    return web.page.locator(f".tool.{state}").count()
+
+
+def test_the_web_ui_through_haproxy_across_the_sigkill_of_the_owner(
+    chromium: Any, deployment: tuple[str, list[ServeProcess], str], sandbox: Sandbox
+):
+    base, replicas, url = deployment
+    store = url.replace(f":{PG_ENV['PGPASSWORD']}@", "@")
+    alice = add(sandbox, "alice", "admin", store)
+    bob = add(sandbox, "bob", "member", store)
+    carol = add(sandbox, "carol", "observer", store)
+    for replica in replicas:
+        until_status(replica, bob, 200)
+    sandbox.scripts = [
+        "text: step one\n" + call("tc-1", "Shell", {"command": "echo ran-after-approval"}),
+        "text: first turn done",
+        "text: the long one\n" + call("tc-2", "Shell", {"command": "sleep 120"}),
+    ]
+    sandbox.write()
+    front = _Front(base)
+
+    as_bob = {"Authorization": f"Bearer {bob}"}
+    created = httpx2.post(
+        base + "/api/sessions",
+        json={"title": "failover"},
+        headers={"Authorization": f"Bearer {bob}"},
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+    session = created.json()["id"]
+    shared = httpx2.post(
+        f"{base}/api/sessions/{session}/share", json={"user": "carol"}, headers=as_bob, timeout=30
+    )
+    assert shared.status_code == 200, shared.text
+    member = _login(chromium, front, bob)
+    assert member.page.locator("#whoami").inner_text() == "bob · member"
+    member.open_session(session)
+    member.page.wait_for_selector(".role-badge.controller")
+    owner_base = _owner(url, session)
+    assert owner_base is not None
+    owner = next(r for r in replicas if r.base == owner_base)
+    third = next(r for r in replicas if r is not owner)
+
+    watcher = _login(chromium, third, carol)  # straight to a replica that does not run it
+    watcher.open_session(session)
+    watcher.page.wait_for_selector(".role-badge.observer")
+    assert watcher.page.locator("#composer-input").is_disabled()  # an observer user only watches
+
+    member.send("run the check")
+    member.approval()
+    watcher.wait_text("awaiting approval")  # the request, live on the third replica
+    member.page.keyboard.press("y")
+    member.wait_text("Approved by bob")
+    watcher.wait_text("Approved by bob")
+    watcher.wait_text("first turn done")
+    member.wait_idle()
+
+    member.send("now the long one")
+    member.approval()
+    member.page.keyboard.press("y")
+    watcher.page.locator(".resolved-by").nth(1).wait_for(timeout=TIMEOUT_MS)
+    member.page.wait_for_selector(".tool.running")  # the command runs on the owner
+    sandbox.scripts = ["text: after the failover"]
+    sandbox.write()  # (the replica taking over reads its script when it opens the session)
+    os.killpg(owner.proc.pid, signal.SIGKILL)
+
+    # Without a reload: the page re-attaches through HAProxy (to the replica that takes the
+    # session over) from its last seq, and draws the interrupted turn's end.
+    member.page.wait_for_selector(".tool.cancelled", timeout=60_000)
+    member.page.wait_for_selector(".role-badge.controller")
+    watcher.page.wait_for_selector(".tool.cancelled", timeout=60_000)
+    assert wait_for(lambda: _owner(url, session) not in (None, owner.base), timeout=60)
+    member.wait_idle()
+    member.send("and now?")
+    member.wait_text("after the failover")
+    watcher.wait_text("after the failover")
+    member.wait_idle()
+    assert _tools(member, "cancelled") == 1 and _tools(member, "ok") == 1
+    assert member.count("step one") == 1 and watcher.count("step one") == 1  # nothing drawn twice
+
+    admin = _login(chromium, front, alice)
+    admin.page.locator("#nav-audit").click()
+    admin.page.locator("#audit-table tbody tr").nth(4).wait_for(timeout=TIMEOUT_MS)
+    table = admin.page.locator("#audit-table").inner_text()
+    for line in ("bob\tprompt", "run the check", "now the long one", "and now?", "bob\tapproval"):
+        assert line in table, table
+    assert "bob\tshare" in table and "with carol" in table
+    assert "\tcarol\t" not in table  # the observer did nothing
+    for web in (member, watcher, admin):
+        assert web.errors == [] and web.dialogs == [], (web.errors, web.dialogs)
