@@ -141,3 +141,43 @@ def test_the_web_ui_through_haproxy_across_the_sigkill_of_the_owner(
     assert "\tcarol\t" not in table  # the observer did nothing
     for web in (member, watcher, admin):
         assert web.errors == [] and web.dialogs == [], (web.errors, web.dialogs)
+
+
+def test_take_control_through_haproxy_reaches_the_owner_without_a_second_login(
+    chromium: Any, deployment: tuple[str, list[ServeProcess], str], sandbox: Sandbox
+):
+    """A session run by a replica other than the one HAProxy's hash sends its pages to: the
+    page watches it there, and "Take control" drives it on its owner — at HAProxy's address,
+    with the login the page has."""
+    base, replicas, url = deployment
+    store = url.replace(f":{PG_ENV['PGPASSWORD']}@", "@")
+    bob = add(sandbox, "bob", "member", store)
+    for replica in replicas:
+        until_status(replica, bob, 200)
+    sandbox.scripts = ["text: driven through haproxy"]
+    sandbox.write()
+    as_bob = {"Authorization": f"Bearer {bob}"}
+    for owner in [r for r in replicas for _ in range(3)]:  # (a bounded search)
+        session = httpx2.post(base + "/api/sessions", json={}, headers=as_bob, timeout=30).json()["id"]
+        keeper = owner.ws(session, token=bob, mode="observer")  # the owner opens it, and watches
+        keeper.until(lambda m: m.get("method") == "attached")
+        hashed = httpx2.get(f"{base}/api/sessions/{session}", headers=as_bob, timeout=30).json()
+        if not hashed["live"]:  # HAProxy sends this session's requests to another replica
+            break
+    else:
+        pytest.fail("HAProxy hashed every session to the replica that runs it")
+    assert hashed["replica"] == owner.base
+
+    web = _login(chromium, _Front(base), bob)
+    web.open_session(session)
+    web.page.wait_for_selector(".role-badge.observer")
+    web.wait_text(f"Run by the replica at {owner.base}", ".owner-note")
+    web.page.click("text=Take control")
+    web.page.wait_for_selector(".role-badge.controller")
+    assert web.page.url == f"{base}/web/#/s/{session}"  # still at HAProxy's address
+    web.send("from the page")
+    web.wait_text("driven through haproxy")
+    assert _owner(url, session) == owner.base  # the turn ran on the owner
+    # (the page's first WebSocket, as controller, was answered with the 307 that names the owner)
+    errors = [e for e in web.errors if "Unexpected response code: 307" not in e]
+    assert errors == [] and web.dialogs == [], (web.errors, web.dialogs)
