@@ -315,14 +315,16 @@ class Followers:
         try:
             async with self._read_lock:
                 reader = await self._connection()
-                live = await (await reader.execute(LAST_LIVE_ROW, (session_id,))).fetchone()
                 rows = await self._recent(reader, session_id)
+                live = await (await reader.execute(LAST_LIVE_ROW, (session_id,))).fetchone()
         except BaseException:
             self._forget(followed)
             followed.closed = True
             followed.ready.set()
             raise
-        followed.live_n = int(live[0]) if live else 0  # (unrecorded lines from now on)
+        # Unrecorded lines from now on: those before the rows read came before this replica
+        # followed the session (an observer of the owner attaching now does not get them).
+        followed.live_n = int(live[0]) if live else 0
         followed.opened_at = rows[-1][0] if rows else 0
         followed.loaded["records"] = followed.opened_at  # (the web UI draws those from the record)
         followed.ring.start_after(rows[0][0] - 1 if rows else 0)
