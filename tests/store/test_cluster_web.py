@@ -5,7 +5,9 @@ HAProxy (a turn with an approval); an observer user watches it from a page on a 
 (the request appearing and who approved it, live); the owning replica is SIGKILLed mid-turn,
 and the member's page — without a reload — shows the interrupted turn closed and runs the next
 turn on the replica that took the session over, the observer's page seeing it all; the
-observer cannot drive; an admin's page lists the audit trail. Marked `cluster`."""
+observer cannot drive; an admin's page lists the audit trail. Then: "Take control" of a session
+another replica runs, at HAProxy's address with the page's login; and a page re-attaching while
+a dead owner's lease still names it keeps asking for control. Marked `cluster`."""
 
 from __future__ import annotations
 
@@ -181,3 +183,50 @@ def test_take_control_through_haproxy_reaches_the_owner_without_a_second_login(
     # (the page's first WebSocket, as controller, was answered with the 307 that names the owner)
     errors = [e for e in web.errors if "Unexpected response code: 307" not in e]
     assert errors == [] and web.dialogs == [], (web.errors, web.dialogs)
+
+
+def test_a_page_re_attaches_as_controller_while_a_dead_owner_s_lease_still_names_it(
+    chromium: Any, deployment: tuple[str, list[ServeProcess], str], sandbox: Sandbox
+):
+    """Right after the owner's SIGKILL its lease still names it for a while: the page that
+    drove the session is refused (a 307 to the dead owner) when it re-attaches. It keeps asking
+    for control — not settling to watch a session nobody runs — and once the session is free,
+    the replica it reaches takes it over and the page draws the interrupted turn's end live."""
+    base, replicas, url = deployment
+    sandbox.scripts = ["text: the long one\n" + call("tc-1", "Shell", {"command": "sleep 120"})]
+    sandbox.write()
+    token = replicas[0].token
+    created = httpx2.post(
+        base + "/api/sessions", json={"yolo": True}, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    session = created.json()["id"]
+    web = _login(chromium, _Front(base), token)  # (the replicas' single token)
+    web.open_session(session)
+    web.page.wait_for_selector(".role-badge.controller")
+    web.send("run the long one")
+    web.page.wait_for_selector(".tool.running")
+    owner = next(r for r in replicas if r.base == _owner(url, session))
+    sandbox.scripts = ["text: after the failover"]
+    sandbox.write()
+
+    web.page.context.set_offline(True)  # the page re-attaches once the test has the dead owner's place
+    os.killpg(owner.proc.pid, signal.SIGKILL)
+    with psycopg.connect(url, autocommit=True) as held:
+        lock = "SELECT pg_try_advisory_lock(hashtextextended('soulwire-session:' || %s, 0))"
+        assert wait_for(lambda: held.execute(lock, (session,)).fetchone() == (True,), timeout=30)
+        held.execute(  # the dead owner's lease, as it stands for a while after its death
+            "UPDATE sw_owners SET expires_at = now() + interval '1 minute' WHERE session_id = %s", (session,)
+        )
+        refused = web.page.expect_console_message(lambda m: "Unexpected response code: 307" in m.text)
+        with refused:  # a 307 to the dead owner
+            web.page.context.set_offline(False)
+        # It asks for control again (it does not settle to watch through the replica it reached).
+        web.page.wait_for_event("console", lambda m: "Unexpected response code: 307" in m.text)
+        held.execute("UPDATE sw_owners SET expires_at = now() WHERE session_id = %s", (session,))
+    # (the lock went with the connection: the session is free)
+    web.page.wait_for_selector(".tool.cancelled", timeout=60_000)
+    web.page.wait_for_selector(".role-badge.controller")
+    web.wait_idle()
+    web.send("and now?")
+    web.wait_text("after the failover")
+    assert _owner(url, session) not in (None, owner.base)
