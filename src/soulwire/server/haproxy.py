@@ -5,7 +5,10 @@ are routed by a consistent hash of the id alone, so every path of one session la
 replica, and adding or losing a replica moves only its share of the sessions. Everything else
 (the web UI's files, `POST /api/sessions`) is balanced by the same hash of nothing, i.e. spread.
 Replicas are health-checked on `/healthz` (no token needed; it says only "ok"); a replica that
-fails its checks leaves the ring and its sessions are taken over by the next one."""
+fails its checks leaves the ring and its sessions are taken over by the next one. A request
+with `?owner=ADDRESS` naming a replica (the address it advertises, given here as `--replica`)
+goes to that replica while it is up: the web UI takes control of a session another replica runs
+that way, without leaving the load balancer's origin."""
 
 from __future__ import annotations
 
@@ -26,6 +29,11 @@ class Upstream:
     host: str
     port: int
 
+    @property
+    def url(self) -> str:
+        """The replica's address as it advertises itself (`serve --advertise`)."""
+        return f"http://{_addr(self.host)}:{self.port}"
+
 
 def parse_replica(index: int, url: str) -> Upstream:
     """`http://HOST:PORT` (or `HOST:PORT`) → a named server line's parts."""
@@ -38,6 +46,9 @@ def parse_replica(index: int, url: str) -> Upstream:
 def render(replicas: list[Upstream], *, bind: str, check_interval_ms: int = 1000) -> str:
     """The whole haproxy.cfg text."""
     host, _, port = bind.rpartition(":")
+    pinned = "\n".join(
+        f"    use-server {r.name} if {{ urlp(owner),url_dec -m str {r.url} }}" for r in replicas
+    )
     servers = "\n".join(
         f"    server {r.name} {_addr(r.host)}:{r.port} check inter {check_interval_ms} fall 2 rise 1"
         for r in replicas
@@ -71,6 +82,10 @@ backend replicas
     http-request set-var(txn.session) path,field(4,/) if {{ path_reg ^/(ws|acp|api)/sessions/[^/]+ }}
     balance hash var(txn.session)
     hash-type consistent
+    # `?owner=ADDRESS` (a replica's advertised address): to that replica while it is up. The
+    # web UI asks so to take control of a session another replica runs, at the same origin
+    # (its login cookie goes along); a replica that is down is passed over for the hash.
+{pinned}
     option httpchk
     http-check send meth GET uri {HEALTH_PATH}
     http-check expect status 200

@@ -358,6 +358,7 @@ class LiveSession:
                 for client in self.clients.values():
                     if client.ring is not None:
                         client.deliver(message)
+                self._relay(message)
             for client in self._plain:
                 client.deliver(message)
             if self.pending and message.find(b'"type":"TurnEnd"', 0, 80) >= 0:
@@ -718,6 +719,13 @@ class LiveSession:
         """A notification of the extensions (numbered; only extended clients get it)."""
         self._publish("notice", line_of({"jsonrpc": "2.0", "method": method, "params": params_of(params)}))
 
+    def _relay(self, line: bytes) -> None:
+        """What the clients got unnumbered on a shared store, after the record's last seq:
+        for the observers on the replicas that follow the session (server/follow.py)."""
+        relay = self.settings.relay
+        if relay is not None:
+            relay(self.id, self.ring.seq, line)
+
     def _publish(self, kind: Literal["event", "request", "notice"], line: bytes, extra: bytes = b"") -> int:
         """Number a message the hub itself sends; returns its seq (0: sent unnumbered, on a
         shared store, where only the record is numbered)."""
@@ -730,6 +738,7 @@ class LiveSession:
             if kind != "notice":
                 for client in self._plain:
                     client.deliver(line)
+            self._relay(extended)
             return 0
         self.ring.publish(line, extra)
         if kind != "notice":  # notices are of the extensions

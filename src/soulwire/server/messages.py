@@ -3,6 +3,7 @@ of the methods the server itself answers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -46,6 +47,9 @@ class HubSettings:
     blobs: BlobStore | None = None
     audit: AuditLog | None = None
     """Where a server with named users records who did what (server/audit.py)."""
+    relay: Callable[[str, int, bytes], None] | None = None
+    """On a shared store: told (session id, the record's seq, line) of what a session's clients
+    get that is not its record, for the replicas that follow it (sessions/pg_writer.py)."""
 
 
 @dataclass

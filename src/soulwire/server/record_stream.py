@@ -69,8 +69,13 @@ def renumbered(ring: Ring, seq: int, settings: HubSettings, clients: Iterable[Cl
     fresh.start_after(seq - 1)
     for client in clients:
         if client.ring is ring:
-            client.close(1012, "the session's record was rewritten: re-attach")
+            client.close(*REWRITTEN)
     return fresh
+
+
+REWRITTEN = (1012, "the session's record was rewritten: re-attach")
+"""How the connections reading a session's numbered stream close when a rewind cut its record
+(they re-attach, and reload the history)."""
 
 
 def recorded_line(seq: int, text: str) -> bytes:
@@ -85,4 +90,4 @@ def recorded_line(seq: int, text: str) -> bytes:
 _RECORDED_PARAMS = b'{"jsonrpc":"2.0","method":"recorded","params":{'
 
 
-__all__ = ["STORE_EPOCH", "backlog", "new_ring", "recorded_line", "renumbered"]
+__all__ = ["REWRITTEN", "STORE_EPOCH", "backlog", "new_ring", "recorded_line", "renumbered"]

@@ -178,6 +178,7 @@ class SessionRegistry:
             self.replica = Replica(backend.url, settings.advertise, settings.lease_s, recheck=backend.recheck)
             group.start_soon(self.replica.heartbeat, self.live.values, self._close_all)
             self.followers = Followers(backend.url, settings.hub, group)
+            settings.hub.relay = backend.writer.relay  # (what followers' observers get unrecorded)
 
     # -- finding sessions ---------------------------------------------------------------
     def _work_dirs(self) -> dict[str, str]:
@@ -669,6 +670,12 @@ class SessionRegistry:
             assert isinstance(store, PostgresSessionStore)
             rows, last = await anyio.to_thread.run_sync(store.recent_wire_rows, settings.hub.ring_events)
             live.preload(rows, last)
+            if last != records and self.shared is not None:
+                # A turn a dead owner left open was closed in the record while the session
+                # opened: what was loaded is the record with that closing (a page draws the
+                # record up to `records`, and the ring goes on after `last`).
+                digest, records = await anyio.to_thread.run_sync(self.shared.content_digest, session_id)
+                live.loaded = {"session_id": session_id, "records": records, "content_hash": digest}
         self.live[session_id] = live
         self._group.start_soon(self._run, live)
         return live

@@ -36,6 +36,12 @@ WIRE_CHANNEL = "sw_wire"
 """The NOTIFY channel on which committed wire messages are announced as `SESSION:SEQ` (the
 session's last seq in the batch; server/follow.py reads the rows up to it)."""
 
+LIVE_CHANNEL = "sw_live"
+"""The NOTIFY channel of new `sw_live` rows (payload: the session's id, once a batch)."""
+LIVE_ROWS_S = 600
+"""How long a row of `sw_live` is kept (a follower reads it within moments)."""
+_PRUNE_EVERY_S = 60.0
+
 _FORGET_AFTER = 4096
 """Sessions remembered before the settled ones are dropped from the bookkeeping."""
 
@@ -53,6 +59,8 @@ _WireRow = tuple[str, int, str, float, str]
 """session id, seq, kind, recorded at, message text"""
 _ContextRow = tuple[str, int, str]
 """session id, generation, record text"""
+_LiveRow = tuple[str, int, str]
+"""session id, the record's seq it came after, line (server/follow.py)"""
 
 
 @dataclass
@@ -65,8 +73,13 @@ class _Batch:
     context: list[_ContextRow] = field(default_factory=list[_ContextRow])
     states: dict[str, str] = field(default_factory=dict[str, str])
     """session id → the JSON text of its last state in the batch."""
+    live: list[_LiveRow] = field(default_factory=list[_LiveRow])
+    """What the sessions' clients got unrecorded (`GroupWriter.relay`)."""
 
     def add(self, session_id: str, work_dir: str, kind: str, row: tuple[Any, ...]) -> None:
+        if kind == "live":  # (no session row made or touched for it)
+            self.live.append(row)
+            return
         self.sessions.setdefault(session_id, work_dir)
         if kind == "wire":
             self.wire.append(row)  # the store builds each kind's row
@@ -82,6 +95,7 @@ class _Batch:
             [r for r in self.wire if r[0] == session_id],
             [r for r in self.context if r[0] == session_id],
             {k: v for k, v in self.states.items() if k == session_id},
+            [r for r in self.live if r[0] == session_id],
         )
 
 
@@ -108,6 +122,7 @@ class GroupWriter:
         self._closing = False
         self.batches = 0
         """Transactions committed."""
+        self._pruned = 0.0
 
     def submit(
         self,
@@ -132,6 +147,23 @@ class GroupWriter:
                 self._thread.start()
             self._cond.notify_all()
             return self._submitted
+
+    def relay(self, session_id: str, after_seq: int, line: bytes) -> None:
+        """Queue a line a session's clients got unrecorded, after its record's `after_seq`,
+        for the replicas that follow it (`sw_live`, server/follow.py). Committed with the next
+        batch, in submission order: never after a record submitted later, so a follower that
+        has read a record finds every line that came before it. Nothing waits for it; it is
+        dropped when its batch fails or the writer is closing (it is not the record)."""
+        with self._cond:
+            if self._closing:
+                return
+            self._submitted += 1
+            text = line.decode("utf-8", "replace").rstrip("\n")
+            self._queue.append((session_id, "", "live", (session_id, after_seq, text), None))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="soulwire-pg-writer", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
 
     def settle(self, session_id: str) -> None:
         """Return once every append of the session submitted so far is committed; raise
@@ -228,7 +260,7 @@ class GroupWriter:
         except psycopg.OperationalError as exc:  # the connection: no session's part can go
             return dict.fromkeys(batch.sessions, exc)
         except Exception as exc:  # one session's fault (a stale seq): find whose
-            if len(batch.sessions) == 1:
+            if len(batch.sessions) <= 1:
                 return dict.fromkeys(batch.sessions, exc)
         failed: dict[str, BaseException] = {}
         for session_id in batch.sessions:
@@ -263,6 +295,8 @@ class GroupWriter:
                 with cur.copy("COPY sw_context (session_id, generation, record) FROM STDIN") as copy:
                     for row in batch.context:
                         copy.write_row(row)
+            if batch.live:
+                self._write_live(cur, batch.live)
             if batch.states:
                 cur.execute(
                     "UPDATE sw_sessions s SET state = v.state::jsonb"
@@ -270,10 +304,28 @@ class GroupWriter:
                     (list(batch.states), list(batch.states.values())),
                 )
 
+    def _write_live(self, cur: Any, rows: list[_LiveRow]) -> None:
+        """The batch's unrecorded lines, announced once a session; the rows older than
+        `LIVE_ROWS_S` go now and then."""
+        import time
+
+        cur.execute(
+            "INSERT INTO sw_live (session_id, after_seq, line)"
+            " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[])",
+            ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
+        )
+        cur.execute(
+            "SELECT pg_notify('" + LIVE_CHANNEL + "', s) FROM unnest(%s::text[]) AS s",
+            (list(dict.fromkeys(r[0] for r in rows)),),
+        )
+        if time.monotonic() - self._pruned > _PRUNE_EVERY_S:
+            self._pruned = time.monotonic()
+            cur.execute("DELETE FROM sw_live WHERE at < now() - make_interval(secs => %s)", (LIVE_ROWS_S,))
+
 
 def _line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
 
 
-__all__ = ["WIRE_CHANNEL", "GroupWriter", "WriteFailed"]
+__all__ = ["LIVE_CHANNEL", "LIVE_ROWS_S", "WIRE_CHANNEL", "GroupWriter", "WriteFailed"]

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any, LiteralString, cast
 from soulwire.errors import SoulwireError
 from soulwire.sessions.paths import ensure_private_dir, session_dir
 from soulwire.sessions.pg_gate import CommitGate
-from soulwire.sessions.pg_writer import WIRE_CHANNEL, GroupWriter, WriteFailed
+from soulwire.sessions.pg_writer import LIVE_CHANNEL, WIRE_CHANNEL, GroupWriter, WriteFailed
 from soulwire.sessions.store import StoreUnavailable, new_session_id
 
 if TYPE_CHECKING:
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema this code writes; a database at a higher version is refused."""
 
 _OUTAGE_WAIT_S = 1.0
@@ -44,6 +44,10 @@ RECENT_WIRE_ROWS: LiteralString = (
     "SELECT seq, message FROM sw_wire WHERE session_id = %s AND seq > ("
     " SELECT coalesce(max(seq), 0) FROM sw_wire WHERE session_id = %s) - %s ORDER BY seq"
 )
+LIVE_ROWS_AFTER: LiteralString = (
+    "SELECT n, after_seq, line FROM sw_live WHERE session_id = %s AND n > %s ORDER BY n"
+)
+LAST_LIVE_ROW: LiteralString = "SELECT coalesce(max(n), 0) FROM sw_live WHERE session_id = %s"
 LAST_SEQ: LiteralString = "SELECT coalesce(max(seq), 0) FROM sw_wire WHERE session_id = %s"
 
 _MIGRATION_LOCK = 0x50575357  # "SWSW": one migrating replica at a time
@@ -114,12 +118,28 @@ _MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {
         "CREATE INDEX sw_audit_session ON sw_audit (session_id, n)",
         "CREATE INDEX sw_audit_user ON sw_audit (user_name, n)",
     ),
+    # What a session's clients get that is not its record (approval requests, their
+    # resolution, role changes: GroupWriter.relay), for the replicas that follow it
+    # (server/follow.py); each row lives a few minutes. `after_seq`: the record's seq it
+    # came after.
+    4: (
+        """CREATE TABLE sw_live (
+            n bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session_id text NOT NULL,
+            after_seq bigint NOT NULL,
+            at timestamptz NOT NULL DEFAULT now(),
+            line text NOT NULL
+        )""",
+        "CREATE INDEX sw_live_session ON sw_live (session_id, n)",
+        "CREATE INDEX sw_live_at ON sw_live (at)",
+    ),
 }
 
 
 _DELETE_SESSION: tuple[LiteralString, ...] = (
     "DELETE FROM sw_context WHERE session_id = %s",
     "DELETE FROM sw_wire WHERE session_id = %s",
+    "DELETE FROM sw_live WHERE session_id = %s",
     "DELETE FROM sw_checkpoints WHERE session_id = %s",
     "DELETE FROM sw_owners WHERE session_id = %s",
     "DELETE FROM sw_sessions WHERE id = %s",
@@ -603,6 +623,11 @@ class PostgresSessionStore:
             conn.execute(
                 "DELETE FROM sw_wire WHERE session_id = %s AND seq > %s", (self.session_id, wire_messages)
             )
+            # The replicas that follow the session learn that its record was cut (they find
+            # the seq they had gone, and start again from the store: server/follow.py).
+            conn.execute(
+                "SELECT pg_notify('" + WIRE_CHANNEL + "', %s)", (f"{self.session_id}:{wire_messages}",)
+            )
         self._next_seq = None
 
     # lifecycle --------------------------------------------------------------
@@ -626,6 +651,7 @@ class PostgresSessionStore:
 
 
 __all__ = [
+    "LIVE_CHANNEL",
     "SCHEMA_VERSION",
     "WIRE_CHANNEL",
     "PostgresBackend",

@@ -7,8 +7,11 @@
 // On replicas sharing a store, a session another replica runs answers this page's WebSocket
 // with a 307 there, which a browser's WebSocket does not follow (nor may this page connect to
 // another origin: its Content-Security-Policy). The page then watches the session through its
-// own replica (observers attach anywhere) and names the owner (`onOwner`); taking control goes
-// to the owner's page (the answer to `attach` says where: `data.owner`).
+// own replica (observers attach anywhere) and names the owner (`onOwner`). Taking control asks
+// for the owner named in the answer to `attach` (`data.owner`) at this same origin first
+// (`?owner=…`: HAProxy as `serve haproxy-config` ships it routes that to the owner, and the
+// page's cookie goes along); where nothing routes it (the replica reached directly), the page
+// goes to the owner's address.
 
 import {observerToken, sessions} from './api.js';
 
@@ -16,6 +19,10 @@ import {observerToken, sessions} from './api.js';
 /** @typedef {{jsonrpc: '2.0', id?: string, method?: string, params?: Json, result?: any, error?: {code: number, message: string, data?: unknown}}} RpcMessage */
 /** @typedef {{complete: boolean, epoch: string, mode: string, last_seq: number}} AttachResult  the `attached` notification */
 /** @typedef {'connecting' | 'reconnecting' | 'live' | 'role'} ConnState */
+
+/** Attempts to re-attach as controller after a drop before watching instead (their back-off
+ * adds up to more than a replica's default lease, 10 s). */
+const REATTACH_TRIES = 6;
 
 /** A JSON-RPC error answer, with its code and data. */
 export class RpcError extends Error {
@@ -45,6 +52,8 @@ export class WireConnection {
     this.mode = 'controller';
     this.wantControl = true;
     this.observeOnly = false;
+    /** @type {string | null} the replica asked for by name (`?owner=`), to take control there */
+    this.via = null;
     /** @type {Map<string, {resolve: (result: any) => void, reject: (error: Error) => void}>} */
     this.pending = new Map();
     this.counter = 0;
@@ -75,6 +84,7 @@ export class WireConnection {
     const query = new URLSearchParams({since_seq: String(this.lastSeq ?? 0), mode: control ? 'controller' : 'observer'});
     if (control && sessionStorage.getItem(`soulwire.ctl.${this.sessionId}`) === '1') query.set('take', '1');
     if (this.epoch) query.set('epoch', this.epoch);
+    if (this.via && control) { query.set('owner', this.via); query.set('take', '1'); }
     this.onState(this.lastSeq === null ? 'connecting' : 'reconnecting');
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(`${this.url()}?${query}`, protocols);
@@ -90,6 +100,10 @@ export class WireConnection {
         for (const {reject: fail} of this.pending.values()) fail(new Error('connection closed'));
         this.pending.clear();
         if (this.ws !== ws || this.closed) return;
+        if (!attached && this.via) {  // nothing routed `?owner=` to the owner: go to its page
+          this.goTo(this.via);
+          return;
+        }
         if (!attached && event.code === 4409 && /controller/.test(event.reason)) {
           this.observeOnly = true;  // someone else controls it: watch instead
           this.connect().then(resolve, reject);
@@ -102,6 +116,11 @@ export class WireConnection {
           setTimeout(() => { if (!this.closed && this.ws === ws) this.connect().then(resolve, () => {}); }, delay);
         };
         if (attached || !this.wantControl || this.observeOnly) { retry(); return; }
+        // A controlling connection that dropped (its replica died, or handed the session over)
+        // is refused at first while the dead owner's lease still names it: keep asking for
+        // control for a while (the replica reached takes the session over once the lease is
+        // gone), instead of settling to watch a session nobody runs any more.
+        if (this.lastSeq !== null && this.mode === 'controller' && this.retry < REATTACH_TRIES) { retry(); return; }
         // Refused before the handshake: is the session run by another replica (a 307 there)?
         this.ownerElsewhere().then(owner => {
           if (this.closed || this.ws !== ws) return;
@@ -200,11 +219,20 @@ export class WireConnection {
       // This replica only watches a session another one runs: control is taken there.
       const owner = err instanceof RpcError ? /** @type {{owner?: unknown}} */ (err.data ?? {}).owner : null;
       if (typeof owner !== 'string' || !/^https?:\/\//.test(owner)) throw err;
-      location.assign(`${owner}/web/#/s/${encodeURIComponent(this.sessionId)}`);
-      return new Promise(() => {});  // the page goes
+      if (this.via === owner) { this.goTo(owner); return new Promise(() => {}); }
+      this.via = owner;  // at this origin first (a load balancer routes it there)
+      this.observeOnly = false;
+      this.ws?.close(1000);
+      return this.connect();
     }
     this.setMode(result.mode);
     return result;
+  }
+
+  /** Leave for the owner's own page (where the replica was reached directly). @param {string} owner */
+  goTo(owner) {
+    this.closed = true;
+    location.assign(`${owner}/web/#/s/${encodeURIComponent(this.sessionId)}`);
   }
 
   close() {

@@ -323,6 +323,7 @@ export class SessionView {
       this.sendButton.disabled = observing;
       this.planButton.disabled = observing;
       this.input.placeholder = observing ? 'Observing: another tab or person controls this session' : 'Ask, or type while it runs to steer it (Enter sends, Shift+Enter new line)';
+      if (!observing) this.ownerNote.hidden = true;  // (driven from here now)
       if (observing) this.dialogs.clearAll();
       else this.conn.request('requests/pending').catch(() => {});
       return;
