@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -129,6 +130,37 @@ def test_a_background_task_dies_with_the_engine(engine, sandbox):
     assert wait_for(started.exists)
     kill_engine(wire, whole_group=False)
     assert_nothing_survives(tag, [marker, Path(f"{marker}.child")], groups=(pgid,))
+
+
+SPAWN_UNNAMED = """
+import subprocess, sys
+from soulwire.tools.lifetime import ready_to_tie
+env = ready_to_tie()
+process = subprocess.Popen(["sh", "-c", sys.argv[1]], env=env, start_new_session=True)
+print(process.pid, flush=True)
+sys.stdin.read()  # killed here, before `tie_to_engine` names the group to the watchdog
+"""
+
+
+def test_a_tool_process_the_engine_had_no_time_to_name_dies_with_it(sandbox: Sandbox):
+    """The engine is killed after a tool process started and before it told the watchdog its
+    group: under CPU load the command runs ahead of the engine's thread, and a test saw a
+    Shell command outlive a SIGKILLed `serve` that way. The spawn's mark finds it."""
+    tag = f"lifetime-{uuid.uuid4().hex[:12]}"
+    marker = sandbox.root / "unnamed"
+    engine = subprocess.Popen(
+        [sys.executable, "-c", SPAWN_UNNAMED, f"(sleep {DELAY_S}; touch {marker}) & sleep 60; : {tag}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert engine.stdout is not None
+        pgid = int(engine.stdout.readline())
+        assert wait_for(lambda: len(group_members(pgid)) >= 2)  # sh, its subshell, the sleeps
+    finally:
+        engine.kill()
+        engine.wait(timeout=10)
+    assert wait_for(lambda: not group_members(pgid), limit=30), group_members(pgid)
+    assert not marker.exists() and processes_with(tag) == []
 
 
 @pytest.mark.parametrize("ending", ["sigkill", "stdin-closed"])
