@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from tests.tool_calls import call
+from tests.waiting import engine_watchdogs, wait_until_exited
 from tests.wire_client import Sandbox, WireProcess
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find the processes")
@@ -69,24 +70,32 @@ def start_turn(wire: WireProcess) -> None:
     wire.request("prompt", {"user_input": "go"})
 
 
-def kill_engine(wire: WireProcess, *, whole_group: bool) -> None:
+def kill_engine(wire: WireProcess, *, whole_group: bool) -> list[int]:
+    """SIGKILL the engine; its watchdogs (read before: after its death they are not its
+    children any more), which do their work once it is dead."""
+    watchdogs = engine_watchdogs(wire.proc.pid)
     if whole_group:  # what a client does that started the engine in a session of its own
         os.killpg(wire.proc.pid, signal.SIGKILL)
     else:
         wire.proc.kill()
     wire.proc.wait(timeout=10)
+    return watchdogs
 
 
-def assert_nothing_survives(tag: str, markers: list[Path], groups: tuple[Path, ...] = ()) -> None:
+def assert_nothing_survives(
+    tag: str, markers: list[Path], groups: tuple[Path, ...] = (), watchdogs: list[int] | None = None
+) -> None:
     """No process with `tag` in its command line and none of the process groups whose ids
-    the commands wrote into `groups` is left; the side effects never happen."""
+    the commands wrote into `groups` is left; the side effects never happen: each would be
+    made by one of those processes, so once the engine's watchdogs have done their work and
+    exited and those processes are gone, no marker can appear any more."""
     pgids = [int(p.read_text()) for p in groups]
+    if watchdogs is not None:
+        assert watchdogs, "the engine had no watchdog"
+        wait_until_exited(watchdogs, what="the engine's watchdog")
     assert wait_for(lambda: not processes_with(tag), limit=5), f"left running: {processes_with(tag)}"
     assert wait_for(lambda: not any(group_members(g) for g in pgids), limit=5)
-    time.sleep(DELAY_S + 0.5)  # past the moment the side effects were due
     assert [m.name for m in markers if m.exists()] == []
-    assert processes_with(tag) == []
-    assert [g for g in pgids if group_members(g)] == []
 
 
 @pytest.mark.parametrize("whole_group", [False, True], ids=["engine", "engine-group"])
@@ -107,8 +116,8 @@ def test_a_foreground_command_and_its_grandchildren_die_with_the_engine(engine, 
     start_turn(wire)
     assert wait_for(lambda: started.exists() and len(processes_with(tag)) >= 1)
     assert len(group_members(int(pgid.read_text()))) >= 3  # bash, its subshell, sleeps, nohup sh
-    kill_engine(wire, whole_group=whole_group)
-    assert_nothing_survives(tag, [direct, child, nohup], groups=(pgid,))
+    watchdogs = kill_engine(wire, whole_group=whole_group)
+    assert_nothing_survives(tag, [direct, child, nohup], groups=(pgid,), watchdogs=watchdogs)
 
 
 def test_a_background_task_dies_with_the_engine(engine, sandbox):
@@ -128,8 +137,8 @@ def test_a_background_task_dies_with_the_engine(engine, sandbox):
     _, response = wire.prompt("go")
     assert response["result"]["status"] == "finished"
     assert wait_for(started.exists)
-    kill_engine(wire, whole_group=False)
-    assert_nothing_survives(tag, [marker, Path(f"{marker}.child")], groups=(pgid,))
+    watchdogs = kill_engine(wire, whole_group=False)
+    assert_nothing_survives(tag, [marker, Path(f"{marker}.child")], groups=(pgid,), watchdogs=watchdogs)
 
 
 SPAWN_UNNAMED = """
@@ -175,11 +184,12 @@ def test_a_detached_job_of_a_finished_command_dies_with_the_engine(engine, sandb
     _, response = wire.prompt("go")
     assert response["result"]["status"] == "finished"
     assert processes_with(tag)
+    watchdogs = engine_watchdogs(wire.proc.pid)
     if ending == "sigkill":
         kill_engine(wire, whole_group=False)
     else:
         assert wire.close() == 0
-    assert_nothing_survives(tag, [marker])
+    assert_nothing_survives(tag, [marker], watchdogs=watchdogs)
 
 
 MCP_SERVER = """
@@ -203,7 +213,9 @@ def test_an_mcp_server_that_ignores_eof_dies_with_the_engine(engine, sandbox: Sa
     wire.initialize()
     assert wait_for(pidfile.exists)
     assert wait_for(lambda: bool(processes_with(tag)))
-    time.sleep(0.5)  # the engine is still connecting when the server has started
+    # The engine ties the server to its life once it has started it (the server does not know
+    # when): a watchdog is started with every group told so far already in its pipe.
+    assert wait_for(lambda: bool(engine_watchdogs(wire.proc.pid)))
     kill_engine(wire, whole_group=False)
     assert wait_for(lambda: not processes_with(tag), limit=5), processes_with(tag)
 
@@ -232,11 +244,7 @@ def test_a_killed_watchdog_is_replaced_at_the_next_tool_process(engine, sandbox)
     )
 
     def watchdogs() -> list[int]:
-        return [
-            p
-            for p in children_of(wire.proc.pid)
-            if b"PRUNE_EVERY_S" in Path(f"/proc/{p}/cmdline").read_bytes()
-        ]
+        return engine_watchdogs(wire.proc.pid)
 
     def answer(message: dict[str, Any]) -> dict[str, Any]:
         payload = message["params"]["payload"]
@@ -258,5 +266,5 @@ def test_a_killed_watchdog_is_replaced_at_the_next_tool_process(engine, sandbox)
         wire.proc.poll(),
         [(p, Path(f"/proc/{p}/cmdline").read_bytes()[:80]) for p in children_of(wire.proc.pid)],
     )
-    kill_engine(wire, whole_group=False)
-    assert_nothing_survives(tag, [marker])
+    replaced = kill_engine(wire, whole_group=False)
+    assert_nothing_survives(tag, [marker], watchdogs=replaced)

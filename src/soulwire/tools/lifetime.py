@@ -108,6 +108,10 @@ for g in groups:
 paths, ~10 ms). Lines it reads: `+MARK` (a spawn about to start), `PGID [MARK]` (its group)."""
 
 
+_PIPE_HOLDS = 4096
+"""Bytes any pipe takes without a reader (POSIX's PIPE_BUF at least; Linux: 64 KiB)."""
+
+
 class _Watchdog:
     """The engine's end of the watchdog: started on first use, restarted if it died."""
 
@@ -155,6 +159,12 @@ class _Watchdog:
     def _start(self) -> None:
         self._groups = {g for g in self._groups if _group_exists(g)}
         read_end, write_end = os.pipe()  # both non-inheritable
+        # What it must know goes into the pipe before it starts, so that a watchdog that runs
+        # knows every group told so far (the rest after, should it pass what any pipe holds).
+        told = b"".join([b"%d\n" % g for g in self._groups] + [b"+%s\n" % m.encode() for m in self._pending])
+        cut = told.rfind(b"\n", 0, _PIPE_HOLDS) + 1 if len(told) > _PIPE_HOLDS else len(told)
+        if cut:
+            os.write(write_end, told[:cut])
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _WATCHDOG, TIE_ENV],
@@ -170,9 +180,8 @@ class _Watchdog:
         finally:
             os.close(read_end)
         self._fd = write_end
-        told = [b"%d\n" % g for g in self._groups] + [b"+%s\n" % m.encode() for m in self._pending]
-        if told:
-            os.write(write_end, b"".join(told))
+        if told[cut:]:
+            os.write(write_end, told[cut:])
 
 
 def _group_exists(pgid: int) -> bool:
