@@ -133,6 +133,15 @@ async def test_bad_frames_get_json_rpc_errors_and_the_connection_goes_on(serve: 
     ) as ws:
         await ws.send("not json")
         assert json.loads(await ws.recv())["error"]["code"] == -32700
+        # As on the agent's stdio (one check of a received line): nested past the limit, a
+        # method that is no string, an id with neither method nor result.
+        for frame in (
+            "[" * 100_000 + "]" * 100_000,
+            '{"jsonrpc":"2.0","id":7,"method":5}',
+            '{"jsonrpc":"2.0","id":8}',
+        ):
+            await ws.send(frame)
+            assert json.loads(await ws.recv())["error"]["code"] == -32600, frame[:40]
         await ws.send(
             json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
         )

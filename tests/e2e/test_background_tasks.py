@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from tests.e2e.test_shell_tool import processes_running, unique_sleep, wait_until_gone
 from tests.tool_calls import approve, call, one_step_each, requests, results, run_turn
+from tests.waiting import engine_watchdogs, wait_until_exited
 from tests.wire_client import Sandbox, WireProcess, event_types, payloads
 
 # A task that runs until the test lets it finish: deterministic, no timing involved.
@@ -235,13 +236,14 @@ def test_keep_alive_on_exit_leaves_a_command_running_after_the_engine(engine, sa
     wire.initialize()
     run_turn(wire, answer=None)
     wait_until_running(duration)
+    watchdogs = engine_watchdogs(wire.proc.pid)  # the one thing that kills after the engine's end
     if end == "eof":
         assert wire.close() == 0
     else:
         wire.proc.kill()
         wire.proc.wait()
     try:
-        time.sleep(0.5)  # (the watchdog acts within microseconds of the engine's exit)
+        wait_until_exited(watchdogs, what="the engine's watchdog")  # (none: nothing was tied)
         assert processes_running(duration), "keep_alive_on_exit: the command must outlive the engine"
         (runtime,) = (session_dir(sandbox) / "tasks").glob("*/runtime.json")
         record = json.loads(runtime.read_text())

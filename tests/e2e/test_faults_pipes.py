@@ -171,16 +171,30 @@ def test_ctrl_c_in_the_demo_ends_it_and_its_engine_with_130(sandbox):
         for p in Path("/proc").iterdir()
         if p.name.isdigit() and _parent(p) == proc.pid and b"--wire" in (p / "cmdline").read_bytes()
     ]
+    engine_input = str(Path(f"/proc/{engine}/fd/0").readlink())  # the pipe the demo writes to
     os.kill(engine, signal.SIGSTOP)  # hold the demo mid-way, deterministically
     try:
         os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while engine_input in _open_files(proc.pid):  # the demo handles it: it closes the input
+            assert time.monotonic() < deadline, "the demo did not react to Ctrl-C"
+            time.sleep(0.02)  # a poll's step, bounded by the deadline above
     finally:
         os.kill(engine, signal.SIGCONT)
     code, stderr = finish(proc)
     assert code == 130
     assert "Traceback" not in stderr
     assert not Path(f"/proc/{engine}").exists() or _state(engine) == "Z"
+
+
+def _open_files(pid: int) -> set[str]:
+    found: set[str] = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            found.add(str(fd.readlink()))
+        except OSError:
+            continue
+    return found
 
 
 def _parent(entry: Path) -> int:

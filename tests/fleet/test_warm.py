@@ -325,7 +325,7 @@ async def test_an_engine_opens_two_sessions_at_a_time_in_the_order_they_came() -
         opening_now += 1
         most = max(most, opening_now)
         order.append(n)
-        await anyio.sleep(0.1)
+        await anyio.sleep(0.1)  # (the scenario: an open whose round trips take 0.1 s)
         opening_now -= 1
         yield n
 
@@ -337,7 +337,7 @@ async def test_an_engine_opens_two_sessions_at_a_time_in_the_order_they_came() -
             async with _in_turn(engine, opened(n), scope, 0.3) as session:
                 scope.deadline = float("inf")  # open: the turn is not under the open's limit
                 assert session == n
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.05)  # (the scenario: the turn itself takes a moment)
         if scope.cancelled_caught:
             timed_out.append(n)
 

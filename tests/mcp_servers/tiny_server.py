@@ -34,7 +34,7 @@ def explode(reason: str = "boom") -> str:
 
 @server.tool(description="Sleep, then answer.")
 def slow(seconds: float) -> str:
-    time.sleep(seconds)
+    time.sleep(seconds)  # (the scenario: a slow tool)
     return f"slept {seconds}"
 
 

@@ -240,7 +240,7 @@ def main() -> None:
 
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         while True:
-            time.sleep(1)
+            time.sleep(1)  # (the scenario: an engine that only a signal ends)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ async def test_sync_callback_runs_off_the_event_loop(fake):
 
 async def test_async_callback_with_feedback_and_failures(fake):
     async def policy(approval: sdk.Approval) -> sdk.ApprovalDecision | bool:
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # (the scenario: a policy that awaits before it answers)
         if approval.id == "a1":
             return sdk.ApprovalDecision.reject("try again")
         if approval.id == "a2":

@@ -98,7 +98,7 @@ async def test_cancel_during_external_tool_then_prompt_again(any_engine: Engine)
         """Blocks until cancelled."""
         started.set()
         try:
-            await asyncio.sleep(3600)
+            await asyncio.sleep(3600)  # (the scenario: a tool that runs until cancelled)
         except asyncio.CancelledError:
             cancelled.set()
             raise
@@ -124,7 +124,7 @@ async def test_cancelling_the_awaiting_task_cancels_the_turn(any_engine: Engine)
     async def slow() -> str:
         """Takes forever."""
         started.set()
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # (the scenario: a tool that runs until cancelled)
         return "never"
 
     options = any_engine.options(call("w1", "slow", {}), "text: still alive", tools=[slow])

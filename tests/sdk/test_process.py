@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 @sdk.tool
 async def hang() -> str:
     """Never returns."""
-    await asyncio.sleep(3600)
+    await asyncio.sleep(3600)  # (the scenario: a tool that never returns)
     return ""
 
 

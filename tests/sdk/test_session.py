@@ -27,7 +27,7 @@ def slow_tool(started: asyncio.Event) -> sdk.Tool:
     async def slow() -> str:
         """Slow."""
         started.set()
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # (the scenario: a tool that runs until cancelled)
         return ""
 
     return slow
@@ -140,7 +140,7 @@ async def test_a_queued_prompt_can_be_cancelled_before_it_is_sent(soulwire: Engi
         first = session.prompt("one")
         await asyncio.wait_for(started.wait(), 10)
         cancel = asyncio.ensure_future(first.cancel())
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop: the cancel has started, not finished
         assert first.cancel_requested
         queued = session.prompt("two")  # allowed: the running turn is being cancelled
         with pytest.raises(sdk.TurnInProgressError, match="already waiting"):

@@ -17,6 +17,7 @@ from typing import Any
 import httpx2
 from websockets.sync.client import ClientConnection, connect
 
+from soulwire.wire.environment import SERVER_TOKEN_FILE
 from tests.server.serve_shapes import ShapeChecker
 from tests.wire_client import Sandbox
 
@@ -56,7 +57,7 @@ class ServeProcess:
         if not self._port_found.wait(TIMEOUT):
             self.close()
             raise TimeoutError("the server did not start: " + "".join(self.stderr_lines))
-        self.token = (sandbox.share / "server-token").read_text().strip()
+        self.token = (sandbox.share / SERVER_TOKEN_FILE).read_text().strip()
         self.base = f"http://127.0.0.1:{self.port}"
         self.http = httpx2.Client(base_url=self.base, timeout=TIMEOUT)
         self._sockets = ExitStack()

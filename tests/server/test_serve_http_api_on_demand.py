@@ -16,6 +16,7 @@ import httpx2
 
 from tests.server.serve_client import ServeProcess
 from tests.server.test_serve_processes import children, wait_until
+from tests.waiting import observation_window
 from tests.wire_client import Sandbox
 
 IMPORT_TIMES = {"PYTHONPROFILEIMPORTTIME": "1"}
@@ -59,14 +60,14 @@ def test_forked_copies_serve_sessions_without_fastapi_until_an_http_api_request(
     assert httpx2.get(f"http://127.0.0.1:{second}/api/sessions").status_code == 401
     assert fastapi_imports(server) == 0
     # Nor the price table, in the SDK's package (a single process loads it 2 s after its start).
-    time.sleep(max(0.0, started + 3 - time.monotonic()))
+    observation_window(max(0.0, started + 3 - time.monotonic()), "a copy loading the price table on a timer")
     assert imports(server, "soulwire.sdk") == 0
 
     # The first API request to a copy is answered, the API built on its way: in that process only.
     listed = server.api("GET", f"http://127.0.0.1:{second}/api/sessions").json()
     assert len(listed) == 2 and {s["live"] for s in listed} == {True, False}  # one lives there
-    assert wait_until(lambda: fastapi_imports(server) >= 1)
-    time.sleep(0.3)
+    assert wait_until(lambda: fastapi_imports(server) >= 1 and imports(server, "soulwire.sdk") >= 1)
+    observation_window(0.3, "the other copy building the API or loading the prices too")
     assert fastapi_imports(server) == 1 and imports(server, "soulwire.sdk") == 1
 
     # Many first requests at once to the other: each answered, by the one API it builds.

@@ -9,10 +9,12 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from soulwire.wire.environment import SERVER_TOKEN_FILE
+
 
 def test_the_token_is_generated_private_and_required(serve, sandbox):
     server = serve("text: hi")
-    path = sandbox.share / "server-token"
+    path = sandbox.share / SERVER_TOKEN_FILE
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert any(f"?token={server.token}" in line for line in server.stderr_lines)
     assert server.http.get("/api/sessions").status_code == 401

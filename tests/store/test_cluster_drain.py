@@ -17,6 +17,7 @@ import pytest
 
 from soulwire import sdk
 from soulwire.sdk.remote import RemoteSession
+from soulwire.wire.environment import SERVER_TOKEN_ENV
 from tests.store.test_cluster import deployment  # noqa: F401 (the fixture, by its name)
 from tests.wire_client import Sandbox
 
@@ -43,7 +44,7 @@ def test_a_drained_replica_s_sdk_client_goes_on_elsewhere(request: pytest.Fixtur
     def drain(replica: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "soulwire", "serve", "drain", "--url", replica],
-            capture_output=True, text=True, timeout=120, env={**sandbox.env(), "SOULWIRE_SERVER_TOKEN": token},
+            capture_output=True, text=True, timeout=120, env={**sandbox.env(), SERVER_TOKEN_ENV: token},
         )  # fmt: skip
 
     async def scenario() -> tuple[str, str, list[dict[str, Any]], int]:  # the raw RemoteSession
@@ -88,7 +89,7 @@ def session_goes_on(base: str, replicas: list[Any], url: str, sandbox: Sandbox, 
                     capture_output=True,
                     text=True,
                     timeout=120,
-                    env={**sandbox.env(), "SOULWIRE_SERVER_TOKEN": token},
+                    env={**sandbox.env(), SERVER_TOKEN_ENV: token},
                 )
             )
             assert drained.returncode == 0, drained.stderr

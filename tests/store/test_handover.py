@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from soulwire.wire.environment import SERVER_TOKEN_ENV
 from tests.server.serve_client import ServeProcess
 from tests.store.test_serve_replicas import PG_ENV, wait_for
 from tests.tool_calls import call
@@ -43,7 +44,7 @@ def test_a_drained_replica_hands_its_sessions_to_another(sandbox: Sandbox, store
 
         drained = subprocess.run(
             [sys.executable, "-m", "soulwire", "serve", "drain", "--url", a.base, "--wait", "30"],
-            capture_output=True, text=True, env={**sandbox.env(), "SOULWIRE_SERVER_TOKEN": a.token},
+            capture_output=True, text=True, env={**sandbox.env(), SERVER_TOKEN_ENV: a.token},
             timeout=60,
         )  # fmt: skip
         assert drained.returncode == 0, drained.stderr
@@ -102,7 +103,7 @@ def test_drain_faults_are_one_line(sandbox: Sandbox):
         for args, token, code, message in cases:
             out = subprocess.run(
                 [sys.executable, "-m", "soulwire", "serve", "drain", *args],
-                capture_output=True, text=True, env={**sandbox.env(), "SOULWIRE_SERVER_TOKEN": token},
+                capture_output=True, text=True, env={**sandbox.env(), SERVER_TOKEN_ENV: token},
                 timeout=60,
             )  # fmt: skip
             assert out.returncode == code and message in out.stderr, (args, out.stderr)

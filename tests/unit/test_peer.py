@@ -141,11 +141,12 @@ async def test_cancelling_a_wait_forgets_the_request(pair: Pair) -> None:
 
 async def test_leaving_the_peer_cancels_its_tasks_and_fails_pending_requests(pair: Pair) -> None:
     a, b = pair
-    handler_cancelled = anyio.Event()
+    handler_started, handler_cancelled = anyio.Event(), anyio.Event()
 
     async def forever(_params: Any, _id: str) -> None:
+        handler_started.set()
         try:
-            await anyio.sleep(math.inf)
+            await anyio.sleep(math.inf)  # (the scenario: a handler that runs until cancelled)
         finally:
             handler_cancelled.set()
 
@@ -153,8 +154,10 @@ async def test_leaving_the_peer_cancels_its_tasks_and_fails_pending_requests(pai
     async with Peer(b) as client:
         async with Peer(a, methods={"forever": Method(forever)}):
             client.send_request("forever", None, lambda _r, e: outcome.append(e))
-            await anyio.sleep(0.01)
-        await handler_cancelled.wait()  # the server's handler task was cancelled on exit
+            with anyio.fail_after(30):
+                await handler_started.wait()
+        with anyio.fail_after(30):
+            await handler_cancelled.wait()  # the server's handler task was cancelled on exit
         client.close(PeerClosedError("gone"))
     assert isinstance(outcome[0], PeerClosedError)
     # and a request after closing fails at once

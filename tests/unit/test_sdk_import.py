@@ -384,3 +384,26 @@ def test_a_plain_http_provider_reads_no_ca_bundle_and_an_https_one_shares_it(kin
         "plain": [True, True, 0],
         "https_shared": True,
     }
+
+
+_OPENAI_ROOT = """
+import json, sys
+from soulwire.llm.sdk_import import import_sdk
+sdk = import_sdk("openai")
+for name in ("AsyncOpenAI", "DefaultAsyncHttpxClient", "APIError", "APIStatusError", "APITimeoutError"):
+    getattr(sdk, name)  # what the adapters and their errors use
+sdk.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")
+unused = sorted(m for m in sys.modules if m.startswith(("openai.lib.bedrock", "openai.providers", "openai.lib.azure")))
+sdk.api_key = "set before the __init__ ran"  # a module-level setting of the SDK's own
+sdk.base_url  # any other name: the whole __init__ runs now
+print(json.dumps({"unused": unused, "api_key": sdk.api_key, "ran": "openai.lib.bedrock" in sys.modules,
+                  "azure": sdk.AzureOpenAI.__name__}))
+"""
+
+
+def test_the_openai_root_loads_no_bedrock_vertex_or_azure_client_and_keeps_its_settings() -> None:
+    found = _python(_OPENAI_ROOT)
+    assert found["unused"] == []  # ~35 CPU-ms of a first request's imports, never used by one
+    # A setting made before the `__init__` ran is kept when it runs (it would reset it to None).
+    assert found["api_key"] == "set before the __init__ ran" and found["ran"]
+    assert found["azure"] == "AzureOpenAI"

@@ -95,7 +95,7 @@ def test_text_written_above_a_running_prompt_keeps_the_terminal_raw():
                     await asyncio.sleep(0.01)
             for n in range(3):
                 screen.write(f"line {n}\n")
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # the scenario: output arriving bit by bit, as a turn's does
             keys.send_text("\x04")  # Ctrl-D on an empty line
             try:
                 await asyncio.wait_for(prompt, 5)

@@ -19,6 +19,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from soulwire.wire.environment import SERVER_TOKEN_ENV, SERVER_TOKEN_FILE
 from tests.e2e.test_sandbox import needs_bwrap
 from tests.server.serve_client import ServeProcess
 from tests.wire_client import Sandbox
@@ -265,10 +266,10 @@ def test_soulwire_web_starts_a_server_when_none_runs(sandbox):
 
 def test_soulwire_web_moves_to_a_free_port_when_the_address_is_taken(serve, sandbox):
     other = serve()  # a server whose token this share dir does not have
-    (sandbox.share / "server-token").write_text("a-different-token-than-the-servers\n")
+    (sandbox.share / SERVER_TOKEN_FILE).write_text("a-different-token-than-the-servers\n")
     argv = [sys.executable, "-m", "soulwire", "web", "--listen", f"127.0.0.1:{other.port}", "--no-browser",
             "--config-file", str(sandbox.config_path), "--work-dir", str(sandbox.work)]  # fmt: skip
-    env = {**sandbox.env(), "SOULWIRE_SERVER_TOKEN": "another-token-of-16+chars"}
+    env = {**sandbox.env(), SERVER_TOKEN_ENV: "another-token-of-16+chars"}
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         assert proc.stderr is not None

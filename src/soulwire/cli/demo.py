@@ -21,6 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from soulwire.config.scripts_file import SCRIPTS_ENV
+from soulwire.wire.environment import SHARE_DIR_ENV
+
 _WEATHER_TOOL = {
     "name": "get_weather",
     "description": "Current weather for a city (answered by the demo client).",
@@ -63,7 +66,7 @@ def _write_sandbox(root: Path) -> list[str]:
         "models": {"demo": {"provider": "offline", "model": "scripted_echo", "max_context_size": 100000,
                             "capabilities": ["thinking"]}},
         "providers": {
-            "offline": {"type": "_scripted_echo", "env": {"SOULWIRE_SCRIPTED_ECHO_SCRIPTS": str(scripts)}}
+            "offline": {"type": "_scripted_echo", "env": {SCRIPTS_ENV[0]: str(scripts)}}
         },
     }  # fmt: skip
     (root / "config.json").write_text(json.dumps(config), encoding="utf-8")
@@ -136,7 +139,7 @@ def run_demo(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with tempfile.TemporaryDirectory(prefix="soulwire-demo-") as tmp:
         root = Path(tmp)
-        env = {**os.environ, "HOME": str(root), "SOULWIRE_SHARE_DIR": str(root / "share")}
+        env = {**os.environ, "HOME": str(root), SHARE_DIR_ENV[0]: str(root / "share")}
         client = _Client(_write_sandbox(root), env)
         try:
             _narrate(client)

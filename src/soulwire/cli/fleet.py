@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from soulwire.session_flags import int_at_least
 from soulwire.usage import CommandParser
+from soulwire.wire.environment import share_dir_from
 
 if TYPE_CHECKING:
     from soulwire.fleet import Backend, EngineSettings, Fleet, Task, TaskResult
@@ -139,7 +140,7 @@ def _ray_backend(args: argparse.Namespace, prices: Mapping[str, ModelPrice] | No
     # Workers resolve the engine on their own node unless --engine names one. A share dir set
     # for this command goes to the workers' engines too (they do not get the driver's
     # environment): the sessions land where `soulwire --session`, `web` and `vis` look here.
-    share = os.environ.get("SOULWIRE_SHARE_DIR") or os.environ.get("KIMI_SHARE_DIR")
+    share = share_dir_from(os.environ)
     share_dir = Path(share).expanduser() if share else None
     settings = EngineSettings(executable=args.engine, share_dir=share_dir, prices=prices)
     return RayBackend(

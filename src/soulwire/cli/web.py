@@ -132,13 +132,9 @@ def run_web(command: str, argv: list[str]) -> int:
 
 
 def _read_token(share: Path) -> str | None:
-    env = os.environ.get("SOULWIRE_SERVER_TOKEN", "").strip()
-    if env:
-        return env
-    try:
-        return (share / "server-token").read_text(encoding="ascii").strip() or None
-    except OSError:
-        return None
+    from soulwire.config.loader import client_token
+
+    return client_token(share=share)
 
 
 def _accepts_connections(host: str, port: int) -> bool:

@@ -4,24 +4,37 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from soulwire.errors import SoulwireError
+from soulwire.wire.environment import SERVER_TOKEN_ENV, SERVER_TOKEN_FILE, share_dir_from
 
 
 class ConfigError(SoulwireError):
     """The configuration cannot be used; the CLI reports it as a usage error (exit 2)."""
 
 
-def share_dir(env: dict[str, str] | None = None) -> Path:
+def share_dir(env: Mapping[str, str] | None = None) -> Path:
     """`SOULWIRE_SHARE_DIR`, else `KIMI_SHARE_DIR` (so kimi clients keep working), else ~/.soulwire."""
-    env = dict(os.environ) if env is None else env
-    for key in ("SOULWIRE_SHARE_DIR", "KIMI_SHARE_DIR"):
-        value = env.get(key)
-        if value:
-            return Path(value).expanduser()
-    return Path.home() / ".soulwire"
+    value = share_dir_from(os.environ if env is None else env)
+    return Path(value).expanduser() if value else Path.home() / ".soulwire"
+
+
+def client_token(token_file: str | None = None, share: Path | None = None) -> str | None:
+    """The token a client sends to a `serve`: `token_file`'s if given, else
+    `$SOULWIRE_SERVER_TOKEN`, else the local server's in the share dir (`share`, default
+    `share_dir()`); None when there is none. Raises OSError when `token_file` cannot be read."""
+    if token_file:
+        return Path(token_file).expanduser().read_text(encoding="utf-8").strip() or None
+    env = os.environ.get(SERVER_TOKEN_ENV, "").strip()
+    if env:
+        return env
+    try:
+        return ((share or share_dir()) / SERVER_TOKEN_FILE).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 def parse_config_text(text: str, *, origin: str = "--config") -> dict[str, Any]:

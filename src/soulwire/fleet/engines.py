@@ -28,6 +28,7 @@ from soulwire.fleet.spawn import (
     serve_command,
     spawn_serve,
 )
+from soulwire.wire.environment import SHARE_DIR_ENV
 
 if TYPE_CHECKING:
     from soulwire.fleet.backend import EngineSettings
@@ -133,7 +134,7 @@ async def spawn_engines(
     loads once and forks, each copy on its own port) without waiting for it to listen."""
     full_env = settings.environ(env)
     if settings.share_dir is not None:
-        full_env["SOULWIRE_SHARE_DIR"] = str(settings.share_dir)
+        full_env[SHARE_DIR_ENV[0]] = str(settings.share_dir)
     argv = serve_command(command_argv(settings.executable), flags, work_dir=work_dir, count=count)
     process, token = spawn_serve(argv, full_env)
     return StartingEngines(ServeProcess(process), token, count, settings.startup_timeout)

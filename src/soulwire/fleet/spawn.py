@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from soulwire.wire.environment import SERVER_TOKEN_ENV
 from soulwire.wire.session_settings import SessionSettings
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ def spawn_serve(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[
     token = secrets.token_urlsafe(24)
     process = subprocess.Popen(
         argv,
-        env={**env, "SOULWIRE_SERVER_TOKEN": token},
+        env={**env, SERVER_TOKEN_ENV: token},
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

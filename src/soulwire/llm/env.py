@@ -68,6 +68,8 @@ KEY_VARIABLES = {
     "gemini": "GEMINI_API_KEY",
     "google_genai": "GEMINI_API_KEY",
 }
+GENERIC_KEY_VARIABLE = "SOULWIRE_API_KEY"
+"""The API key of any provider type (beside its vendor's variable, `KEY_VARIABLES`)."""
 ENV_PROVIDER_NAME = "environment"
 
 
@@ -165,10 +167,10 @@ def missing_key_problem(provider: ProviderConfig, model: ModelConfig) -> str | N
         return f"model {model.provider!r} has no model name (set `model` or SOULWIRE_MODEL_NAME)"
     needs_key = provider.type == "kimi" or provider.base_url in ("", DEFAULT_BASE_URLS.get(provider.type))
     if needs_key and not provider.api_key and not provider.oauth:
-        variable = KEY_VARIABLES.get(provider.type, "SOULWIRE_API_KEY")
+        variable = KEY_VARIABLES.get(provider.type, GENERIC_KEY_VARIABLE)
         return (
             f"provider {model.provider!r} ({provider.type}) has no API key: set `api_key` in its "
-            f"[providers] entry, or {variable} / SOULWIRE_API_KEY in the environment"
+            f"[providers] entry, or {variable} / {GENERIC_KEY_VARIABLE} in the environment"
         )
     return None
 

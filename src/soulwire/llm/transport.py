@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from soulwire.config.model import ModelConfig, ProviderConfig
 from soulwire.llm.convert import check_media
-from soulwire.llm.env import DEFAULT_BASE_URLS, KEY_VARIABLES, model_capabilities
+from soulwire.llm.env import DEFAULT_BASE_URLS, GENERIC_KEY_VARIABLE, KEY_VARIABLES, model_capabilities
 from soulwire.llm.errors import (
     APIConnectionError,
     APITimeoutError,
@@ -380,7 +380,7 @@ class AdapterSettings:
             api_key=provider.api_key or _oauth_key(provider),
             headers=dict(provider.custom_headers),
             capabilities=model_capabilities(model),
-            key_variable=KEY_VARIABLES.get(kind, "SOULWIRE_API_KEY"),
+            key_variable=KEY_VARIABLES.get(kind, GENERIC_KEY_VARIABLE),
             oauth=provider.oauth is not None,
             oauth_ref=provider.oauth if not provider.api_key else None,
             env=env,
@@ -502,7 +502,7 @@ class SDKAdapter(ABC, Generic[SettingsT]):
             sdk=import_sdk(self.sdk_module),
             httpx=importlib.import_module("httpx2"),
             oauth=s.oauth,
-            key_hint=f"Check the provider's api_key (or {s.key_variable} / SOULWIRE_API_KEY).",
+            key_hint=f"Check the provider's api_key (or {s.key_variable} / {GENERIC_KEY_VARIABLE}).",
         )
 
     @abstractmethod

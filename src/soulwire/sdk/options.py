@@ -16,6 +16,7 @@ from typing import Any
 
 from soulwire.ids import uuid4
 from soulwire.sdk.errors import ConfigurationError, EngineNotFoundError
+from soulwire.wire.environment import SHARE_DIR_ENV
 from soulwire.wire.session_settings import SessionSettings
 
 DEFAULT_EXECUTABLE = "soulwire"
@@ -130,8 +131,7 @@ class LaunchOptions(SessionSettings):
         env.update(self.env or {})
         if self.share_dir is not None:
             share = os.path.abspath(os.fspath(self.share_dir))
-            env["SOULWIRE_SHARE_DIR"] = share
-            env["KIMI_SHARE_DIR"] = share
+            env.update(dict.fromkeys(SHARE_DIR_ENV, share))
         return env
 
 

@@ -26,7 +26,7 @@ from soulwire.server.users import User
 from soulwire.ui.acp.handshake import model_capabilities
 from soulwire.ui.acp.remote import RemoteAgent
 from soulwire.ui.acp.routes import agent_connection
-from soulwire.ui.acp.transport import Deferrals
+from soulwire.ui.acp.transport import Deferrals, inbound
 from soulwire.wire.session_settings import SandboxMode
 
 log = logging.getLogger("soulwire.server")
@@ -192,17 +192,11 @@ class SocketTransport:
                 text = await self._ws.receive_text()
             except (WebSocketDisconnect, RuntimeError, KeyError):
                 return None
-            try:
-                message = json.loads(text)
-            except ValueError:
-                self.post({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
-                continue
-            if not isinstance(message, dict):
-                self.post(
-                    {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request"}}
-                )
-                continue
-            return message
+            message, error = inbound(text)
+            if error is not None:
+                self.post(error)
+            if message is not None:
+                return message
 
     async def close(self) -> None:
         self.closed = True

@@ -6,14 +6,12 @@ releases each live one as soon as it is idle; clients re-attach on another repli
 from __future__ import annotations
 
 import json
-import os
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
-from soulwire.server.security import TOKEN_ENV, TOKEN_FILE
 from soulwire.usage import CommandParser
+from soulwire.wire.environment import SERVER_TOKEN_ENV
 
 
 def _parser() -> CommandParser:
@@ -29,7 +27,8 @@ def _parser() -> CommandParser:
     parser.add_argument("--url", required=True, help="the replica's own address (not the load balancer's)")
     parser.add_argument(
         "--token-file", metavar="PATH",
-        help=f"the replica's token (an admin's with named users); default {TOKEN_ENV}, else the share dir's",
+        help=f"the replica's token (an admin's with named users); default ${SERVER_TOKEN_ENV}, "
+        "else the share dir's",
     )  # fmt: skip
     parser.add_argument(
         "--wait", type=float, default=60.0, metavar="SECONDS",
@@ -39,14 +38,12 @@ def _parser() -> CommandParser:
 
 
 def _token(token_file: str | None) -> str:
-    if token_file:
-        return Path(token_file).expanduser().read_text(encoding="utf-8").strip()
-    env = os.environ.get(TOKEN_ENV, "").strip()
-    if env:
-        return env
-    from soulwire.config.loader import share_dir
+    from soulwire.config.loader import client_token
 
-    return (share_dir() / TOKEN_FILE).read_text(encoding="utf-8").strip()
+    token = client_token(token_file)
+    if token is None:
+        raise OSError(f"no token: give --token-file or set {SERVER_TOKEN_ENV} (the share dir has none)")
+    return token
 
 
 def run(argv: list[str]) -> int:

@@ -18,6 +18,8 @@ from soulwire.server.registry import SessionError, SessionRegistry
 HANDED_OVER = (1012, "the session was handed over to another replica: re-attach")
 """The close code and reason of a handed-over session's connections."""
 _IDLE_POLL_S = 0.1
+RELEASE_S = 30.0
+"""How long a session that has ended may take to release its ownership in the store."""
 
 
 async def hand_over(registry: SessionRegistry, session_id: str, *, wait_s: float = 0.0) -> bool:
@@ -64,8 +66,11 @@ async def _release(registry: SessionRegistry, live: LiveSession) -> None:
     live.close()
     await live.finished.wait()
     held = registry.replica.ownership.held if registry.replica else set[str]()
-    while live.id in held:  # released by the registry as the session ends, on a worker thread
-        await anyio.sleep(0.01)
+    with anyio.move_on_after(RELEASE_S):
+        while live.id in held:  # released by the registry as the session ends, on a worker thread
+            await anyio.sleep(0.01)
+    if live.id in held:
+        raise SessionError(503, f"session {live.id} has ended here but its ownership was not released")
 
 
 __all__ = ["HANDED_OVER", "drain", "hand_over"]

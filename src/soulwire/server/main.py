@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from soulwire.hosts import is_loopback
-from soulwire.server.security import TOKEN_ENV, Guard, load_or_create_token
+from soulwire.server.security import Guard, load_or_create_token
 from soulwire.session_flags import (
     add_config_flags,
     add_max_steps_flag,
@@ -24,6 +24,7 @@ from soulwire.session_flags import (
     add_yolo_flag,
 )
 from soulwire.usage import CommandParser
+from soulwire.wire.environment import SERVER_TOKEN_ENV
 
 if TYPE_CHECKING:
     import uvicorn
@@ -81,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--token-file", metavar="PATH",
-        help=f"read the token from this file instead of the share dir's (or set {TOKEN_ENV})",
+        help=f"read the token from this file instead of the share dir's (or set {SERVER_TOKEN_ENV})",
     )  # fmt: skip
     parser.add_argument(
         "--request-timeout", type=float, default=300.0, metavar="SECONDS",
@@ -382,13 +383,15 @@ def _token(token_file: str | None, share: Path, *, loopback: bool) -> tuple[str,
         if len(token) < 16:
             raise ValueError("the token file must hold a token of at least 16 characters")
         return token, False
-    env = os.environ.get(TOKEN_ENV, "").strip()
+    env = os.environ.get(SERVER_TOKEN_ENV, "").strip()
     if env:
         if len(env) < 16:
-            raise ValueError(f"{TOKEN_ENV} must be at least 16 characters")
+            raise ValueError(f"{SERVER_TOKEN_ENV} must be at least 16 characters")
         return env, False
     if not loopback:
-        raise ValueError(f"listening beyond loopback needs an explicit token: --token-file or {TOKEN_ENV}")
+        raise ValueError(
+            f"listening beyond loopback needs an explicit token: --token-file or {SERVER_TOKEN_ENV}"
+        )
 
     return load_or_create_token(share)
 

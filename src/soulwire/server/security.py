@@ -21,13 +21,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from soulwire.sessions.jsonl import ensure_private_dir
+from soulwire.wire.environment import SERVER_TOKEN_FILE
 
 if TYPE_CHECKING:
     from soulwire.server.users import Directory
 
-TOKEN_FILE = "server-token"
-TOKEN_ENV = "SOULWIRE_SERVER_TOKEN"
-"""Where a server (and `serve drain`) takes its token from when no --token-file is given."""
 TOKEN_SUBPROTOCOL_PREFIX = "soulwire.token."
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -38,7 +36,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 def load_or_create_token(share: Path) -> tuple[str, bool]:
     """(the server token, whether it was created just now)."""
-    path = share / TOKEN_FILE
+    path = share / SERVER_TOKEN_FILE
     try:
         token = path.read_text(encoding="ascii").strip()
         if token:
@@ -218,8 +216,6 @@ async def refuse(scope: Scope, receive: Receive, send: Send, status: int, reason
 
 
 __all__ = [
-    "TOKEN_ENV",
-    "TOKEN_FILE",
     "Guard",
     "GuardMiddleware",
     "load_or_create_token",

@@ -242,7 +242,7 @@ class BackgroundTasks:
             },
         )
         if not self.limits.keep_alive_on_exit:
-            ready_to_tie()
+            env = ready_to_tie(env)
         with open(task.output_path, "ab") as output:
             process = subprocess.Popen(
                 argv,
@@ -254,7 +254,7 @@ class BackgroundTasks:
                 start_new_session=True,
             )
         # Left running at the end on purpose: then the engine's watchdog must not kill it.
-        tie_to_engine(process.pid, watchdog=not self.limits.keep_alive_on_exit)
+        tie_to_engine(process.pid, watchdog=not self.limits.keep_alive_on_exit, env=env)
         task.pgid = process.pid
         self._tasks[task_id] = task
         _write_json(task_dir / RUNTIME_FILE, task.record())

@@ -174,7 +174,7 @@ async def run_captured(
 
     Plain `Popen` (vfork + exec) with the pipes and a pidfd watched by the event loop: no
     watcher thread and no transport objects per command, which keeps tool steps cheap."""
-    ready_to_tie()
+    env = ready_to_tie(env)
     process = subprocess.Popen(  # noqa: ASYNC220  (on purpose: vfork + exec, see above)
         list(argv),
         stdin=stdin if stdin is not None else subprocess.DEVNULL,
@@ -184,7 +184,7 @@ async def run_captured(
         env=env,
         start_new_session=True,
     )
-    tie_to_engine(process.pid)
+    tie_to_engine(process.pid, env=env)
     finished = complete = False
     try:
         out_fd, err_fd = _nonblocking_fd(process.stdout), _nonblocking_fd(process.stderr)

@@ -25,6 +25,7 @@ from acp import RequestError
 
 from soulwire.config import credentials
 from soulwire.ui.acp.handshake import KIMI_CODE, TERMINAL_LOGIN
+from soulwire.wire.environment import SHARE_DIR_ENV
 
 MANAGED_PROVIDER = "managed:kimi-code"
 LOGIN_TIMEOUT_S = 15 * 60.0  # the device code's own lifetime
@@ -41,7 +42,7 @@ def logged_in(share: Path, raw_config: dict[str, Any]) -> bool:
 
 async def _run_cli(share: Path, *argv: str, timeout: float) -> list[dict[str, Any]]:
     """`soulwire ARGV --json` in a child process; its JSON events. Cancelling kills it."""
-    env = {**os.environ, "SOULWIRE_SHARE_DIR": str(share)}
+    env = {**os.environ, SHARE_DIR_ENV[0]: str(share)}
     command = [sys.executable, "-m", "soulwire", *argv, "--json"]
     with anyio.fail_after(timeout):
         done = await anyio.run_process(command, env=env, check=False, stdin=None)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from soulwire.usage import CommandParser, UsageError
+from soulwire.wire.environment import SERVER_TOKEN_ENV, SERVER_TOKEN_FILE
 
 
 def _parser() -> CommandParser:
@@ -22,7 +23,7 @@ def _parser() -> CommandParser:
         ],
     )
     parser.add_argument("--connect", required=True, metavar="URL", help="the server's ACP WebSocket URL")
-    parser.add_argument("--token", help="the server token (else $SOULWIRE_SERVER_TOKEN or --token-file)")
+    parser.add_argument("--token", help=f"the server token (else --token-file or ${SERVER_TOKEN_ENV})")
     parser.add_argument("--token-file", help="a file holding the server token (default: the share dir's)")
     return parser
 
@@ -30,21 +31,19 @@ def _parser() -> CommandParser:
 def _token(token: str | None, token_file: str | None) -> str:
     if token:
         return token
-    if os.environ.get("SOULWIRE_SERVER_TOKEN"):
-        return os.environ["SOULWIRE_SERVER_TOKEN"]
-    if token_file is None:
-        from soulwire.config.loader import share_dir
+    from soulwire.config.loader import client_token, share_dir
 
-        path = share_dir() / "server-token"
-    else:
-        path = Path(token_file).expanduser()
     try:
-        return path.read_text(encoding="ascii").strip()
+        found = client_token(token_file)
     except OSError:
+        found = None
+    if found is None:
+        path = Path(token_file).expanduser() if token_file else share_dir() / SERVER_TOKEN_FILE
         raise UsageError(
-            f"no server token: give --token, --token-file or $SOULWIRE_SERVER_TOKEN ({path} is unreadable)",
+            f"no server token: give --token, --token-file or ${SERVER_TOKEN_ENV} ({path} is unreadable)",
             "soulwire acp --connect",
-        ) from None
+        )
+    return found
 
 
 async def _relay(url: str, token: str) -> None:

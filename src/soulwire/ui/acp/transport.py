@@ -7,7 +7,7 @@ too, from the stdlib handshake the start-up path already used, so both answers a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
@@ -17,6 +17,29 @@ from soulwire.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, RPCError, parse
 
 InitializeHandler = Callable[[Any, Any], dict[str, Any]]
 """(request id, params) → the whole response message."""
+
+
+def inbound(line: bytes | str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A line an editor sent, checked as the agent's stdio and the server's ACP socket both
+    check it: (the message to handle, None), (None, the JSON-RPC error to answer it with:
+    -32700 not JSON, -32600 not a request, a response or a notification), or (None, None) for a
+    blank line. Strict UTF-8, lone surrogate escapes replaced, nesting bounded (`parse`)."""
+    if not line.strip():
+        return None, None
+    try:
+        message: Any = parse(line)
+    except RPCError as error:
+        text = "Parse error" if error.code == PARSE_ERROR else error.message
+        return None, error_message(None, error.code, text)
+    if not isinstance(message, dict):
+        return None, error_message(None, INVALID_REQUEST, "Invalid request")
+    request = cast(dict[str, Any], message)
+    method = request.get("method")
+    if "id" in request and method is None and "result" not in request and "error" not in request:
+        return None, error_message(request["id"], INVALID_REQUEST, "Invalid request")
+    if method is not None and not isinstance(method, str):
+        return None, error_message(request.get("id"), INVALID_REQUEST, "Invalid request")
+    return request, None
 
 
 class Deferrals:
@@ -73,24 +96,12 @@ class StdioTransport:
 
     def _accept(self, line: bytes) -> dict[str, Any] | None:
         """The message to hand to the SDK, or None when it was answered here (or is blank)."""
-        if not line.strip():
+        message, error = inbound(line)
+        if error is not None:
+            self._writer.send(error)
+        if message is None:
             return None
-        try:
-            message: Any = parse(line)  # strict UTF-8, lone surrogate escapes replaced, bounded depth
-        except RPCError as error:
-            text = "Parse error" if error.code == PARSE_ERROR else error.message
-            self._writer.send(error_message(None, error.code, text))
-            return None
-        if not isinstance(message, dict):
-            self._writer.send(error_message(None, INVALID_REQUEST, "Invalid request"))
-            return None
-        method: Any = message.get("method")
-        if "id" in message and method is None and "result" not in message and "error" not in message:
-            self._writer.send(error_message(message["id"], INVALID_REQUEST, "Invalid request"))
-            return None
-        if method is not None and not isinstance(method, str):
-            self._writer.send(error_message(message.get("id"), INVALID_REQUEST, "Invalid request"))
-            return None
+        method = message.get("method")
         self.deferrals.received(message)
         if method == "initialize" and "id" in message:
             self._writer.send(self._on_initialize(message["id"], message.get("params")))
