@@ -39,6 +39,9 @@ BATCH_BYTES = 32 << 20
 """New objects are handed to the store in batches of about this size (one pack each)."""
 INLINE_DELTA_ENTRIES = 512
 """A checkpoint changing more entries than this keeps its change list as an object."""
+QUICK_NAMES = 64
+QUICK_BYTES = 256 << 10
+"""A checkpoint looking at no more names than this, of files of no more bytes, is `quick`."""
 
 
 class CheckpointError(SoulwireError, ValueError):
@@ -202,6 +205,16 @@ class CheckpointBook:
         except BaseException:
             self._unrecorded()
             raise
+
+    def quick(self) -> bool:
+        """Whether the next `take` is quick enough for the caller's event loop (no thread hop):
+        a watched scan of a few small files into a local store, nothing to read back first."""
+        return (
+            self.store.local_checkpoints
+            and self._latest is not None
+            and self._records is not None
+            and self.scanner.quick(QUICK_NAMES, QUICK_BYTES)
+        )
 
     def _unrecorded(self) -> None:
         """A scan was not recorded: it may have changed the recorded manifest in place, so that
