@@ -132,6 +132,9 @@ class Scanner:
         """What the last storing scan found (the base a watched scan starts from)."""
         self._recheck: Dirty = {}
         """What a watched scan looks at again though no event names it."""
+        self.leftovers: set[str] = set()
+        """Temporary files of a restore killed mid-way, seen by a scan (the next restore
+        removes them)."""
         self._held: Dirty | None = {}
         """What `quick` drained for the next storing scan (None: that scan must walk it all)."""
 
@@ -281,6 +284,7 @@ class Scanner:
         get = recorded(result, previous).get
         for name in names:
             if name.endswith(TEMP_SUFFIX):
+                self.leftovers.add(os.path.join(directory, name))
                 continue
             path = os.path.join(directory, name)
             try:
@@ -406,7 +410,8 @@ class Scanner:
                     except OSError:
                         continue
                     if item.name.endswith(TEMP_SUFFIX):
-                        continue  # a restore killed mid-write left it
+                        self.leftovers.add(item.path)  # a restore killed mid-way left it
+                        continue
                     known = kept.get((item.path, kind))
                     if known is not None:
                         children.append(known)
