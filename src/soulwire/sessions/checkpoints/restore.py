@@ -6,7 +6,7 @@ Over an existing file the swap is an exchange of the two names (`renameat2(RENAM
 and the old file, now under the temporary name, is then removed. A plain rename over an
 existing file is just as atomic, but on ext4 it also starts writing the new file's data to
 the disk at once (`auto_da_alloc`, a guard against a power cut) and waits for the block
-allocation: that was most of a rewind's wall time (2–10 ms a file on a loaded disk). Removing
+allocation: that was most of a rewind's wall time (2 to 10 ms a file on a loaded disk). Removing
 the old files is the rest of it (freeing their blocks): given a `trash` directory on the same
 file system, `apply` moves each old file there (a rename, nothing freed) and a thread of its
 own removes them once the restore is complete (`wait_retired` waits for it); the work dir holds
