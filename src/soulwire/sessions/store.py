@@ -383,7 +383,6 @@ class FileSessionStore:
             truncate_jsonl(self.dir / CONTEXT_FILE, context_records, is_record)
         if (self.dir / WIRE_FILE).exists():
             truncate_jsonl(self.dir / WIRE_FILE, wire_messages, is_message)
-        _fsync_dir(self.dir)
 
     # lifecycle ---------------------------------------------------------
     def sync(self) -> None:
