@@ -361,9 +361,8 @@ def test_clear_and_export_and_sessions(tmux_shell: Shell):
     # the path is as long as pytest's temporary dir: the terminal may wrap it anywhere
     # ("notes.md" alone is on the screen as soon as the command is typed: wait for the reply)
     shell.wait_until(
-        lambda screen: (
-            "Exported to" in screen and "notes.md" in screen.split("Exported to")[-1].replace("\n", "")
-        ),
+        lambda screen: "Exported to" in screen
+        and "notes.md" in screen.split("Exported to")[-1].replace("\n", ""),
         "the export",
     )
     exported = (shell.sandbox.work / "notes.md").read_text()
