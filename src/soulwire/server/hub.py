@@ -180,12 +180,19 @@ class LiveSession:
     def _wake(self) -> None:
         """Appends were committed (the writer's thread): number them and send on what waited
         for them, on the loop (`_take_commits`), once for all that came meanwhile."""
-        ready = self._commits_ready
-        if ready is None:  # (not running yet: numbered by the first message sent)
+        if self._commits_ready is None:  # (not running yet: numbered by the first message sent)
             return
         if not self._wake_due:
             self._wake_due = True
-            self._call_soon_threadsafe(ready.set)
+            self._call_soon_threadsafe(self._wake_on_loop)
+
+    def _wake_on_loop(self) -> None:
+        # The event is read here, on the loop, never on the writer's thread: read there, it
+        # could be the one `_take_commits` had just replaced, and the wake was lost — with the
+        # flag left set, every later one too, until the engine happened to send something.
+        self._wake_due = False
+        if self._commits_ready is not None:
+            self._commits_ready.set()
 
     async def _take_commits(self) -> None:
         """The session's task that numbers what the store committed (a task, not a loop
@@ -194,8 +201,7 @@ class LiveSession:
         assert ready is not None  # (made before this task starts)
         while True:
             await ready.wait()
-            ready = self._commits_ready = anyio.Event()  # before the flag: no wake is missed
-            self._wake_due = False
+            ready = self._commits_ready = anyio.Event()
             self._number_committed()
 
     def _number_committed(self) -> None:

@@ -370,16 +370,23 @@ class WireServer:
     async def _run_turn(
         self, scope: anyio.CancelScope, turn: Callable[[], Awaitable[TurnOutcome]]
     ) -> dict[str, Any]:
+        result = await self._turn_result(scope, turn)
+        # The published Go SDK reads events and answers on two paths; when the answer
+        # arrives while the turn's last event is still being handled, it sleeps a whole
+        # second before it ends the turn (its waitForDataExchange). A few milliseconds between
+        # the last event and the answer spares its users that second on most turns
+        # (bench/go_sdk_cancel.py, RESULTS §23). The session is not busy meanwhile: a client
+        # that prompts again on TurnEnd is not refused.
+        await anyio.sleep(ANSWER_GAP_S)
+        return result
+
+    async def _turn_result(
+        self, scope: anyio.CancelScope, turn: Callable[[], Awaitable[TurnOutcome]]
+    ) -> dict[str, Any]:
         try:
             outcome = None
             with scope:
                 outcome = await turn()
-            # The published Go SDK reads events and answers on two paths; when the answer
-            # arrives while the turn's last event is still being handled, it sleeps a whole
-            # second before it ends the turn (its waitForDataExchange). A few milliseconds between
-            # the last event and the answer spares its users that second on most turns
-            # (bench/go_sdk_cancel.py, RESULTS §23); other clients do not notice it.
-            await anyio.sleep(ANSWER_GAP_S)
             if outcome is None:
                 return {"status": "cancelled"}
             status = outcome.status
