@@ -370,15 +370,22 @@ class WireServer:
     async def _run_turn(
         self, scope: anyio.CancelScope, turn: Callable[[], Awaitable[TurnOutcome]]
     ) -> dict[str, Any]:
-        result = await self._turn_result(scope, turn)
-        # The published Go SDK reads events and answers on two paths; when the answer
-        # arrives while the turn's last event is still being handled, it sleeps a whole
-        # second before it ends the turn (its waitForDataExchange). A few milliseconds between
-        # the last event and the answer spares its users that second on most turns
-        # (bench/go_sdk_cancel.py, RESULTS §23). The session is not busy meanwhile: a client
-        # that prompts again on TurnEnd is not refused.
-        await anyio.sleep(ANSWER_GAP_S)
-        return result
+        idle = self._idle  # (a prompt taken during the gap below makes its own)
+        try:
+            result = await self._turn_result(scope, turn)
+            # The published Go SDK reads events and answers on two paths; when the answer
+            # arrives while the turn's last event is still being handled, it sleeps a whole
+            # second before it ends the turn (its waitForDataExchange). A few milliseconds
+            # between the last event and the answer spare its users that second on most turns
+            # (bench/go_sdk_cancel.py, RESULTS §23). The session is not busy meanwhile (a
+            # prompt sent on TurnEnd is taken); a `cancel` is answered after this answer, and
+            # a shutdown does not cut the gap short (the answer would be lost).
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(ANSWER_GAP_S)
+            return result
+        finally:
+            if idle is not None:
+                idle.set()
 
     async def _turn_result(
         self, scope: anyio.CancelScope, turn: Callable[[], Awaitable[TurnOutcome]]
@@ -400,8 +407,6 @@ class WireServer:
             self._scope = None
             self._busy = False
             self._prompting = False
-            if self._idle is not None:
-                self._idle.set()
 
     async def _run_replay(self, scope: anyio.CancelScope) -> dict[str, Any]:
         counts = ReplayCounts()
