@@ -257,7 +257,10 @@ def test_ctrl_c_while_ray_is_still_connecting_exits(lab: FleetLab) -> None:
                     break
             else:
                 pytest.fail("the command ended before connecting")
-            time.sleep(1)
+            # and inside its retries: Ray's client has connected to the silent port
+            silent.settimeout(60)
+            connected, _ = silent.accept()
+            connected.close()
             run.send_signal(signal.SIGINT)
             assert run.wait(timeout=30) == 130
         finally:
