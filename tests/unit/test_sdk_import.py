@@ -57,6 +57,18 @@ def _python(code: str, *args: str) -> dict[str, object]:
     return json.loads(done.stdout)
 
 
+def _run_beside(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh interpreter that imports the packages written under `tmp_path`."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+    )
+
+
 @pytest.mark.parametrize(
     ("sdk", "client", "never_needed"),
     [
@@ -201,14 +213,7 @@ exec("from fakesdk.types import *", scope)
 assert sorted(k for k in scope if not k.startswith("_")) == ["Alias"]
 print("{}")
 """
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
-    )
+    done = _run_beside(tmp_path, code)
     assert done.returncode == 0, done.stderr
 
 
@@ -255,14 +260,7 @@ def test_a_deferred_module_runs_at_the_first_use_of_any_of_its_names(tmp_path: P
     (package / "errors2.py").write_text(errors)
     (package / "nodef.py").write_text("RAN = 1\nmake_error = lambda: 'lambda'\n")
     (package / "broken.py").write_text("def make_error(): ...\n1 / 0\n")
-    done = subprocess.run(
-        [sys.executable, "-c", _DEFERRED],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
-    )
+    done = _run_beside(tmp_path, _DEFERRED)
     assert done.returncode == 0, done.stderr
     # the module's error, then ImportError from it at every later use (as a failed import)
     assert done.stdout.split() == ["ZeroDivisionError", "ImportError"]
