@@ -70,3 +70,34 @@ def test_turn_files_diff_rewind_with_a_conflict_and_fork_with_a_work_dir(chromiu
     ).read_text() == "kept\n"
     assert page.locator(".transcript .user").all_inner_texts() == ["write it"]
     assert web.errors == [] and web.dialogs == []
+
+
+def test_a_rewind_stops_the_background_tasks_first_and_the_page_says_so(chromium, serve):
+    from tests.e2e.test_shell_tool import processes_running, unique_sleep
+
+    duration = unique_sleep()
+    background = {"command": f"sleep {duration}", "run_in_background": True, "description": "sleeper"}
+    server = serve(
+        "\n".join(
+            [call("w", "WriteFile", {"path": "a.txt", "content": "x\n"}), call("b", "Shell", background)]
+        ),
+        "text: started",
+    )
+    session_id = server.create_session(checkpoints=True, yolo=True)
+    web = open_page(chromium, server)
+    web.open_session(session_id)
+    web.send("start it")
+    web.wait_text("started")
+    web.wait_idle()
+    assert processes_running(duration), "the background command is not running"
+    page = web.page
+    row = page.locator(".turn-checkpoint[data-turn='1']")
+    row.locator(".changed-file").get_by_text("A a.txt").wait_for(timeout=TIMEOUT_MS)
+    row.locator(".rewind-here").click()
+    page.click("dialog.checkpoint-dialog[open] .rewind-go")
+    note = page.locator(".rewind-note")
+    note.wait_for(timeout=TIMEOUT_MS)
+    assert "1 background task(s) stopped" in note.inner_text()
+    assert processes_running(duration) == []  # stopped before the rewind answered
+    assert not (server.sandbox.work / "a.txt").exists()
+    assert web.errors == [] and web.dialogs == []
