@@ -83,6 +83,10 @@ export class TurnCheckpoints {
     /** @type {{checkpoints?: {turn: number, kind: string}[]}} */
     let listing;
     try { listing = await this.view.conn.request('checkpoints', {}); } catch { return; }
+    // The transcript draws what it received at the next animation frame, which may come long
+    // after this answer (a busy machine; a background tab gets none): draw it now, so that the
+    // turn whose checkpoint was announced has its section to put the row in.
+    this.view.transcript.flush();
     this.turns = new Set((listing.checkpoints || []).filter(c => c.kind !== 'rewind' && c.kind !== 'rewind-before').map(c => c.turn));
     if (again !== null) {
       this.rows.get(again)?.remove();
