@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from procfs import cpu_seconds
+from procfs import cpu_ns
 from scripted_config import scripted_config
 
 from soulwire.sessions.checkpoints.book import CheckpointBook
@@ -231,11 +231,13 @@ def bench_git(root: Path, repeat: int, report: dict[str, Any], *, storage: bool 
 
 
 def process_cpu_ms(pid: int) -> float:
-    """User + system CPU time of a live process so far (Linux /proc)."""
-    return cpu_seconds(pid) * 1000
+    """CPU time of a live process's threads so far (Linux /proc, the scheduler's nanoseconds)."""
+    return cpu_ns(pid) / 1e6
 
 
-def bench_engine(root: Path, tmp: Path, steps: int, repeat: int, report: dict[str, Any]) -> None:
+def bench_engine(
+    root: Path, tmp: Path, steps: int, repeat: int, report: dict[str, Any], label: str = ""
+) -> None:
     scripts = [
         "tool_call: "
         + json.dumps(
@@ -255,7 +257,7 @@ def bench_engine(root: Path, tmp: Path, steps: int, repeat: int, report: dict[st
     for run in range(repeat):
         for mode in ("off", "on"):
             samples = by_mode[mode]
-            home = tmp / f"home-{mode}-{run}"
+            home = tmp / f"home{label.strip().replace(' ', '-')}-{mode}-{run}"
             home.mkdir(parents=True)
             scripts_path = home / "scripts.json"
             scripts_path.write_text(json.dumps(scripts))
@@ -299,10 +301,12 @@ def bench_engine(root: Path, tmp: Path, steps: int, repeat: int, report: dict[st
             proc.wait(timeout=60)
     for mode, samples in by_mode.items():
         CPU.extend(cpu_by_mode[mode])
-        report[f"engine: one WriteFile step, checkpoints {mode}"] = median_ms(samples)
+        report[f"engine{label}: one WriteFile step, checkpoints {mode}"] = median_ms(samples)
     for what, table in (("wall", by_mode), ("engine CPU", cpu_by_mode)):
         ratios = [on / off for on, off in zip(table["on"], table["off"], strict=True) if off > 0]
-        report[f"engine: step {what} on/off (median of per-run ratios)"] = f"{statistics.median(ratios):.3f}"
+        report[f"engine{label}: step {what} on/off (median of per-run ratios)"] = (
+            f"{statistics.median(ratios):.3f} (runs: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
 
 
 def ask(proc: subprocess.Popen[str], request_id: str) -> None:
@@ -325,6 +329,12 @@ def main() -> None:
     parser.add_argument("--skip-engine", action="store_true")
     parser.add_argument("--engine-only", action="store_true", help="only the step overhead, on vs off")
     parser.add_argument("--skip-storage", action="store_true", help="no 100-turn storage runs")
+    parser.add_argument(
+        "--engine-files",
+        default="",
+        help="also measure the step overhead on trees of these sizes (comma-separated file "
+        "counts, 1 MiB per 100 files), in the same run: `--engine-files 2000,20000`",
+    )
     args = parser.parse_args()
     tmp = Path(args.dir or tempfile.mkdtemp(prefix="ckpt-bench-"))
     report: dict[str, Any] = {"files": args.files, "MiB": args.mib}
@@ -333,9 +343,15 @@ def main() -> None:
         started = time.perf_counter()
         make_tree(root, args.files, args.mib)
         report["tree built in"] = f"{time.perf_counter() - started:.1f} s"
-        if args.engine_only:
+        sizes = [int(n) for n in args.engine_files.split(",") if n.strip()]
+        if args.engine_only and not sizes:
             bench_engine(root, tmp, args.steps, args.repeat, report)
-        else:
+        for size in sizes:  # each size's off and on runs alternate; the sizes follow each other
+            other = root if size == args.files else tmp / f"tree-{size}"
+            if other != root:
+                make_tree(other, size, max(1, size // 100))
+            bench_engine(other, tmp, args.steps, args.repeat, report, f" ({size} files)")
+        if not args.engine_only:
             bench_checkpoints(root, tmp / "share", args.repeat, report, watch=True)
             bench_checkpoints(root, tmp / "share", args.repeat, report, watch=False)
             if not args.skip_storage:
@@ -344,7 +360,7 @@ def main() -> None:
                 report["storage, 100 turns x 10 random files of 10 KiB"] = bench_storage(
                     root, tmp / "share", True
                 )
-            if not args.skip_engine:
+            if not args.skip_engine and not sizes:
                 bench_engine(root, tmp, args.steps, max(3, args.repeat // 2), report)
             bench_git(root, args.repeat, report, storage=not args.skip_storage)
     finally:

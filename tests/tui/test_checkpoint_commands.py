@@ -90,3 +90,39 @@ def test_an_overlay_turn_ends_with_a_commit_or_discard_choice(tmux_shell: Shell,
     shell.type("/exit")
     shell.keys("Enter")
     shell.wait_for("^EXIT=0$")
+
+
+def test_undo_stops_the_background_tasks_first_and_says_so(tmux_shell: Shell):
+    from tests.e2e.test_shell_tool import processes_running, unique_sleep
+
+    duration = unique_sleep()
+    shell = tmux_shell(
+        "\n".join(
+            [
+                tool_call("w", "WriteFile", path="a.txt", content="x\n"),
+                tool_call(
+                    "b", "Shell", command=f"sleep {duration}", run_in_background=True, description="sleeper"
+                ),
+            ]
+        ),
+        "text: started",
+        checkpoints={"enabled": True},
+    )
+    shell.start("--yolo")
+    shell.ready()
+    shell.type("start it")
+    shell.keys("Enter")
+    shell.wait_for("started")
+    wait_for_file(lambda: bool(processes_running(duration)), "the background command to run")
+    shell.type("/undo")
+    shell.keys("Enter")
+    shell.wait_for(r"Undo turn 1\?")
+    shell.keys("Enter")
+    shell.wait_for(  # (the line may wrap at the pane's width)
+        r"Back to before turn 1: 1 file\(s\) restored, the conversation cut;\s+stopped\s+1\s+background\s+task\(s\)"
+    )
+    assert processes_running(duration) == []  # stopped before the rewind was done
+    assert not (shell.sandbox.work / "a.txt").exists()
+    shell.type("/exit")
+    shell.keys("Enter")
+    shell.wait_for("^EXIT=0$")

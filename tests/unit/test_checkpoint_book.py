@@ -204,3 +204,27 @@ def test_export_for_a_fork_and_reopening(tmp_path):
     again.export(1, str(fork))
     assert (fork / "sub" / "x.txt").read_text() == "turn one\n"
     assert (work / "sub" / "x.txt").read_text() == "turn two\n"
+
+
+def test_a_process_appends_its_objects_to_one_pack_and_a_rewind_leaves_no_old_file_behind(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    store = FileSessionStore(tmp_path / "share", work, "s", protocol_version="1.3")
+    book = CheckpointBook(store, str(work))
+    packs = store.dir / "checkpoints" / "packs"
+    for n in range(1, 6):
+        (work / f"f{n}.txt").write_text(f"version {n}\n")
+        book.take(turn=n, kind="turn")
+    assert len(os.listdir(packs)) == 1  # not a file per checkpoint
+    store.close()
+    again = FileSessionStore(tmp_path / "share", work, "s", protocol_version="1.3")
+    book = CheckpointBook(again, str(work))
+    (work / "f1.txt").write_text("changed by the next process\n")
+    book.take(turn=6, kind="turn")
+    assert len(os.listdir(packs)) == 2  # its own pack: no writer appends to another's
+    book.rewind(2, context=False, current_turn=6)
+    assert tree(work) == {"f1.txt": (b"version 1\n", 0o644), "f2.txt": (b"version 2\n", 0o644)}
+    from soulwire.sessions.checkpoints.restore import wait_retired
+
+    wait_retired()
+    assert os.listdir(again.dir / "checkpoints" / "retired") == []  # the replaced file, removed

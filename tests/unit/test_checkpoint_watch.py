@@ -248,3 +248,69 @@ def test_a_rewind_plans_from_the_changed_keys_what_a_full_compare_plans(tmp_path
             compared += bool(full.paths)
         book._record(scanned, turn=turn, kind="end")  # what the scan saw, recorded
     assert compared > 20
+
+
+def test_a_watched_scan_looks_only_at_the_names_the_kernel_reported(tmp_path):
+    """A change in a large directory costs the changed names, not the directory's size."""
+    work = tmp_path / "w"
+    work.mkdir()
+    for i in range(300):
+        (work / f"f{i:03d}.txt").write_text(f"{i}\n")
+    pair = Pair(work)
+    pair.check()
+    (work / "f007.txt").write_text("seven\n")
+    (work / "f100.txt").unlink()
+    (work / "new.txt").write_text("new\n")
+    result = pair.scanner.scan(pair.manifest, pair.objects)
+    assert result.touched == {"f007.txt", "f100.txt", "new.txt"}
+    assert result.read_files == 2
+    pair.manifest = result.manifest
+    pair.check()
+
+
+def test_a_file_rewritten_within_the_racy_window_is_seen_by_the_next_watched_scan(tmp_path):
+    """No re-read of recently modified files: the watch names every later write, even one of
+    the same size within the same timestamp tick."""
+    work = tmp_path / "w"
+    work.mkdir()
+    pair = Pair(work)
+    pair.check()
+    target = work / "hot.txt"
+    for i in range(20):
+        target.write_text(f"v{i % 10}\n")  # the same size every time
+        assert pair.check()["hot.txt"][2] == 3
+        result = pair.scanner.scan(pair.manifest, pair.objects)
+        assert result.read_files == 0  # nothing changed since: nothing hashed again
+
+
+def test_a_directory_removed_and_made_again_between_scans_is_read_again(tmp_path):
+    work = tmp_path / "w"
+    (work / "d").mkdir(parents=True)
+    (work / "d" / "old.txt").write_text("old\n")
+    pair = Pair(work)
+    pair.check()
+    shutil.rmtree(work / "d")
+    (work / "d").mkdir()
+    (work / "d" / "new.txt").write_text("new\n")
+    assert set(pair.check()) == {"d/new.txt"}
+    (work / "d" / "later.txt").write_text("later\n")  # the new directory is watched
+    assert set(pair.check()) == {"d/new.txt", "d/later.txt"}
+
+
+def test_quick_says_whether_the_next_scan_is_small_and_keeps_what_it_drained(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("a\n")
+    pair = Pair(work)
+    pair.check()
+    assert pair.scanner.quick(4, 1024)  # nothing changed
+    (work / "a.txt").write_text("changed\n")
+    assert pair.scanner.quick(4, 1024)
+    assert not pair.scanner.quick(4, 4)  # over the byte budget
+    assert pair.check()["a.txt"][2] == len("changed\n")  # what quick drained was scanned
+    for i in range(5):
+        (work / f"n{i}.txt").write_text("n\n")
+    assert not pair.scanner.quick(4, 1 << 20)  # over the name budget
+    (work / "sub").mkdir()
+    assert not pair.scanner.quick(64, 1 << 20)  # a new directory: a walk
+    assert {"n0.txt", "n4.txt"} <= set(pair.check())

@@ -96,3 +96,18 @@ def test_discard_leaves_the_work_dir_alone(work: Path, tmp_path: Path):
     overlay, _ = run_in_overlay(work, tmp_path / "layers")
     layers.discard(overlay.storage)
     assert snapshot(work) == before and layers.pending(overlay.storage, overlay.roots) == []
+
+
+def test_changes_show_each_pending_file_as_a_turns_changes_are_shown(work: Path, tmp_path: Path):
+    overlay, _ = run_in_overlay(work, tmp_path / "layers")
+    found = {c.path: c for c in layers.changes(overlay.storage, overlay.roots)}
+    pending = {f["path"]: f["status"] for f in layers.pending(overlay.storage, overlay.roots)}
+    assert {p: c.status for p, c in found.items()} == {**pending, "modes/f": "mode"}  # its mode alone
+    assert found["kept.txt"].diff == "--- /dev/null\n+++ b/kept.txt\n@@ -0,0 +1 @@\n+keep\n"
+    assert found["keep.txt"].diff == "--- a/keep.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-keep\n"
+    assert found["link_to_file"].kind == "file" and "--> target.txt\n" in (found["link_to_file"].diff or "")
+    assert (found["modes/f"].old_mode, found["modes/f"].new_mode) == ("644", "600")
+    assert found["new/a/b/blob"].binary is True and found["new/a/b/blob"].diff is None
+    assert [c.diff for c in layers.changes(overlay.storage, overlay.roots, diffs=False)] == [None] * len(
+        found
+    )

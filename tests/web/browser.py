@@ -52,9 +52,14 @@ class WebPage:
         self.page.screenshot(path=str(path))
 
 
-def open_page(browser: Any, server: ServeProcess, *, login: bool = True, **context: Any) -> WebPage:
-    """A fresh browser context (its own cookies and tab storage) on the server's web app."""
+def open_page(
+    browser: Any, server: ServeProcess, *, login: bool = True, init_script: str | None = None, **context: Any
+) -> WebPage:
+    """A fresh browser context (its own cookies and tab storage) on the server's web app
+    (`init_script`: run in every page before the app's own scripts)."""
     ctx = browser.new_context(**context)
+    if init_script is not None:
+        ctx.add_init_script(init_script)
     page = ctx.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     web = WebPage(page, server)

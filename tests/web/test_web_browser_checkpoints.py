@@ -70,3 +70,59 @@ def test_turn_files_diff_rewind_with_a_conflict_and_fork_with_a_work_dir(chromiu
     ).read_text() == "kept\n"
     assert page.locator(".transcript .user").all_inner_texts() == ["write it"]
     assert web.errors == [] and web.dialogs == []
+
+
+SLOW_FRAMES = "window.requestAnimationFrame = cb => setTimeout(() => cb(performance.now()), 400);"
+"""Animation frames late by far more than a round trip to the server (a busy machine; a tab in
+the background gets none until it is shown again)."""
+
+
+def test_each_turn_gets_its_row_when_the_page_draws_late(chromium, serve):
+    """The row of a turn is drawn once the turn is on the page, however late the page draws
+    the events it has received (the `end` checkpoint's event comes before that)."""
+    server = serve(*TURNS)
+    (server.sandbox.work / "keep.txt").write_text("kept\n")
+    session_id = server.create_session(checkpoints=True, yolo=True)
+    web = open_page(chromium, server, init_script=SLOW_FRAMES)
+    web.open_session(session_id)
+    for prompt, answer in (("write it", "one"), ("remove it", "two")):
+        web.send(prompt)
+        web.wait_text(answer)
+        web.wait_idle()
+    page = web.page
+    for turn, label in ((1, "A a.txt"), (2, "D keep.txt")):
+        row = page.locator(f".turn-checkpoint[data-turn='{turn}']")
+        row.locator(".changed-file").get_by_text(label).wait_for(timeout=TIMEOUT_MS)
+    assert page.locator(".turn-checkpoint").count() == 2
+    assert web.errors == [] and web.dialogs == []
+
+
+def test_a_rewind_stops_the_background_tasks_first_and_the_page_says_so(chromium, serve):
+    from tests.e2e.test_shell_tool import processes_running, unique_sleep
+
+    duration = unique_sleep()
+    background = {"command": f"sleep {duration}", "run_in_background": True, "description": "sleeper"}
+    server = serve(
+        "\n".join(
+            [call("w", "WriteFile", {"path": "a.txt", "content": "x\n"}), call("b", "Shell", background)]
+        ),
+        "text: started",
+    )
+    session_id = server.create_session(checkpoints=True, yolo=True)
+    web = open_page(chromium, server)
+    web.open_session(session_id)
+    web.send("start it")
+    web.wait_text("started")
+    web.wait_idle()
+    assert processes_running(duration), "the background command is not running"
+    page = web.page
+    row = page.locator(".turn-checkpoint[data-turn='1']")
+    row.locator(".changed-file").get_by_text("A a.txt").wait_for(timeout=TIMEOUT_MS)
+    row.locator(".rewind-here").click()
+    page.click("dialog.checkpoint-dialog[open] .rewind-go")
+    note = page.locator(".rewind-note")
+    note.wait_for(timeout=TIMEOUT_MS)
+    assert "1 background task(s) stopped" in note.inner_text()
+    assert processes_running(duration) == []  # stopped before the rewind answered
+    assert not (server.sandbox.work / "a.txt").exists()
+    assert web.errors == [] and web.dialogs == []

@@ -1,8 +1,9 @@
 """The overlay's choice in the web UI, in headless Chromium against a real `soulwire serve`
 (real bubblewrap): a session made with the New session form (the workspace-write sandbox,
 then `overlay: ask`) runs a turn whose card lists the files it wrote while the work dir stays
-untouched; Discard throws them away, Commit applies them (and the turn's row then lists them);
-the history drawn again shows both choices settled. Marked `browser`."""
+untouched, and a click on a file shows its diff; Discard throws them away, Commit applies them
+(and the turn's row then lists them); the history drawn again shows both choices settled.
+Marked `browser`."""
 
 from __future__ import annotations
 
@@ -49,6 +50,14 @@ def test_overlay_pending_files_discarded_then_committed_from_the_page(chromium, 
     web.wait_idle()
     assert sorted(card.locator(".overlay-files li").all_inner_texts()) == sorted(FILES)
     assert tree(work) == before  # the turn's writes wait in the overlay
+
+    for name, line in (("A notes.txt", "+from the file tool"), ("D keep.txt", "-kept")):
+        card.locator(".overlay-file").get_by_text(name).click()  # the diff, as a turn's files show it
+        diff = page.locator("dialog.checkpoint-dialog[open] .unified")
+        diff.wait_for(timeout=TIMEOUT_MS)
+        assert line in diff.inner_text().splitlines()
+        page.locator("dialog.checkpoint-dialog[open]").get_by_text("Close").click()
+    assert tree(work) == before  # looking changes nothing
 
     web.answers.append(True)  # "Discard …? They cannot be brought back."
     card.locator(".overlay-discard").click()

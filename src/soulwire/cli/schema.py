@@ -27,7 +27,7 @@ def wire_schemas() -> dict[str, Any]:
         methods.ToolResultAnswer, messages.QuestionResponse, messages.HookResponse,
         checkpoints.CheckpointsResult, checkpoints.ChangesParams, checkpoints.ChangesResult,
         checkpoints.RewindParams, checkpoints.RewindResult, checkpoints.ForkParams, checkpoints.ForkResult,
-        checkpoints.OverlayApplied,
+        checkpoints.OverlayApplied, checkpoints.OverlayChangesParams, checkpoints.OverlayChangesResult,
     ):  # fmt: skip
         out["methods"][cls.__name__] = cls.model_json_schema()
     out["serve"] = serve_schemas()

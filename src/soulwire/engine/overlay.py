@@ -79,6 +79,13 @@ class OverlayTurns:
         found = await anyio.to_thread.run_sync(layers.pending, self.overlay.storage, self.roots)
         return [OverlayFile.model_validate(f) for f in found]
 
+    async def changes(self, *, diffs: bool = True) -> list[dict[str, Any]]:
+        """The pending files with their diffs (the work dir's file against the overlay's)."""
+        found = await anyio.to_thread.run_sync(
+            partial(layers.changes, self.overlay.storage, self.roots, diffs=diffs)
+        )
+        return [f.model_dump(exclude_none=True) for f in found]
+
     async def commit(self) -> dict[str, Any]:
         return await self._resolve("commit", record=True)
 

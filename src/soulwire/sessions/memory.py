@@ -38,6 +38,8 @@ class MemoryBackend:
 class MemorySessionStore:
     """The SessionStore protocol over a `MemoryBackend` (a private one by default)."""
 
+    local_checkpoints = True
+
     def __init__(self, session_id: str | None = None, *, backend: MemoryBackend | None = None) -> None:
         self.session_id = session_id or new_session_id()
         self._backend = backend or MemoryBackend()

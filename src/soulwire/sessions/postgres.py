@@ -333,6 +333,8 @@ _TOUCH_SESSION: LiteralString = (
 class PostgresSessionStore:
     """One session's records in the shared database (see the module docstring)."""
 
+    local_checkpoints = False  # (each checkpoint write is a round trip)
+
     def __init__(
         self, backend: PostgresBackend, session_id: str, *, work_dir: str = "", share: Path | None = None
     ) -> None:

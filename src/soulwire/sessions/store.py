@@ -56,6 +56,10 @@ class SessionStore(Protocol):
     against a killed process once the call returns."""
 
     session_id: str
+    local_checkpoints: bool
+    """Whether the checkpoint writes (`put_objects`, `append_checkpoint`) are appends to local
+    files or memory, quick enough for a small checkpoint to be taken on the event loop (a
+    database's round trips are not)."""
 
     def exists(self) -> bool:
         """Whether anything was ever stored for this session (context or wire record)."""
@@ -179,6 +183,8 @@ class FileSessionStore:
     """The on-disk layout existing clients read (spec §7): context.jsonl, wire.jsonl,
     state.json in `<share>/sessions/<md5(work dir)>/<id>/`. Nothing is created on disk
     until the first write, so a session nobody used leaves no trace."""
+
+    local_checkpoints = True
 
     def __init__(self, share: Path, work_dir: str | Path, session_id: str, *, protocol_version: str) -> None:
         self.share = share
@@ -377,7 +383,6 @@ class FileSessionStore:
             truncate_jsonl(self.dir / CONTEXT_FILE, context_records, is_record)
         if (self.dir / WIRE_FILE).exists():
             truncate_jsonl(self.dir / WIRE_FILE, wire_messages, is_message)
-        _fsync_dir(self.dir)
 
     # lifecycle ---------------------------------------------------------
     def sync(self) -> None:

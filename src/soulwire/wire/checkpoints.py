@@ -11,7 +11,7 @@ from pydantic import Field
 from soulwire.wire.types import WireModel
 
 CAPABILITY = "supports_checkpoints"
-METHODS = ("checkpoints", "changes", "rewind", "fork", "overlay_commit", "overlay_discard")
+METHODS = ("checkpoints", "changes", "rewind", "fork", "overlay_changes", "overlay_commit", "overlay_discard")
 
 OverlayPolicy = Literal["ask", "commit", "discard"]
 """What happens to an overlay turn's changes when it ends: `ask` keeps them pending until a
@@ -157,6 +157,17 @@ class OverlayApplied(WireModel):
     """Background tasks of the session stopped first (they ran in the overlay)."""
 
 
+class OverlayChangesParams(WireModel):
+    diffs: bool = True
+
+
+class OverlayChangesResult(WireModel):
+    """`overlay_changes`: the pending overlay's files as a turn's changes are shown (the work
+    dir's file against the overlay's, each with a unified diff for text)."""
+
+    files: list[FileChange]
+
+
 OverlayCommitResult = OverlayApplied
 """`overlay_commit`: what was applied (the reference page finds results by method name)."""
 OverlayDiscardResult = OverlayApplied
@@ -174,6 +185,8 @@ __all__ = [
     "ForkParams",
     "ForkResult",
     "OverlayApplied",
+    "OverlayChangesParams",
+    "OverlayChangesResult",
     "OverlayFile",
     "OverlayPending",
     "OverlayPolicy",

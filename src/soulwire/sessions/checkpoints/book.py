@@ -39,6 +39,11 @@ BATCH_BYTES = 32 << 20
 """New objects are handed to the store in batches of about this size (one pack each)."""
 INLINE_DELTA_ENTRIES = 512
 """A checkpoint changing more entries than this keeps its change list as an object."""
+TRASH_DIR = "retired"
+"""In the session's checkpoints directory: old files a restore replaced, being removed."""
+QUICK_NAMES = 64
+QUICK_BYTES = 256 << 10
+"""A checkpoint looking at no more names than this, of files of no more bytes, is `quick`."""
 
 
 class CheckpointError(SoulwireError, ValueError):
@@ -203,6 +208,16 @@ class CheckpointBook:
             self._unrecorded()
             raise
 
+    def quick(self) -> bool:
+        """Whether the next `take` is quick enough for the caller's event loop (no thread hop):
+        a watched scan of a few small files into a local store, nothing to read back first."""
+        return (
+            self.store.local_checkpoints
+            and self._latest is not None
+            and self._records is not None
+            and self.scanner.quick(QUICK_NAMES, QUICK_BYTES)
+        )
+
     def _unrecorded(self) -> None:
         """A scan was not recorded: it may have changed the recorded manifest in place, so that
         is read again from the log, and the next scan is a full walk compared with it."""
@@ -326,10 +341,17 @@ class CheckpointBook:
         self._append({"type": "rewind", "id": rewind_id, "time": time.time(), "before": before, **extra})
         after = scanned.manifest
         if target is not None:
-            apply(self.resolve, target, steps, self.fetch)
+            apply(self.resolve, target, steps, self.fetch, self.scanner.leftovers, self._trash())
+            self.scanner.leftovers.clear()
             after = self.scanner.restat(scanned.manifest, target, steps.writes, steps.deletes, self.resolve)
         self._after = ScanResult(after, base=scanned.manifest, touched=set(steps.writes + steps.deletes))
         return steps, before, rewind_id
+
+    def _trash(self) -> str | None:
+        """Where a restore moves the old files it replaced (then removed on a thread): in the
+        session's own directory, when the store keeps one on this machine."""
+        directory = getattr(self.store, "dir", None)  # (a hosted store's: HostedStore.dir)
+        return os.path.join(str(directory), "checkpoints", TRASH_DIR) if directory is not None else None
 
     def _differing(self, since: int, scanned: ScanResult) -> set[str] | None:
         """The only keys in which checkpoint `since`, the last one and the disk can differ: what

@@ -1,7 +1,10 @@
 """The file store's part of checkpoints, in `<session dir>/checkpoints/`: objects in pack
-files (each batch one pack, written to a temporary name and renamed, so a killed process
-leaves whole packs only) found through `objects.idx`, and the checkpoint log `log.jsonl`.
-Both indexes are append-only JSON lines: a torn last line is skipped by readers.
+files found through `objects.idx`, and the checkpoint log `log.jsonl`. Each process that
+stores objects appends them to a pack of its own (created at its first object, so no file is
+created per checkpoint), and names them in the index only once their bytes are written: a
+killed process leaves at most an unnamed tail. The index and the log are append-only JSON
+lines: a torn last line is skipped by readers. A pack only grows, and only at its end, so
+what an index names in it never changes (a fork may share it by a hard link).
 
 Durability is the session records': whole against a killed process (the kernel keeps what was
 written), not fsynced per checkpoint — a step's checkpoint would otherwise wait on the disk. An
@@ -39,6 +42,9 @@ class CheckpointFiles:
         self._index: dict[str, tuple[str, int, int]] | None = None
         self._index_file = JsonlAppender(self.dir / INDEX_FILE)
         self._log = JsonlAppender(self.dir / LOG_FILE)
+        self._pack: tuple[int, str] | None = None
+        """This process's pack: its descriptor and name."""
+        self._pack_end = 0
 
     def _loaded_index(self) -> dict[str, tuple[str, int, int]]:
         if self._index is None:
@@ -59,23 +65,34 @@ class CheckpointFiles:
         fresh = {d: b for d, b in objects.items() if d not in index}
         if not fresh:
             return
-        packs = ensure_private_dir(self.dir / PACKS_DIR)
-        name = f"{uuid4()}.pack"
-        tmp = packs / f".{name}.tmp"
+        fd, name = self._open_pack()
         entries: list[dict[str, Any]] = []
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        offset = self._pack_end
         try:
-            offset = 0
-            for digest, data in fresh.items():
-                write_all(fd, data)
-                entries.append({"d": digest, "p": name, "o": offset, "n": len(data)})
-                offset += len(data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, packs / name)  # the pack is whole under its name before the index names it
-        self._index_file.append_many(entries)
+            write_all(fd, b"".join(fresh.values()))
+        except OSError:
+            self._close_pack()  # where it ends is not known: the next objects go to a new pack
+            raise
+        for digest, data in fresh.items():
+            entries.append({"d": digest, "p": name, "o": offset, "n": len(data)})
+            offset += len(data)
+        self._pack_end = offset
+        self._index_file.append_many(entries)  # named once their bytes are in the pack
         for entry in entries:
             index[entry["d"]] = (name, entry["o"], entry["n"])
+
+    def _open_pack(self) -> tuple[int, str]:
+        if self._pack is None:
+            packs = ensure_private_dir(self.dir / PACKS_DIR)
+            name = f"{uuid4()}.pack"
+            fd = os.open(packs / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+            self._pack, self._pack_end = (fd, name), 0
+        return self._pack
+
+    def _close_pack(self) -> None:
+        if self._pack is not None:
+            os.close(self._pack[0])
+            self._pack = None
 
     def get_object(self, digest: str) -> bytes | None:
         where = self._loaded_index().get(digest)
@@ -99,13 +116,17 @@ class CheckpointFiles:
         return read_jsonl(self.dir / LOG_FILE, decode=fast_decoder())
 
     def close(self) -> None:
+        self._close_pack()
         self._index_file.close()
         self._log.close()
 
 
 def truncate_jsonl(path: Path, keep: int, counts: Any) -> None:
     """Keep the lines of `path` up to the `keep`-th one that `counts(line)` accepts (and the
-    lines before it it does not count), replacing the file atomically."""
+    lines before it it does not count), replacing the file atomically: a temporary file renamed
+    over it, whole against a killed process as the appended records are. Not fsynced (that was
+    most of a rewind's conversation cut under load; a rename over a file on ext4 starts writing
+    the new data at once anyway)."""
     cut = 0
     seen = 0
     offset = 0
@@ -122,7 +143,6 @@ def truncate_jsonl(path: Path, keep: int, counts: Any) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         write_all(fd, data)
-        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)

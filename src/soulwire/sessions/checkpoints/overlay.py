@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from soulwire.sessions.checkpoints.restore import write_atomic
+from soulwire.wire.checkpoints import FileChange
 
 UPPER = "upper"
 WORK = "work"
@@ -92,6 +93,49 @@ def pending(storage: Path, roots: Sequence[Path]) -> list[dict[str, Any]]:
                 elif _differs(os.path.join(upper, rel), info, str(below)):
                     found[_key(root, roots, rel)] = "modified"
     return [{"path": p, "status": s} for p, s in sorted(found.items())]
+
+
+def changes(storage: Path, roots: Sequence[Path], *, diffs: bool = True) -> list[FileChange]:
+    """The pending files as a turn's changes are shown (`changes.compare`): status, kind,
+    modes and, with `diffs`, a unified diff of the work dir's file against the overlay's."""
+    from hashlib import sha256
+
+    from soulwire.sessions.checkpoints.changes import MAX_DIFF_BYTES, compare
+
+    objects: dict[str, bytes] = {}
+
+    def entry(path: str) -> tuple[Any, ...] | None:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            return ("l", os.readlink(path))
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if info.st_size > MAX_DIFF_BYTES:  # listed, not read (too large to diff)
+            return ("f", stat.S_IMODE(info.st_mode), info.st_size, -1, 0, f"large:{path}")
+        with open(path, "rb") as handle:
+            data = handle.read()
+        digest = sha256(data).hexdigest()
+        objects[digest] = data
+        return ("f", stat.S_IMODE(info.st_mode), len(data), -1, 0, digest)
+
+    uppers = dict(_uppers(storage, roots))
+    old: dict[str, tuple[Any, ...]] = {}
+    new: dict[str, tuple[Any, ...]] = {}
+    for found in pending(storage, roots):
+        key = str(found["path"])
+        root = next((r for r in roots[1:] if key.startswith(f"{r}/")), roots[0])
+        rel = key if root == roots[0] else key[len(str(root)) + 1 :]
+        before = entry(str(root / rel)) if found["status"] != "added" else None
+        upper = uppers.get(root) if found["status"] != "deleted" else None
+        after = entry(os.path.join(upper, rel)) if upper is not None else None
+        if before is not None:
+            old[key] = before
+        if after is not None:
+            new[key] = after
+    return compare(old, new, objects.get, diffs=diffs)
 
 
 def _deleted_below(

@@ -1,7 +1,7 @@
-"""Which directories changed since the last look, from the kernel (Linux inotify).
+"""Which names changed since the last look, from the kernel (Linux inotify).
 
 The scanner's cost on an unchanged tree is one `lstat` per file. With a watch on every kept
-directory, a checkpoint reads the changed directories only. The kernel queues an event while
+directory, a checkpoint looks at the changed names only. The kernel queues an event while
 the write that causes it runs, so every change finished before `drain()` is in the queue: the
 answer is exact, not eventually consistent (no debounce, unlike watchers built for reloaders).
 
@@ -14,14 +14,21 @@ fsmonitor); the size/mtime rule of a full walk would miss most of them too."""
 from __future__ import annotations
 
 import errno
+import os
+import struct
 import weakref
 from typing import Any
 
+_EVENT = struct.Struct("iIII")
+"""`struct inotify_event` before its name: wd, mask, cookie, length of the (padded) name."""
+_BUFFER = 64 * 1024
+_LONGEST = _EVENT.size + 256
+"""An event with the longest name (NAME_MAX) and its terminating NUL."""
 _CHANGES = ("MODIFY", "ATTRIB", "CREATE", "DELETE", "MOVED_FROM", "MOVED_TO", "DELETE_SELF", "MOVE_SELF")
 
 
 class Watcher:
-    """Watches directories; `drain()` names those with changes since the previous drain."""
+    """Watches directories; `drain()` names the children changed since the previous drain."""
 
     def __init__(self) -> None:
         self._inotify: Any = None
@@ -83,29 +90,45 @@ class Watcher:
             return
         self._paths[wd] = directory
 
-    def drain(self) -> set[str] | None:
-        """The directories with a change since the last drain, or None when only a full walk
+    def drain(self) -> dict[str, set[str] | None] | None:
+        """Each directory with a change since the last drain and the names of its children that
+        changed (None: the directory itself, read it all again), or None when only a full walk
         can tell (see the module's docstring)."""
         if self._broken or self._inotify is None:
             return None
-        dirty: set[str] = set()
+        dirty: dict[str, set[str] | None] = {}
         complete = True
+        fd, unpack, header = self._inotify.fileno(), _EVENT.unpack_from, _EVENT.size
         while True:
-            events = self._inotify.read(timeout=0)
-            if not events:
+            try:
+                data = os.read(fd, _BUFFER)
+            except BlockingIOError:
                 break
-            for event in events:
-                mask = event.mask
+            at = 0
+            while at < len(data):
+                wd, mask, _, length = unpack(data, at)
+                name = data[at + header : at + header + length].rstrip(b"\0")
+                at += header + length
                 if mask & self._overflow:
                     complete = False
                 elif mask & self._ignored:
-                    self._paths.pop(event.wd, None)
+                    self._paths.pop(wd, None)
                 elif mask & self._dir_moved or (mask & self._isdir and mask & self._moves):
                     complete = False
                 else:
-                    directory = self._paths.get(event.wd)
-                    if directory is not None:
-                        dirty.add(directory)
+                    directory = self._paths.get(wd)
+                    if directory is None:
+                        continue
+                    names = dirty.get(directory, set())
+                    if names is None:
+                        continue
+                    if name:
+                        names.add(os.fsdecode(name))
+                        dirty[directory] = names
+                    else:
+                        dirty[directory] = None
+            if len(data) <= _BUFFER - _LONGEST:
+                break  # all that was queued when read: a change finished before is in it
         return dirty if complete else None
 
     def close(self) -> None:

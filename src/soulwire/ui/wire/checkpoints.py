@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from soulwire.engine.overlay import OverlayError
 from soulwire.sessions.checkpoints.book import CheckpointError, CheckpointsOff, RewindConflict
 from soulwire.wire import jsonrpc
-from soulwire.wire.checkpoints import ChangesParams, ForkParams, RewindParams
+from soulwire.wire.checkpoints import ChangesParams, ForkParams, OverlayChangesParams, RewindParams
 from soulwire.wire.jsonrpc import RPCError, busy_error
 from soulwire.wire.peer import Method, validation_error
 
@@ -55,6 +55,7 @@ class CheckpointMethods:
             "changes": Method(self._guard("changes", self._changes)),
             "rewind": Method(self._guard("rewind", self._rewind)),
             "fork": Method(self._guard("fork", self._fork)),
+            "overlay_changes": Method(self._guard("overlay_changes", self._overlay_changes)),
             "overlay_commit": Method(self._guard("overlay_commit", self._overlay_commit)),
             "overlay_discard": Method(self._guard("overlay_discard", self._overlay_discard)),
         }
@@ -122,6 +123,22 @@ class CheckpointMethods:
                 checkpoint=params.checkpoint,
             )
         )
+
+    def _overlay_changes(self, raw: Any) -> Any:
+        """The pending overlay's files as a turn's changes are shown: each with a unified diff
+        of the work dir's file against the overlay's (`diffs: false`: the list alone)."""
+        params = _params("overlay_changes", OverlayChangesParams, raw)
+        turns = self.server.runtime.soul.overlay
+        if turns is None:
+            raise OverlayError("this session runs no overlay (--sandbox workspace-write --overlay ask)")
+
+        async def run() -> dict[str, Any]:
+            try:
+                return {"files": await turns.changes(diffs=params.diffs)}
+            except CheckpointError as exc:
+                raise _error(exc) from None
+
+        return run()
 
     def _overlay_commit(self, _params: Any) -> Any:
         """Apply the pending overlay's changes to the work dir (each file renamed into place:

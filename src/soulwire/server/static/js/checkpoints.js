@@ -83,6 +83,10 @@ export class TurnCheckpoints {
     /** @type {{checkpoints?: {turn: number, kind: string}[]}} */
     let listing;
     try { listing = await this.view.conn.request('checkpoints', {}); } catch { return; }
+    // The transcript draws what it received at the next animation frame, which may come long
+    // after this answer (a busy machine; a background tab gets none): draw it now, so that the
+    // turn whose checkpoint was announced has its section to put the row in.
+    this.view.transcript.flush();
     this.turns = new Set((listing.checkpoints || []).filter(c => c.kind !== 'rewind' && c.kind !== 'rewind-before').map(c => c.turn));
     if (again !== null) {
       this.rows.get(again)?.remove();
@@ -120,16 +124,29 @@ export class TurnCheckpoints {
     }
   }
 
-  /** The diff of one file (or every file) of a turn. @param {number} turn @param {string} path */
-  async diffDialog(turn, path) {
+  /** The diff of one file of a turn. @param {number} turn @param {string} path */
+  diffDialog(turn, path) {
+    return this.showDiff(`Turn ${turn}: ${path}`, path, 'This turn did not change it.',
+      () => this.view.conn.request('changes', {turn, diffs: true}));
+  }
+
+  /** The diff of one file waiting in the overlay: the work dir's file against the overlay's. @param {string} path */
+  overlayDiffDialog(path) {
+    return this.showDiff(`Waiting in the overlay: ${path}`, path, 'It is no longer waiting in the overlay.',
+      () => this.view.conn.request('overlay_changes', {diffs: true}));
+  }
+
+  /** A dialog with one file's change out of what `load` answers (`changes` or `overlay_changes`).
+   * @param {string} title @param {string} path @param {string} missing  said when `path` is not in the answer
+   * @param {() => Promise<{files: FileChange[]}>} load */
+  async showDiff(title, path, missing, load) {
     const body = el('div', {class: 'changes-body', text: 'Loading…'});
-    openDialog(`Turn ${turn}: ${path}`, body, []);
+    openDialog(title, body, []);
     try {
-      /** @type {{files: FileChange[]}} */
-      const changes = await this.view.conn.request('changes', {turn, diffs: true});
+      const changes = await load();
       const file = changes.files.find(f => f.path === path);
       clear(body);
-      if (!file) body.append(el('p', {text: 'This turn did not change it.'}));
+      if (!file) body.append(el('p', {text: missing}));
       else if (file.diff) body.append(unifiedDiff(file.diff));
       else if (file.status === 'mode') body.append(el('p', {text: `mode ${file.old_mode} → ${file.new_mode}`}));
       else body.append(el('p', {text: file.binary ? `${file.status} (binary)` : file.status}));

@@ -1,6 +1,7 @@
 // @ts-check
 // A turn that ran in the sandbox's overlay (`overlay: "ask"`): its writes wait outside the work
-// dir until someone chooses. The card lists the files the turn wrote (added, modified, deleted)
+// dir until someone chooses. The card lists the files the turn wrote (added, modified, deleted;
+// a click shows a file's diff, as a turn's changed files do: `overlay_changes`)
 // and offers Commit / Discard, which call `overlay_commit` / `overlay_discard` over the
 // session's Wire; the OverlayApplied event that follows settles the card, the same whether it
 // arrives live or from the recorded history drawn again.
@@ -9,6 +10,7 @@ import {el, clear, errorText} from './util.js';
 
 /** @typedef {{path: string, status: string}} OverlayFile */
 /** @typedef {(action: 'commit' | 'discard', files: OverlayFile[]) => Promise<unknown>} OverlayAct */
+/** @typedef {(path: string) => unknown} OverlayDiff  show the diff of one file waiting in the overlay */
 
 const MARK = /** @type {Record<string, string>} */ ({added: 'A', modified: 'M', deleted: 'D'});
 
@@ -22,9 +24,11 @@ export class OverlayCards {
   }
 
   /** An OverlayPending event: a card in `parent` (the turn), with the choice when `act` is given
-   * (a tab that only reads the history gets the list alone).
-   * @param {HTMLElement} parent @param {{files?: OverlayFile[]}} payload @param {OverlayAct | undefined} act */
-  pending(parent, payload, act) {
+   * (a tab that only reads the history gets the list alone), and each file's diff on a click
+   * when `diff` is given too.
+   * @param {HTMLElement} parent @param {{files?: OverlayFile[]}} payload @param {OverlayAct | undefined} act
+   * @param {OverlayDiff} [diff] */
+  pending(parent, payload, act, diff) {
     const files = payload.files || [];
     this.settle('Still waiting: the next turn wrote to the same overlay (below).');
     const problem = el('div', {class: 'overlay-problem', role: 'alert'});
@@ -33,8 +37,12 @@ export class OverlayCards {
     const actions = el('div', {class: 'overlay-actions'}, commit, discard, problem);
     const card = el('div', {class: 'card overlay-pending', role: 'group', 'aria-label': 'Changes waiting in the overlay'},
       el('div', {class: 'overlay-head', text: `This turn's writes wait in the sandbox's overlay: ${filesText(files.length)}, not yet in the work dir.`}),
-      el('ul', {class: 'overlay-files'}, ...files.map(f => el('li', {'data-status': f.status},
-        el('code', {text: `${MARK[f.status] || '?'} ${f.path}`})))),
+      el('ul', {class: 'overlay-files'}, ...files.map(f => {
+        const name = el('code', {text: `${MARK[f.status] || '?'} ${f.path}`});
+        return el('li', {'data-status': f.status}, act && diff
+          ? el('button', {type: 'button', class: 'link overlay-file', title: 'Show the diff', onclick: () => diff(f.path)}, name)
+          : name);
+      })),
       act ? actions : null);
     /** @param {'commit' | 'discard'} action */
     const choose = async action => {

@@ -124,6 +124,7 @@ export class SessionView {
       onTurn: phase => { if (!this.replaying) this.setBusy(phase === 'begin'); },
       loadBlob: blobId => web.blob(blobId).catch(err => { toast(`Cannot load: ${errorText(err)}`, 'error'); return null; }),
       onOverlay: action => this.checkpoints.resolveOverlay(action),
+      onOverlayDiff: path => this.checkpoints.overlayDiffDialog(path),
     });
     this.dialogs = new RequestDialogs({respond: (rid, result) => this.conn.respond(rid, result)});
     this.conn = new WireConnection(id, {

@@ -33,6 +33,7 @@ import {OverlayCards} from './overlay.js';
  * @property {(phase: 'begin' | 'end') => void} [onTurn]
  * @property {(blobId: string) => Promise<any>} [loadBlob]
  * @property {import('./overlay.js').OverlayAct} [onOverlay]  commit or discard the overlay's pending writes
+ * @property {import('./overlay.js').OverlayDiff} [onOverlayDiff]  show a pending file's diff
  */
 
 const OUTPUT_PREVIEW = 20000;
@@ -555,7 +556,7 @@ export class Transcript {
         this.line(`${payload.title || 'Notification'}: ${payload.body || ''}`);
         break;
       case 'OverlayPending':
-        this.overlays.pending(this.container(), payload, this.options.onOverlay);
+        this.overlays.pending(this.container(), payload, this.options.onOverlay, this.options.onOverlayDiff);
         break;
       case 'OverlayApplied':
         this.line(this.overlays.applied(payload), 'note overlay-applied');
