@@ -26,19 +26,24 @@ So the moment the SDK takes the prompt's answer (a path of its own, independent 
 events' path), its `waitForDataExchange` finds something pending, and the turn's end costs a
 whole second, unless by then (1) `TurnEnd`'s handler has returned and (2) the `cancel` the
 SDK sends on `TurnEnd` has been answered (after a turn that finished; a `cancel` that ended
-the turn was sent, and answered at once, before). bench/RESULTS.md §23 measured it through the
-SDK: without a gap, a second at 20 of 20 plain finishes and context cancels; with 3 ms, at 1.
+the turn was sent, and answered at once, before). Through the SDK itself
+(bench/go_sdk_cancel.py; bench/RESULTS.md §23 and section `gotest`), a plain finish costs the
+second nearly every time without the gap (13 of 15) and rarely with it (2 of 15, load 8-9); a
+context cancel, which needs only (1), 3 of 15 without and 1 of 15 with; `turn.Cancel()` never.
 
 The model: a client whose reader thread reads the engine's stdout raw and, the moment it has
 read a `TurnEnd` line, sends `cancel` itself, before it reads on, as the SDK's reaction
 does. The engine must answer that `cancel` before it answers the prompt: what condition (2)
-asks for, and a reaction that needs the client to have handled `TurnEnd` covers (1). (After
-a cancelled turn the SDK sends nothing more and only (1) matters: there the model asks more.)
+asks for, and a reaction that needs the client to have handled `TurnEnd` covers (1). In time
+here means the SDK finds nothing pending; late does not always cost it the second (it may
+take the answer in the microseconds between `TurnEnd`'s handler returning and its `cancel`
+going out), and after a cancelled turn it sends nothing more, so only (1) matters there: the
+model asks more than the SDK needs, never less.
 
 Its limits, honestly: the property is one of timing, a head start of a few milliseconds for
 the client, so the test checks that there is a head start, not how long it is. Without the
 gap the engine writes the prompt's answer 0.1-0.5 ms after `TurnEnd`, sooner than a client
-can read a line and get an answer to what it sent back: no turn was in time, 0 of 384
+can read a line and get an answer to what it sent back: no turn was in time, 0 of over 900
 measured at loads 3-18 on two cores. With the gap, the client's read and write and the
 engine's answer must fit in it: every turn on a quiet machine, a third to a half at load
 12-18 (two cores; under load the SDK too loses its second now and then, RESULTS §23). So
