@@ -45,7 +45,7 @@ the client, so the test checks that there is a head start, not how long it is. W
 gap the engine writes the prompt's answer 0.1-0.5 ms after `TurnEnd`, sooner than a client
 can read a line and get an answer to what it sent back: no turn was in time, 0 of over 900
 measured at loads 3-18 on two cores. With the gap, the client's read and write and the
-engine's answer must fit in it: every turn on a quiet machine, a third to a half at load
+engine's answer must fit in it: every turn on a quiet machine, a quarter to a half at load
 12-18 (two cores; under load the SDK too loses its second now and then, RESULTS §23). So
 the test runs many turns (plain finishes and `cancel`s of a running Shell `sleep`) and asks
 that at least one be in time, never a duration. A gap of 0.5 ms passes it as well (most
@@ -74,7 +74,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc 
 FINISHED, CANCELLED = "finish", "cancel"
 TURNS = [FINISHED, FINISHED, CANCELLED] * 8  # 24 turns, one session
 IN_TIME_AT_LEAST = 1
-"""None is in time without the gap, a third or more with it even under heavy load (see the
+"""None is in time without the gap, a quarter or more with it even under heavy load (see the
 module's docstring)."""
 
 
