@@ -5,10 +5,12 @@ with its own work dir. Marked `browser`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.tool_calls import call
-from tests.web.browser import TIMEOUT_MS, open_page
+from tests.web.browser import TIMEOUT_MS, WebPage, open_page
 
 pytestmark = pytest.mark.browser
 
@@ -20,24 +22,31 @@ TURNS = (
 )
 
 
-def test_turn_files_diff_rewind_with_a_conflict_and_fork_with_a_work_dir(chromium, serve, tmp_path):
+def two_turns(chromium: Any, serve: Any, **page: Any) -> tuple[Any, WebPage, str]:
+    """A session whose turn 1 writes a.txt and turn 2 removes keep.txt, driven from the page
+    until each turn's row lists its file."""
     server = serve(*TURNS)
-    work = server.sandbox.work
-    (work / "keep.txt").write_text("kept\n")
+    (server.sandbox.work / "keep.txt").write_text("kept\n")
     session_id = server.create_session(checkpoints=True, yolo=True)
-    web = open_page(chromium, server)
+    web = open_page(chromium, server, **page)
     web.open_session(session_id)
     for prompt, answer in (("write it", "one"), ("remove it", "two")):
         web.send(prompt)
         web.wait_text(answer)
         web.wait_idle()
-    page = web.page
+    for turn, label in ((1, "A a.txt"), (2, "D keep.txt")):
+        row = web.page.locator(f".turn-checkpoint[data-turn='{turn}']")
+        row.locator(".changed-file").get_by_text(label).wait_for(timeout=TIMEOUT_MS)
+    return server, web, session_id
+
+
+def test_turn_files_diff_rewind_with_a_conflict_and_fork_with_a_work_dir(chromium, serve, tmp_path):
+    server, web, session_id = two_turns(chromium, serve)
+    work, page = server.sandbox.work, web.page
     first, second = (
         page.locator(".turn-checkpoint[data-turn='1']"),
         page.locator(".turn-checkpoint[data-turn='2']"),
     )
-    first.locator(".changed-file").get_by_text("A a.txt").wait_for(timeout=TIMEOUT_MS)
-    second.locator(".changed-file").get_by_text("D keep.txt").wait_for(timeout=TIMEOUT_MS)
 
     first.locator(".changed-file").click()
     diff = page.locator("dialog.checkpoint-dialog[open] .unified")
@@ -80,20 +89,8 @@ the background gets none until it is shown again)."""
 def test_each_turn_gets_its_row_when_the_page_draws_late(chromium, serve):
     """The row of a turn is drawn once the turn is on the page, however late the page draws
     the events it has received (the `end` checkpoint's event comes before that)."""
-    server = serve(*TURNS)
-    (server.sandbox.work / "keep.txt").write_text("kept\n")
-    session_id = server.create_session(checkpoints=True, yolo=True)
-    web = open_page(chromium, server, init_script=SLOW_FRAMES)
-    web.open_session(session_id)
-    for prompt, answer in (("write it", "one"), ("remove it", "two")):
-        web.send(prompt)
-        web.wait_text(answer)
-        web.wait_idle()
-    page = web.page
-    for turn, label in ((1, "A a.txt"), (2, "D keep.txt")):
-        row = page.locator(f".turn-checkpoint[data-turn='{turn}']")
-        row.locator(".changed-file").get_by_text(label).wait_for(timeout=TIMEOUT_MS)
-    assert page.locator(".turn-checkpoint").count() == 2
+    _, web, _ = two_turns(chromium, serve, init_script=SLOW_FRAMES)
+    assert web.page.locator(".turn-checkpoint").count() == 2
     assert web.errors == [] and web.dialogs == []
 
 
