@@ -150,6 +150,30 @@ async def test_image_prompts_follow_the_models_capabilities(sandbox: Sandbox) ->
         assert answer.stop_reason == "end_turn"
 
 
+@pytest.mark.parametrize(
+    ("variable", "image"), [("KIMI_MODEL_CAPABILITIES", False), ("SOULWIRE_MODEL_CAPABILITIES", True)]
+)
+async def test_the_capabilities_variable_counts_only_for_the_providers_the_engine_applies_it_to(
+    sandbox: Sandbox, variable: str, image: bool
+) -> None:
+    """`KIMI_MODEL_CAPABILITIES` is a `kimi` provider's (the scripted model is not one);
+    `SOULWIRE_MODEL_CAPABILITIES` any provider's: `initialize` offers images exactly when the
+    engine would take them."""
+    picture = {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}
+    async with run_agent(sandbox, "text: a picture", env={variable: "image_in"}) as agent:
+        reply = await agent.initialize()
+        assert reply.agent_capabilities.prompt_capabilities.image is image
+        session = await agent.new_session()
+        prompt = [{"type": "text", "text": "see"}, picture]
+        if image:
+            answer = await agent.conn.prompt(session_id=session.session_id, prompt=prompt)
+            assert answer.stop_reason == "end_turn"
+        else:
+            with pytest.raises(RequestError) as refused:
+                await agent.conn.prompt(session_id=session.session_id, prompt=prompt)
+            assert refused.value.code == -32602
+
+
 async def test_a_slash_command_that_changes_the_mode_is_announced(sandbox: Sandbox) -> None:
     async with run_agent(sandbox) as agent:
         await agent.initialize()

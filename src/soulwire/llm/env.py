@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from soulwire.config.model import ModelConfig, ProviderConfig
+if TYPE_CHECKING:  # stdlib only at import: the ACP start-up path reads `capability_variables`
+    from soulwire.config.model import ModelConfig, ProviderConfig
 
 KIMI_DEFAULT_BASE_URL = "https://api.moonshot.ai/v1"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -81,6 +82,16 @@ def _capability_list(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
+def override_prefixes(provider_type: str | None) -> list[str]:
+    """The prefixes of the override variables a provider of this type reads, lowest first."""
+    return (["KIMI_"] if provider_type == "kimi" else []) + ["SOULWIRE_"]
+
+
+def capability_variables(provider_type: str | None) -> list[str]:
+    """The variables that set a model's capabilities for a provider of this type, highest first."""
+    return [prefix + "MODEL_CAPABILITIES" for prefix in reversed(override_prefixes(provider_type))]
+
+
 def apply_env(
     provider: ProviderConfig, model: ModelConfig, env: Mapping[str, str]
 ) -> tuple[ProviderConfig, ModelConfig]:
@@ -92,8 +103,7 @@ def apply_env(
         p["api_key"] = _first(env, keys)
     if not provider.base_url and _first(env, urls):
         p["base_url"] = _first(env, urls)
-    prefixes = (["KIMI_"] if provider.type == "kimi" else []) + ["SOULWIRE_"]
-    for prefix in prefixes:
+    for prefix in override_prefixes(provider.type):
         values = {f: env.get(prefix + f, "") for f in _OVERRIDE_FIELDS}
         if values["BASE_URL"]:
             p["base_url"] = values["BASE_URL"]
@@ -135,6 +145,8 @@ def env_model(
 ) -> tuple[ProviderConfig, ModelConfig] | None:
     """A provider and model from the environment alone, or None. `model_name` (an unknown
     `--model`) names the model unless a `*_MODEL_NAME` variable does."""
+    from soulwire.config.model import ModelConfig, ProviderConfig
+
     kind = env_provider_type(env)
     if kind is None:
         return None

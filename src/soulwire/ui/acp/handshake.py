@@ -17,9 +17,6 @@ from soulwire.ui.acp.stdio import error_message, result_message
 PROTOCOL_VERSION = 1
 """The ACP protocol version this agent speaks (the only stable one; v2 alpha: ui/acp/v2.py)."""
 
-_CAPABILITY_ENV = ("SOULWIRE_MODEL_CAPABILITIES", "KIMI_MODEL_CAPABILITIES")
-
-
 KIMI_CODE = "kimi-code"
 TERMINAL_LOGIN = "terminal-login"
 
@@ -101,15 +98,27 @@ class ClientCapabilities:
 def model_capabilities(raw_config: dict[str, Any], model_alias: str | None) -> set[str]:
     """The chosen model's declared capabilities, read from the raw configuration and the
     environment without loading the engine (enough to advertise prompt capabilities)."""
-    for name in _CAPABILITY_ENV:
-        text = os.environ.get(name)
-        if text:
-            return {c.strip() for c in text.split(",") if c.strip()}
+    from soulwire.llm.env import capability_variables, env_provider_type  # (stdlib only)
+
     models = raw_config.get("models")
     alias = model_alias or raw_config.get("default_model")
     entry: Any = models.get(alias) if isinstance(models, dict) and isinstance(alias, str) else None
+    # `KIMI_MODEL_CAPABILITIES` is for a `kimi` provider only, as the engine applies it
+    kind = _provider_type(raw_config, entry) if isinstance(entry, dict) else env_provider_type(os.environ)
+    for name in capability_variables(kind):
+        text = os.environ.get(name)
+        if text:
+            return {c.strip() for c in text.split(",") if c.strip()}
     caps: Any = entry.get("capabilities") if isinstance(entry, dict) else None
     return {str(c) for c in caps} if isinstance(caps, list) else set()
+
+
+def _provider_type(raw_config: dict[str, Any], model: dict[str, Any]) -> str | None:
+    providers = raw_config.get("providers")
+    name = model.get("provider")
+    provider: Any = providers.get(name) if isinstance(providers, dict) and isinstance(name, str) else None
+    kind = provider.get("type") if isinstance(provider, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def initialize_result(capabilities: set[str], client: ClientCapabilities | None = None) -> dict[str, Any]:
