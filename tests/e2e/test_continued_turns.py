@@ -181,3 +181,45 @@ def test_a_turn_killed_in_its_model_call_is_closed_by_the_host_that_takes_it_ove
         notice["type"] == "turn.interrupted" and notice["payload"]["lost"] == "the model's reply in progress"
     )
     assert notice["body"].endswith("; lost: the model's reply in progress.")
+
+
+def test_a_continued_turn_goes_on_with_what_it_had_spent_against_the_turn_budget(rig: Rig):
+    """The turn's budget is the whole turn's, across the kill: 170 tokens before it, 170
+    after; a turn limit of 300 stops the tool call of the continued step (a fresh turn tally
+    would have run it)."""
+    rig.config_extra["budgets"] = {"turn": {"tokens": 300}}
+    rig.server.queue(calls(("c1", "Shell", {"command": "echo one"}), say="one command"))
+    wire = rig.start()
+    wire.request("prompt", {"user_input": "do A"})
+    while not is_request(message := wire.recv(timeout=30) or {}):
+        assert message, "".join(wire.stderr_lines)
+    state = json.loads((rig.dir / "state.json").read_text(encoding="utf-8"))
+    assert state["budget_spent"].get("turn", {}).get("tokens") == 170, state  # kept while the turn is open
+    kill(rig, wire)
+
+    rig.server.reset()
+    rig.server.queue(calls(("c2", "Shell", {"command": "echo two"})), text("done"))
+    runtime = taken_over(rig)
+    try:
+        plan = runtime.continuation
+        assert plan is not None and list(plan.asked) == ["c1"]
+        runtime.attach_client(Approving())
+
+        async def go() -> None:
+            async with runtime.running():
+                assert plan is not None
+                await runtime.soul.continue_turn(plan)
+
+        anyio.run(go)
+    finally:
+        runtime.close()
+    results = {
+        m["payload"]["tool_call_id"]: m["payload"]["return_value"]
+        for m in wire_messages(rig.dir / "wire.jsonl")
+        if m["type"] == "ToolResult"
+    }
+    assert "one" in results["c1"]["output"]  # asked again and run: 170 tokens so far
+    assert results["c2"]["is_error"] and "turn budget's tokens limit" in results["c2"]["message"]
+    assert "two" not in json.dumps(results["c2"])
+    state = json.loads((rig.dir / "state.json").read_text(encoding="utf-8"))
+    assert state["budget_spent"]["session"]["tokens"] == 340 and "turn" not in state["budget_spent"]

@@ -15,7 +15,7 @@ import os
 import random
 import signal
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ class Rig:
     sandbox: Sandbox
     server: FakeLLMServer
     loop_control: dict[str, Any]
+    config_extra: dict[str, Any] = field(default_factory=dict[str, Any])
 
     def start(self, *args: str) -> WireProcess:
         sandbox = self.sandbox
@@ -66,6 +67,7 @@ class Rig:
                 "p": {"type": "openai_legacy", "base_url": self.server.url + "/v1", "api_key": "sk-t"}
             },
             "loop_control": {"max_retries_per_step": 1, **self.loop_control},
+            **self.config_extra,
         }
         sandbox.config_path.write_text(json.dumps(config), encoding="utf-8")
         wire = WireProcess(sandbox.argv("--session", SESSION, *args), sandbox.env(), sandbox.work)

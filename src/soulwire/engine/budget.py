@@ -127,6 +127,11 @@ class Ledger:
         self.emit = emit
         self.clock = clock
         self.tallies = (Tally(), _restored(saved, "session"), _restored(saved, "tree"))
+        self._left_open: Tally | None = (
+            _restored(saved, "turn") if isinstance(saved, dict) and "turn" in saved else None
+        )
+        """What the turn a killed process left open had spent (its continuation goes on from it)."""
+        self._turn_open = False
         self._price_of: dict[str, ModelPrice | None] = {}
         self._scopes: set[anyio.CancelScope] = set()
         self.budget = budget
@@ -337,10 +342,13 @@ class Ledger:
         return cancelled_by_budget()
 
     # -- turns and activities -------------------------------------------------
-    def turn_begin(self) -> None:
-        """The session's own turn starts: a new turn tally; the clock runs for all three."""
+    def turn_begin(self, *, continued: bool = False) -> None:
+        """The session's own turn starts: a new turn tally (`continued`: the turn a killed
+        process left open goes on, with what it had spent); the clock runs for all three."""
         now = self.clock()
-        self.tallies = (Tally(), *self.tallies[1:])
+        left_open, self._left_open = self._left_open, None
+        self.tallies = (left_open if continued and left_open is not None else Tally(), *self.tallies[1:])
+        self._turn_open = True
         self.refused = None
         self._warned = {w for w in self._warned if w[0] != "turn"}
         self._announced.clear()
@@ -351,6 +359,7 @@ class Ledger:
         now = self.clock()
         for tally in self.tallies:
             tally.end(now)
+        self._turn_open = False
         self._keep()
         if self._limits:
             self._send_update(now)  # the turn's final figures
@@ -380,19 +389,24 @@ class Ledger:
         remaining = {scope: BudgetLimits.model_construct(**fields) for scope, fields in left.items()}
         return shape.model_construct(budget=self.budget, spent=spent, remaining=remaining)
 
-    def saved(self) -> dict[str, Any]:
-        """The totals state.json keeps (not the turn's): taken at the end of each turn, and
-        while a limit is set after a spend at most every KEEP_EVERY_S (a killed process loses
-        at most that much of its spending); the time of work still running is not in it."""
+    def saved(self, fresh: bool = False) -> dict[str, Any]:
+        """The totals state.json keeps, and the open turn's (a killed process's turn continued
+        elsewhere goes on from it): taken at the end of each turn, and while a limit is set
+        after a spend at most every KEEP_EVERY_S (a killed process loses at most that much of
+        its spending), or as of now when `fresh`; the time of work still running is not in it."""
+        if fresh:
+            self._keep()
         return self._persisted
 
     def _keep(self) -> None:
         self._kept_at = self.clock()
-        session, tree = self.tallies[_SESSION], self.tallies[_TREE]
+        turn, session, tree = self.tallies
         self._persisted = {
             "session": session.spent(session.since or 0.0),
             "tree": tree.spent(tree.since or 0.0),
         }
+        if self._turn_open:
+            self._persisted["turn"] = turn.spent(turn.since or 0.0)
 
 
 def _restored(saved: Any, scope: str) -> Tally:
@@ -424,9 +438,9 @@ class Meter:
         """The meter of a sub-agent of this soul (of a background agent: its time counts)."""
         return Meter(self.ledger, own=False, background=background)
 
-    def turn_begin(self) -> None:
+    def turn_begin(self, *, continued: bool = False) -> None:
         if self.own:
-            self.ledger.turn_begin()
+            self.ledger.turn_begin(continued=continued)
         elif self.background:
             self.ledger.activity_begin()
 

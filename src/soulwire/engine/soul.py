@@ -230,15 +230,18 @@ class Soul:
         """Continue the turn a dead process left waiting for approvals (engine/recovery.py),
         inside the TurnBegin it recorded: the waiting calls run again (and ask again), the
         loop goes on from the next step, and the turn ends with TurnEnd as `run`'s do."""
-        return await self._turn(lambda: self._continue(plan), asked=True)
+        return await self._turn(lambda: self._continue(plan), asked=True, continued=True)
 
-    async def _turn(self, body: Callable[[], Awaitable[TurnOutcome]], *, asked: bool) -> TurnOutcome:
+    async def _turn(
+        self, body: Callable[[], Awaitable[TurnOutcome]], *, asked: bool, continued: bool = False
+    ) -> TurnOutcome:
         """What every turn does around its body: the meter, checkpoints and overlay, and
-        TurnEnd however it ends (`asked`: the request is in the context already)."""
+        TurnEnd however it ends (`asked`: the request is in the context already; `continued`:
+        a dead process's turn, whose spending counts on in the turn's budget)."""
         self._asked = asked
         meter = self.meter
         if meter is not None:
-            meter.turn_begin()
+            meter.turn_begin(continued=continued)
         try:
             if self.workspace is not None:
                 await self.workspace.turn_begin()

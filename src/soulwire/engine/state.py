@@ -128,8 +128,9 @@ class StateKeeper:
         self.state["additional_dirs"] = dirs + [d for d in add_dirs if d not in dirs]
         self._saved: dict[str, Any] | None = copy.deepcopy(loaded) if loaded else None
         self._in_turn = False
-        self.extras: dict[str, Callable[[], Any]] = {}
-        """More keys of state.json, each read from its owner at every snapshot (JSON values)."""
+        self.extras: dict[str, Callable[[bool], Any]] = {}
+        """More keys of state.json, each read from its owner at every snapshot (JSON values;
+        the argument asks for figures as of now, not as last kept)."""
         broker.on_pending = self._pending_changed
 
     @property
@@ -161,8 +162,8 @@ class StateKeeper:
         if isinstance(rules, list):
             self._broker.rules.update(r for r in rules if isinstance(r, str))
 
-    def snapshot(self) -> dict[str, Any]:
-        """The state as it should be on disk now."""
+    def snapshot(self, *, fresh: bool = False) -> dict[str, Any]:
+        """The state as it should be on disk now (`fresh`: the extras' figures as of now)."""
         state = copy.deepcopy(self.state)
         approval = state["approval"]
         approval["yolo"] = bool(self._live.get("yolo", approval.get("yolo")))
@@ -178,7 +179,7 @@ class StateKeeper:
             if key in self._live:
                 state[key] = self._live[key]
         for key, read in self.extras.items():
-            state[key] = read()
+            state[key] = read(fresh)
         pending = self._broker.pending_entries
         if pending:
             state[PENDING_APPROVALS_KEY] = pending
@@ -186,10 +187,11 @@ class StateKeeper:
             state.pop(PENDING_APPROVALS_KEY, None)
         return state
 
-    def save_if_changed(self, *, wait: bool = True) -> bool:
+    def save_if_changed(self, *, wait: bool = True, fresh: bool = False) -> bool:
         """Write state.json when the snapshot differs from what was last written (`wait=False`:
-        the write may finish in the background, see `SessionStore.save_state`)."""
-        snapshot = self.snapshot()
+        the write may finish in the background, see `SessionStore.save_state`; `fresh`: see
+        `snapshot`)."""
+        snapshot = self.snapshot(fresh=fresh)
         if snapshot == self._saved:
             return False
         self._store.save_state(snapshot, wait=wait)
@@ -199,8 +201,9 @@ class StateKeeper:
 
     def _pending_changed(self) -> None:
         # A request about to be asked is on disk before the client can see it (a process
-        # killed then must leave it for the next one to answer); one answered need not wait.
-        self.save_if_changed(wait=bool(self._broker.pending_ids))
+        # killed then must leave it for the next one to answer, with what the turn had spent
+        # so far: the turn continued there goes on from it); one answered need not wait.
+        self.save_if_changed(wait=bool(self._broker.pending_ids), fresh=True)
 
     def set_title(self, title: str) -> None:
         self.state["custom_title"] = title
