@@ -102,6 +102,41 @@ def test_wire_mode_preloads_a_real_providers_sdk_in_the_background(tmp_path: Pat
     assert {"openai", "httpx2"} <= modules
 
 
+def test_wire_start_up_preloads_the_sdk_as_soon_as_the_model_is_resolved(tmp_path: Path):
+    """`--wire`'s warm-up starts the SDK's preload in a thread of its own once the runtime has
+    resolved the model, holding the collector off until it is done (start-up work); the
+    scripted provider starts nothing and the collector comes back at `startup_finished`."""
+    raw = {
+        "default_model": "m",
+        "models": {"m": {"provider": "p", "model": "some-model"}, "s": {"provider": "s", "model": "x"}},
+        "providers": {"p": {"type": "openai_legacy", "api_key": "k"}, "s": {"type": "_echo"}},
+    }
+    statement = (
+        "import gc, threading\n"
+        "from pathlib import Path\n"
+        "from soulwire.config.process_env import startup_finished, tune_startup\n"
+        "from soulwire.runtime.builder import build_runtime\n"
+        "from soulwire.runtime.options import SessionOptions\n"
+        "from soulwire.ui.wire.launch import _start_preload\n"
+        "def preloads():\n"
+        "    return [t for t in threading.enumerate() if t.name == 'soulwire-provider-preload']\n"
+        "tune_startup()\n"
+        f"echo = SessionOptions(Path({str(tmp_path)!r}), Path({str(tmp_path / 'share')!r}), {raw!r}, model='s')\n"
+        "_start_preload(build_runtime(echo))\n"
+        "assert not preloads() and 'openai' not in sys.modules\n"
+        f"real = SessionOptions(Path({str(tmp_path)!r}), Path({str(tmp_path / 'share')!r}), {raw!r})\n"
+        "runtime = build_runtime(real)\n"
+        "_start_preload(runtime)\n"
+        "startup_finished()\n"
+        "for thread in preloads():\n"
+        "    thread.join(120)\n"
+        "assert not preloads() and gc.isenabled()\n"
+        "assert runtime.soul.model.provider._client.built\n"
+    )
+    modules = loaded_after(statement)
+    assert {"openai", "httpx2"} <= modules
+
+
 def test_acp_lean_path_answers_initialize_without_the_sdk_or_the_engine():
     modules = loaded_after("import soulwire.cli, soulwire.cli.args, soulwire.ui.acp.launch")
     assert not [m for m in (*HEAVY_FOR_LEAN_PATH, "acp") if m in modules]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from soulwire.config.loader import ConfigError
-from soulwire.config.process_env import import_pydantic_plugin_loader, startup_finished
+from soulwire.config.process_env import hold_collector, import_pydantic_plugin_loader, startup_finished
 from soulwire.engine.catalog import configured_hook_events, describe_builtin, describe_hooks
 from soulwire.engine.skills import session_skills
 from soulwire.runtime.options import SessionOptions
@@ -50,9 +50,36 @@ class _Warmup(threading.Thread):
             builder = importlib.import_module("soulwire.runtime.builder")
             server = importlib.import_module("soulwire.ui.wire.server")
             self.runtime = builder.build_runtime(self.options, lock=self.lock)
+            _start_preload(self.runtime)
             server.prewarm(self.runtime)
         except BaseException as exc:  # surfaced on the main thread
             self.error = exc
+
+
+def _start_preload(runtime: Any) -> None:
+    """Import the session's provider SDK and build its client in a thread of its own, from the
+    moment the runtime has resolved the model: with the collector still held off (start-up
+    work), and beside the server's own start, so that a prompt sent right after `initialize`
+    finds it further along. A provider that cannot be set up is left to its first request,
+    which reports why (the server's `_preload_provider` then finds the work done or waits for
+    it)."""
+    from soulwire.llm.provider import Preloadable
+
+    model = runtime.soul.model
+    provider = model.provider if model is not None else None
+    if not isinstance(provider, Preloadable):
+        return
+    release = hold_collector()
+
+    def run() -> None:
+        try:
+            provider.preload()
+        except Exception:
+            pass  # the first request tries again and reports the error to the client
+        finally:
+            release()
+
+    threading.Thread(target=run, name="soulwire-provider-preload", daemon=True).start()
 
 
 def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello, bytes] | None:
