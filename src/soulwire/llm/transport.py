@@ -441,11 +441,12 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         of an SDK that sends `platform.platform()` in its headers (the stdlib runs `uname -p`
         in a child process for it, once per process) and the TLS context (OpenSSL reads the
         CA bundle). A request goes through the client's generic `post`, so none of the SDK's
-        lazily imported resources (and their types) is needed after that."""
+        lazily imported resources (and their types) is needed after that. Once per adapter:
+        a later call returns at once (the Wire server asks again at its start, when the
+        warm-up already began it)."""
         with self._preload_lock:
             again, self._preloading = self._preloading, True
-        if again:  # (a second caller waits for the client the first is building)
-            self._client.get()
+        if again:  # under way (or done): a request waits for the client itself
             return
         side: threading.Thread | None = None
         if self.platform_in_headers or _needs_tls(self.settings.base_url):
