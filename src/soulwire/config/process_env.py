@@ -8,26 +8,12 @@ import importlib
 import os
 import signal
 import sys
-import threading
 import types
 from collections.abc import Callable
 from typing import Any
 
 _OWN: set[str] = set()
 _AFTER_STARTUP: list[Callable[[], None]] = []
-
-
-class _Collector:
-    """Whether start-up holds the cyclic collector off (`tune_startup` to `startup_finished`,
-    and past it while a `hold_collector` is not released)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.starting = False
-        self.holds = 0
-
-
-_COLLECTOR = _Collector()
 
 
 def set_for_this_process(key: str, value: str) -> None:
@@ -88,9 +74,7 @@ def tune_startup() -> None:
     schemas) are created: about a tenth of the start-up time, for nothing to collect. It is
     switched back on by `startup_finished`."""
     set_for_this_process("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    with _COLLECTOR.lock:
-        _COLLECTOR.starting = True
-        gc.disable()
+    gc.disable()
 
 
 def after_startup(callback: Callable[[], None]) -> None:
@@ -101,49 +85,11 @@ def after_startup(callback: Callable[[], None]) -> None:
 
 def startup_finished() -> None:
     """Turn the collector back on, with everything loaded so far moved out of its sight:
-    those objects live as long as the process, so later collections skip them. (Not yet while
-    a `hold_collector` is held: its release does it.)"""
-    with _COLLECTOR.lock:
-        _COLLECTOR.starting = False
-        if not _COLLECTOR.holds:
-            _resume_collector()
-    while _AFTER_STARTUP:
-        _AFTER_STARTUP.pop(0)()
-
-
-def hold_collector() -> Callable[[], None]:
-    """Keep the collector off past `startup_finished` until the returned function is called
-    (once): for start-up work that goes on beside the first answers, such as a provider SDK's
-    import (~150 modules of classes and pydantic models, bench/RESULTS.md §30), whose young
-    collections would walk those long-lived objects over and over. Does nothing outside
-    start-up (the collector is on, and stays on). The release freezes what exists by then —
-    the first turn's objects too, which refcounting still frees; only a reference cycle made
-    in that window is never collected."""
-    with _COLLECTOR.lock:
-        if not _COLLECTOR.starting and not _COLLECTOR.holds:
-            return _no_hold
-        _COLLECTOR.holds += 1
-    released: list[bool] = []
-
-    def release() -> None:
-        with _COLLECTOR.lock:
-            if released:
-                return
-            released.append(True)
-            _COLLECTOR.holds -= 1
-            if not _COLLECTOR.holds and not _COLLECTOR.starting:
-                _resume_collector()
-
-    return release
-
-
-def _no_hold() -> None:
-    pass
-
-
-def _resume_collector() -> None:
+    those objects live as long as the process, so later collections skip them."""
     gc.freeze()
     gc.enable()
+    while _AFTER_STARTUP:
+        _AFTER_STARTUP.pop(0)()
 
 
 def collect_rarely(*, collect_first: bool = False) -> None:
