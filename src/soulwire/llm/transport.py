@@ -442,8 +442,8 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         in a child process for it, once per process) and the TLS context (OpenSSL reads the
         CA bundle). A request goes through the client's generic `post`, so none of the SDK's
         lazily imported resources (and their types) is needed after that. Once per adapter:
-        a later call returns at once (the Wire server asks again at its start, when the
-        warm-up already began it)."""
+        a later call returns at once (the Wire server asks again at its start, after the
+        warm-up did it)."""
         with self._preload_lock:
             again, self._preloading = self._preloading, True
         if again:  # under way (or done): a request waits for the client itself
