@@ -140,3 +140,41 @@ def test_401_from_an_oauth_provider_is_an_expired_login(wire, server):
         'Please run "/login" to sign in again.',
         "data": None,
     }
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_an_sdk_that_cannot_be_imported_is_a_clear_provider_error(tmp_path, server, sdk):
+    """The engine sets the SDK up from start-up on (its preload); when the SDK's package is
+    broken, that fails in the background and the prompt says what failed (-32003, the SDK's
+    own ImportError), every time, instead of an internal error — and the engine lives on."""
+    broken = tmp_path / "broken" / sdk
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text(f'raise ImportError("the {sdk} package is broken here")\n')
+    kind = "anthropic" if sdk == "anthropic" else "openai_legacy"
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "default_model": "m",
+                "models": {"m": {"provider": "p", "model": "test-model", "max_context_size": 100_000}},
+                "providers": {"p": {"type": kind, "base_url": server.url + "/v1", "api_key": KEY}},
+            }
+        )
+    )
+    (tmp_path / "work").mkdir()
+    argv = [sys.executable, "-m", "soulwire", "--wire", "--config-file", str(config), "--work-dir"]
+    env = {**engine_env(tmp_path), "PYTHONPATH": str(tmp_path / "broken")}
+    engine = WireProcess([*argv, str(tmp_path / "work")], env, tmp_path / "work")
+    try:
+        assert "result" in engine.initialize()
+        for _ in range(2):
+            _, response = engine.prompt("hi", timeout=60)
+            error = response["error"]
+            assert error["code"] == -32003, error
+            assert f"Cannot set up the {sdk!r} SDK for provider 'p'" in error["message"]
+            assert f"the {sdk} package is broken here" in error["message"]
+            assert KEY not in error["message"]
+        assert not server.requests
+    finally:
+        assert engine.close() == 0
+    assert "Traceback" not in "".join(engine.stderr_lines)

@@ -102,6 +102,41 @@ def test_wire_mode_preloads_a_real_providers_sdk_in_the_background(tmp_path: Pat
     assert {"openai", "httpx2"} <= modules
 
 
+def test_wire_warm_up_preloads_the_sdk_once_initialize_is_answered(tmp_path: Path):
+    """`--wire`'s warm-up sets the SDK up itself (its import and client, with the collector
+    still off) when the lean path has answered `initialize`; before that answer, or for the
+    scripted provider, it leaves the SDK alone (the server's `_preload_provider` does it)."""
+    raw = {
+        "default_model": "m",
+        "models": {"m": {"provider": "p", "model": "some-model"}, "s": {"provider": "s", "model": "x"}},
+        "providers": {"p": {"type": "openai_legacy", "api_key": "k"}, "s": {"type": "_echo"}},
+    }
+    statement = (
+        "import gc\n"
+        "from pathlib import Path\n"
+        "from soulwire.config.process_env import tune_startup\n"
+        "from soulwire.runtime.options import SessionOptions\n"
+        "from soulwire.ui.wire.launch import _Warmup\n"
+        "tune_startup()\n"
+        "def warm(model, answered):\n"
+        f"    options = SessionOptions(Path({str(tmp_path)!r}), Path({str(tmp_path / 'share')!r}), {raw!r}, model=model)\n"
+        "    options.session_id = model + str(answered)\n"
+        "    warmup = _Warmup(options, None)\n"
+        "    if answered:\n"
+        "        warmup.answered.set()\n"
+        "    warmup.start()\n"
+        "    warmup.join()\n"
+        "    assert warmup.error is None, warmup.error\n"
+        "    return warmup.runtime.soul.model.provider\n"
+        "warm('s', True)\n"
+        "assert not warm('m', False)._client.built\n"
+        "assert 'openai' not in sys.modules\n"
+        "assert warm('m', True)._client.built and not gc.isenabled()\n"
+    )
+    modules = loaded_after(statement)
+    assert {"openai", "httpx2"} <= modules
+
+
 def test_acp_lean_path_answers_initialize_without_the_sdk_or_the_engine():
     modules = loaded_after("import soulwire.cli, soulwire.cli.args, soulwire.ui.acp.launch")
     assert not [m for m in (*HEAVY_FOR_LEAN_PATH, "acp") if m in modules]

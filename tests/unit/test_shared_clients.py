@@ -80,3 +80,37 @@ def test_a_session_closes_its_own_client_and_the_host_closes_the_shared_ones(sha
     client = own.get()
     anyio.run(own.aclose)  # not shared: the session's end closes it
     assert client.closed and not own.built
+
+
+def test_a_preload_runs_once_per_adapter_and_a_second_call_does_not_wait() -> None:
+    """The Wire warm-up starts the preload and the server asks again at its start: the second
+    call returns at once (no second build, no thread left waiting for the first)."""
+    import threading
+
+    from soulwire.config.model import ModelConfig, ProviderConfig
+    from soulwire.llm.openai_chat import openai_legacy_factory
+
+    provider = openai_legacy_factory(
+        ProviderConfig(type="openai_legacy", base_url="http://127.0.0.1:9/v1", api_key="k"),
+        ModelConfig(provider="p", model="m", max_context_size=1000),
+        {},
+    )
+    release, started = threading.Event(), threading.Event()
+    built: list[FakeClient] = []
+
+    def build() -> FakeClient:
+        started.set()
+        release.wait(30)  # (the test below checks the outcome, not this thread)
+        built.append(FakeClient(len(built)))
+        return built[-1]
+
+    provider._client = LazyClient(build)
+    first = threading.Thread(target=provider.preload)
+    first.start()
+    assert started.wait(30)
+    provider.preload()  # returns while the first one is still building
+    release.set()
+    first.join(30)
+    assert not first.is_alive()
+    provider.preload()
+    assert len(built) == 1

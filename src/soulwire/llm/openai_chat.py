@@ -143,6 +143,7 @@ class OpenAIChatProvider(SDKAdapter[ChatSettings]):
 
     sdk_module = "openai"
     client_class = "AsyncOpenAI"
+    platform_in_headers = True
 
     def request_body(self, request: ChatRequest) -> tuple[dict[str, Any], dict[str, Any]]:
         """(SDK keyword arguments, extra body fields) for one request."""

@@ -272,7 +272,11 @@ class _LazyRoot(importlib.abc.Loader):
                 ran.append(True)
                 for own in ("__getattr__", "__dir__", "_soulwire_before_set"):
                     vars(module).pop(own, None)
-                exec(compile(self.source, self.origin, "exec"), vars(module))  # the SDK's own file
+                try:
+                    exec(compile(self.source, self.origin, "exec"), vars(module))  # the SDK's own file
+                except BaseException as exc:
+                    vars(module)["__getattr__"] = _failed_init(package, exc)
+                    raise
 
         def __getattr__(attribute: str) -> Any:
             found = names.get(attribute)
@@ -318,6 +322,20 @@ class _LazyRoot(importlib.abc.Loader):
             namespace["__all__"] = list(self.all)
         for call in self.calls:  # its set-up (the SDK's logging from the environment)
             getattr(module, call)()
+
+
+def _failed_init(package: str, cause: BaseException) -> Any:
+    """The `__getattr__` of a lazy root whose `__init__` raised: any name it did not bind
+    before it failed raises ImportError with the cause, as the failed eager import did (not a
+    bare "has no attribute" that hides why)."""
+    reason = f"module {package!r} failed to import: {type(cause).__name__}: {cause}"
+
+    def __getattr__(attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(f"module {package!r} has no attribute {attribute!r}")
+        raise ImportError(reason) from cause
+
+    return __getattr__
 
 
 def _deferred_spec(name: str, path: Any, functions: tuple[str, ...]) -> importlib.machinery.ModuleSpec | None:

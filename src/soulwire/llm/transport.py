@@ -415,10 +415,15 @@ class SDKAdapter(ABC, Generic[SettingsT]):
 
     sdk_module: ClassVar[str]
     client_class: ClassVar[str]
+    platform_in_headers: ClassVar[bool] = False
+    """The SDK's first request describes the platform with `platform.platform()` (which runs
+    `uname -p` in a child process): the preload asks first, beside the import."""
 
     def __init__(self, settings: SettingsT) -> None:
         self.settings = settings
         self._client = LazyClient(self._build_client, self._client_key)
+        self._preload_lock = threading.Lock()
+        self._preloading = False
         self._redact = Redactor.for_provider(settings.api_key, settings.headers)
 
     @property
@@ -431,18 +436,33 @@ class SDKAdapter(ABC, Generic[SettingsT]):
 
     def preload(self) -> None:
         """Import the SDK and build its client: the import, the HTTP stack and the TLS
-        context are most of a first request's own cost. The TLS context reads the CA bundle
-        in OpenSSL, which lets other threads run meanwhile: it is built in a thread of its
-        own while this one imports the SDK. A request goes through the client's generic
-        `post`, so none of the SDK's lazily imported resources (and their types) is needed
-        after that."""
-        tls: threading.Thread | None = None
-        if _needs_tls(self.settings.base_url):
-            tls = threading.Thread(target=_load_tls, name="soulwire-tls-preload", daemon=True)
-            tls.start()
+        context are most of a first request's own cost. Two waits that let other threads run
+        go in a thread of their own while this one imports the SDK: the platform description
+        of an SDK that sends `platform.platform()` in its headers (the stdlib runs `uname -p`
+        in a child process for it, once per process) and the TLS context (OpenSSL reads the
+        CA bundle). A request goes through the client's generic `post`, so none of the SDK's
+        lazily imported resources (and their types) is needed after that. Once per adapter:
+        a later call returns at once (the Wire server asks again at its start, after the
+        warm-up did it)."""
+        with self._preload_lock:
+            again, self._preloading = self._preloading, True
+        if again:  # under way (or done): a request waits for the client itself
+            return
+        side: threading.Thread | None = None
+        if self.platform_in_headers or _needs_tls(self.settings.base_url):
+            side = threading.Thread(target=self._preload_waits, name="soulwire-sdk-preload", daemon=True)
+            side.start()
         self._client.get()
-        if tls is not None:
-            tls.join()
+        if side is not None:
+            side.join()
+
+    def _preload_waits(self) -> None:
+        if self.platform_in_headers:
+            import platform
+
+            platform.platform()  # (cached by the stdlib; the SDK's first request reads it)
+        if _needs_tls(self.settings.base_url):
+            _load_tls()
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -494,6 +514,13 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         `on_error` of `post_events`."""
         return self._errors().stream_error(data)
 
+    def _unloadable(self, exc: Exception) -> ProviderError:
+        """The SDK or its client could not be set up (a broken or partial install): said as
+        such, since the SDK's own error mapping may be what is missing."""
+        label = provider_label(self.settings.provider_name, self.settings.model_name)
+        text = f"Cannot set up the {self.sdk_module!r} SDK for {label}: {type(exc).__name__}: {exc}"
+        return ProviderError(self._redact(text))
+
     def _errors(self) -> ErrorMapper:
         s = self.settings
         return ErrorMapper(
@@ -515,11 +542,14 @@ class SDKAdapter(ABC, Generic[SettingsT]):
         attempt = self._attempt(request, result)
         if s.oauth_ref is not None:
             await self._follow_login_token(s.oauth_ref)
-        try:
-            if not self._client.built:
-                # The first import of an SDK takes 0.5 to 1.5 s: in a worker thread the event loop
-                # keeps serving (events go out, a `cancel` is answered) while it runs.
+        if not self._client.built:
+            # The first import of an SDK takes 0.5 to 1.5 s: in a worker thread the event loop
+            # keeps serving (events go out, a `cancel` is answered) while it runs.
+            try:
                 await anyio.to_thread.run_sync(self._client.get, abandon_on_cancel=True)
+            except Exception as exc:
+                raise self._unloadable(exc) from None
+        try:
             stream = await attempt.open(self._client.get())
             async with stream:
                 async for event in stream:
