@@ -36,6 +36,11 @@ SCHEMA_VERSION = 4
 
 _OUTAGE_WAIT_S = 1.0
 """How long a caller waits for a connection while the database looks down."""
+RECONNECT_GIVE_UP_S = 3.0
+"""How long the pool retries a lost connection before it gives the slot up. Its retries back
+off (1 s, 2 s, 4 s… up to psycopg_pool's default of five minutes in all), so after an outage of
+half a minute the next try could be 30 s away while the database is back and callers time out
+after 10 s; a slot given up is tried again at once by the next caller that needs one."""
 
 WIRE_ROWS_AFTER: LiteralString = (
     "SELECT seq, message FROM sw_wire WHERE session_id = %s AND seq > %s ORDER BY seq"
@@ -166,7 +171,12 @@ class PostgresBackend:
 
         self.url = url
         self.pool: ConnectionPool[Connection[tuple[Any, ...]]] = ConnectionPool(
-            url, min_size=min_size, max_size=max_size, timeout=timeout_s, open=False
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout_s,
+            open=False,
+            reconnect_timeout=RECONNECT_GIVE_UP_S,
         )
         self._failing = False
         """The last connection could not be had (the database looks down)."""
