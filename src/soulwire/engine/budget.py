@@ -131,7 +131,6 @@ class Ledger:
             _restored(saved, "turn") if isinstance(saved, dict) and "turn" in saved else None
         )
         """What the turn a killed process left open had spent (its continuation goes on from it)."""
-        self._turn_open = False
         self._price_of: dict[str, ModelPrice | None] = {}
         self._scopes: set[anyio.CancelScope] = set()
         self.budget = budget
@@ -348,7 +347,6 @@ class Ledger:
         now = self.clock()
         left_open, self._left_open = self._left_open, None
         self.tallies = (left_open if continued and left_open is not None else Tally(), *self.tallies[1:])
-        self._turn_open = True
         self.refused = None
         self._warned = {w for w in self._warned if w[0] != "turn"}
         self._announced.clear()
@@ -359,7 +357,6 @@ class Ledger:
         now = self.clock()
         for tally in self.tallies:
             tally.end(now)
-        self._turn_open = False
         self._keep()
         if self._limits:
             self._send_update(now)  # the turn's final figures
@@ -405,7 +402,7 @@ class Ledger:
             "session": session.spent(session.since or 0.0),
             "tree": tree.spent(tree.since or 0.0),
         }
-        if self._turn_open:
+        if turn.active:  # a turn is open (its tally begun and not yet ended)
             self._persisted["turn"] = turn.spent(turn.since or 0.0)
 
 

@@ -78,7 +78,8 @@ def _first(env: Mapping[str, str], names: tuple[str, ...]) -> str:
     return next((env[n] for n in names if env.get(n)), "")
 
 
-def _capability_list(text: str) -> list[str]:
+def capability_list(text: str) -> list[str]:
+    """A `*_MODEL_CAPABILITIES` value as its capabilities (comma-separated, blanks ignored)."""
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
@@ -114,7 +115,7 @@ def apply_env(
         if values["MODEL_MAX_CONTEXT_SIZE"].strip().isdigit() and int(values["MODEL_MAX_CONTEXT_SIZE"]) > 0:
             m["max_context_size"] = int(values["MODEL_MAX_CONTEXT_SIZE"])
         if values["MODEL_CAPABILITIES"]:
-            m["capabilities"] = _capability_list(values["MODEL_CAPABILITIES"])
+            m["capabilities"] = capability_list(values["MODEL_CAPABILITIES"])
     return provider.model_copy(update=p), model.model_copy(update=m)
 
 

@@ -98,7 +98,7 @@ class ClientCapabilities:
 def model_capabilities(raw_config: dict[str, Any], model_alias: str | None) -> set[str]:
     """The chosen model's declared capabilities, read from the raw configuration and the
     environment without loading the engine (enough to advertise prompt capabilities)."""
-    from soulwire.llm.env import capability_variables, env_provider_type  # (stdlib only)
+    from soulwire.llm.env import capability_list, capability_variables, env_provider_type  # (stdlib only)
 
     models = raw_config.get("models")
     alias = model_alias or raw_config.get("default_model")
@@ -108,7 +108,7 @@ def model_capabilities(raw_config: dict[str, Any], model_alias: str | None) -> s
     for name in capability_variables(kind):
         text = os.environ.get(name)
         if text:
-            return {c.strip() for c in text.split(",") if c.strip()}
+            return set(capability_list(text))
     caps: Any = entry.get("capabilities") if isinstance(entry, dict) else None
     return {str(c) for c in caps} if isinstance(caps, list) else set()
 

@@ -36,7 +36,7 @@ from soulwire.wire.lines import LineReader
 class _Warmup(threading.Thread):
     """Imports the engine and builds the session's runtime while the main thread answers
     `initialize`: the first prompt then finds everything ready. Once `initialize` is answered
-    (`answered`), it also sets up a real provider's SDK (`_preload`)."""
+    (`answered`), it also sets up a real provider's SDK (`server.preload_provider`)."""
 
     def __init__(self, options: SessionOptions, lock: SessionLock) -> None:
         super().__init__(name="soulwire-warmup", daemon=True)
@@ -53,32 +53,17 @@ class _Warmup(threading.Thread):
             server = importlib.import_module("soulwire.ui.wire.server")
             self.runtime = builder.build_runtime(self.options, lock=self.lock)
             if self.answered.is_set():
-                _preload(self.runtime)
+                # Here, once `initialize` is answered (the main thread then only waits for the
+                # warm-up): still start-up, so the collector is off while the SDK's ~150
+                # modules load and freezes them after, and no thread runs beside it for the
+                # interpreter's lock (a preload in a thread of its own beside the server's
+                # start cost ~10 ms more CPU a start than it saved, bench/RESULTS.md §31). A
+                # prompt sent meanwhile waits for it as for the rest of the warm-up. When
+                # `initialize` needs the full server, its `_preload_provider` does it instead.
+                server.preload_provider(self.runtime)
             server.prewarm(self.runtime)
         except BaseException as exc:  # surfaced on the main thread
             self.error = exc
-
-
-def _preload(runtime: Any) -> None:
-    """Import the session's provider SDK and build its client here, in the warm-up, once
-    `initialize` has been answered (the main thread then only waits for the warm-up): still
-    start-up, so the collector is off while its ~150 modules load and freezes them after;
-    and no thread runs beside it for the interpreter's lock (a preload in a thread of its own
-    beside the server's start cost ~10 ms more CPU a start than it saved, bench/RESULTS.md
-    §31). A prompt sent meanwhile waits for it as it would for the rest of the warm-up, and
-    would wait for the same work later otherwise. When `initialize` still needs the full
-    server (an unusual one), the server's `_preload_provider` does it instead, beside that
-    answer. A provider that cannot be set up is left to its first request, which reports
-    why."""
-    from soulwire.llm.provider import Preloadable
-
-    model = runtime.soul.model
-    provider = model.provider if model is not None else None
-    if isinstance(provider, Preloadable):
-        try:
-            provider.preload()
-        except Exception:
-            pass  # the first request tries again and reports the error to the client
 
 
 def _early_initialize(line: bytes, options: SessionOptions) -> tuple[ClientHello, bytes] | None:

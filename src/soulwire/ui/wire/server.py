@@ -455,14 +455,7 @@ class WireServer:
         """Set up a real provider's SDK (its import and its client) in a worker thread while
         the client composes its first prompt, instead of during that prompt. A prompt that
         comes first waits for the same work (the import lock, the client's lock)."""
-        model = self.runtime.soul.model
-        provider = model.provider if model is not None else None
-        if not isinstance(provider, Preloadable):
-            return
-        try:
-            await anyio.to_thread.run_sync(provider.preload, abandon_on_cancel=True)
-        except Exception:
-            pass  # the first request tries again and reports the error to the client
+        await anyio.to_thread.run_sync(preload_provider, self.runtime, abandon_on_cancel=True)
 
     async def _watch_signals(self, peer: Peer) -> None:
         """SIGTERM and SIGINT end the input, as EOF does."""
@@ -484,6 +477,19 @@ class WireServer:
 
 def _drop(line: bytes) -> None:
     """Where events go before a client is connected: nowhere."""
+
+
+def preload_provider(runtime: Runtime) -> None:
+    """Import the session's real provider SDK and build its client (once per adapter: a
+    second call returns at once). A provider that cannot be set up is left to its first
+    request, which reports why."""
+    model = runtime.soul.model
+    provider = model.provider if model is not None else None
+    if isinstance(provider, Preloadable):
+        try:
+            provider.preload()
+        except Exception:
+            pass  # the first request tries again and reports the error to the client
 
 
 def prewarm(runtime: Runtime) -> None:
