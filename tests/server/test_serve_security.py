@@ -10,13 +10,15 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from soulwire.wire.environment import SERVER_TOKEN_FILE
+from tests.server.test_serve_processes import wait_until
 
 
 def test_the_token_is_generated_private_and_required(serve, sandbox):
     server = serve("text: hi")
     path = sandbox.share / SERVER_TOKEN_FILE
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert any(f"?token={server.token}" in line for line in server.stderr_lines)
+    # (the line after "listening on", which is all the server's start waits for)
+    assert wait_until(lambda: any(f"?token={server.token}" in line for line in server.stderr_lines))
     assert server.http.get("/api/sessions").status_code == 401
     bad = server.http.get("/api/sessions", headers={"Authorization": "Bearer nope-nope-nope-nope"})
     assert bad.status_code == 401
